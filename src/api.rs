@@ -1,0 +1,41 @@
+//! The route table: every HTTP route the daemon serves, in one place.
+
+pub mod admin;
+pub mod auth;
+pub mod error;
+pub mod health;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
+use axum::routing::{any, get, post};
+
+use crate::app::AppState;
+use crate::serve::mount;
+use crate::telemetry;
+use tower_http::trace::TraceLayer;
+
+pub fn router(state: AppState) -> Router {
+    let admin = Router::new()
+        .route("/admin/servers", post(admin::create_server).get(admin::list_servers))
+        .route("/admin/servers/{id}", get(admin::get_server).delete(admin::delete_server))
+        .route("/admin/servers/{id}/tools/{tool}/call", post(admin::call_tool))
+        .route("/admin/servers/{id}/calls", get(admin::list_calls))
+        .route("/admin/servers/{id}/export", get(admin::export_server))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_admin_token));
+
+    Router::new()
+        .merge(admin)
+        .route("/servers/{id}/mcp", any(mount::serve_mcp))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .fallback(error::route_not_found)
+        .layer(DefaultBodyLimit::max(state.config.server.max_body_bytes))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(telemetry::http_span)
+                .on_request(())
+                .on_response(telemetry::http_on_response()),
+        )
+        .with_state(state)
+}

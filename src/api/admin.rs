@@ -1,0 +1,301 @@
+//! Admin API handlers: register, inspect, call, export and delete servers.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::api::error::ApiError;
+use crate::app::AppState;
+use crate::catalog::{NewToolsetServer, ServerRecord, format_millis};
+use crate::serve::call::{CallError, Via, result_json};
+use crate::serve::isolate::check_handler;
+use crate::toolset::{ServerId, Toolset};
+use crate::whitelist::Whitelist;
+
+const REGISTER_FIELDS: &[&str] = &["id", "name", "prompt", "tools", "allow_domains", "dry_run", "access_token"];
+const DEFAULT_CALLS_LIMIT: i64 = 50;
+const MAX_CALLS_LIMIT: i64 = 1000;
+
+/// `POST /admin/servers`
+pub async fn create_server(
+    State(state): State<AppState>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body?;
+    let body = body
+        .as_object()
+        .ok_or_else(|| ApiError::bad_request("invalid_body", "the body must be a JSON object"))?;
+    for key in body.keys() {
+        if !REGISTER_FIELDS.contains(&key.as_str()) {
+            return Err(ApiError::bad_request(
+                "unknown_field",
+                format!("unknown field {key:?}; expected some of {}", REGISTER_FIELDS.join(", ")),
+            ));
+        }
+    }
+    let id = match optional_string(body, "id")? {
+        Some(raw) => ServerId::parse(&raw).map_err(|m| ApiError::unprocessable("invalid_id", m))?,
+        None => ServerId::generate(optional_string(body, "name")?.as_deref()),
+    };
+    let name = optional_string(body, "name")?.unwrap_or_else(|| id.to_string());
+    let allow_domains = string_list(body, "allow_domains")?;
+    let whitelist =
+        Whitelist::from_operator_domains(&allow_domains).map_err(|m| ApiError::unprocessable("invalid_domain", m))?;
+
+    match (body.get("tools"), body.get("prompt")) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "ambiguous_registration",
+            "send either \"prompt\" (generate tools) or \"tools\" (a ready toolset), not both",
+        )),
+        (None, None) => Err(ApiError::bad_request(
+            "missing_field",
+            "the body needs \"prompt\" (generate tools from a description) or \"tools\" (a ready toolset)",
+        )),
+        (None, Some(_)) => Err(ApiError::unprocessable(
+            "generation_unavailable",
+            "this daemon has no LLM generation configured, so it accepts only toolset registrations: \
+             send {\"tools\": [{name, description, input_schema, handler}], \"allow_domains\": [...]}",
+        )),
+        (Some(tools), None) => {
+            let tools = tools.as_array().ok_or_else(|| {
+                ApiError::bad_request("invalid_field", "tools must be an array of tool objects")
+            })?;
+            let toolset = Toolset::parse(tools)
+                .map_err(|e| ApiError::unprocessable("invalid_tool", e.to_string()))?;
+            check_handlers(&toolset).await?;
+            state
+                .catalog
+                .create_toolset_server(NewToolsetServer {
+                    id: &id,
+                    name: &name,
+                    allow_domains: &allow_domains,
+                    whitelist: &whitelist,
+                    toolset: &toolset,
+                })
+                .await?;
+            let record = state
+                .catalog
+                .get_server(&id)
+                .await?
+                .ok_or_else(|| ApiError::internal("server vanished right after it was stored"))?;
+            state.registry.mount(&record).map_err(ApiError::internal)?;
+            tracing::info!(server_id = %id, tools = toolset.tools().len(), "toolset server registered");
+            let tool_names: Vec<&str> = toolset.tools().iter().map(|t| t.name.as_str()).collect();
+            Ok((
+                StatusCode::CREATED,
+                Json(json!({
+                    "id": id,
+                    "name": name,
+                    "status": "ready",
+                    "mcp_path": id.mcp_path(),
+                    "tools": tool_names,
+                })),
+            )
+                .into_response())
+        }
+    }
+}
+
+/// Compiles every handler in the real engine, off the async threads.
+async fn check_handlers(toolset: &Toolset) -> Result<(), ApiError> {
+    let sources: Vec<(String, String)> =
+        toolset.tools().iter().map(|t| (t.name.clone(), t.handler.clone())).collect();
+    let failure = tokio::task::spawn_blocking(move || {
+        sources.into_iter().enumerate().find_map(|(index, (name, source))| {
+            check_handler(&source).err().map(|error| (index, name, error))
+        })
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    match failure {
+        None => Ok(()),
+        Some((index, name, error)) => {
+            let line = error.line.map(|l| format!(" at line {l}")).unwrap_or_default();
+            Err(ApiError::unprocessable(
+                "handler_compile_error",
+                format!("tools[{index}].handler ({name}) does not compile{line}: {}", error.message),
+            ))
+        }
+    }
+}
+
+/// `GET /admin/servers`
+pub async fn list_servers(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let servers = state.catalog.list_servers().await?;
+    Ok(Json(json!({ "servers": servers })))
+}
+
+/// `GET /admin/servers/{id}`
+pub async fn get_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let record = find_server(&state, &id).await?;
+    Ok(Json(server_view(&record)))
+}
+
+/// `DELETE /admin/servers/{id}`
+pub async fn delete_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    let id = parse_id(&id)?;
+    // Unmount first: from here on the mount answers 404 even while the rows are being deleted.
+    state.registry.unmount(&id);
+    if state.catalog.delete_server(&id).await? {
+        tracing::info!(server_id = %id, "server deleted");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(not_found(&id))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallBody {
+    #[serde(default = "empty_object")]
+    arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Map::new())
+}
+
+/// `POST /admin/servers/{id}/tools/{tool}/call`
+pub async fn call_tool(
+    State(state): State<AppState>,
+    Path((id, tool)): Path<(String, String)>,
+    body: Result<Json<CallBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body?;
+    let id = parse_id(&id)?;
+    let Some(mounted) = state.registry.get(&id) else {
+        return Err(match state.catalog.get_server(&id).await? {
+            Some(record) => ApiError::unavailable(
+                "server_not_ready",
+                format!("server {id:?} is {}; it can be called once it is ready", record.status),
+            ),
+            None => not_found(&id),
+        });
+    };
+    let output = mounted.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
+        CallError::UnknownTool(name) => ApiError::not_found(
+            "tool_not_found",
+            format!("server {id:?} has no tool {name:?}; GET /admin/servers/{id} lists its tools"),
+        ),
+        CallError::InvalidArguments(m) => ApiError::unprocessable("invalid_arguments", m),
+        CallError::Busy => ApiError::unavailable("busy", e.to_string()),
+        CallError::ShuttingDown => ApiError::unavailable("shutting_down", e.to_string()),
+    })?;
+    Ok(Json(json!({
+        "execution_id": output.execution_id,
+        "outcome": output.outcome.as_str(),
+        "result": result_json(&output.result),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallsQuery {
+    limit: Option<i64>,
+}
+
+/// `GET /admin/servers/{id}/calls?limit=N`
+pub async fn list_calls(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<Query<CallsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query?;
+    let limit = query.limit.unwrap_or(DEFAULT_CALLS_LIMIT);
+    if !(1..=MAX_CALLS_LIMIT).contains(&limit) {
+        return Err(ApiError::bad_request("invalid_query", format!("limit must be between 1 and {MAX_CALLS_LIMIT}")));
+    }
+    let record = find_server(&state, &id).await?;
+    state.caller.call_log().flush().await;
+    let calls = state.catalog.list_calls(&record.id, limit).await?;
+    Ok(Json(json!({ "calls": calls })))
+}
+
+/// `GET /admin/servers/{id}/export`: a body that `POST /admin/servers` accepts again.
+pub async fn export_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let record = find_server(&state, &id).await?;
+    let generation = record.generation.as_ref().ok_or_else(|| {
+        ApiError::conflict("nothing_to_export", format!("server {id:?} has no generated tools yet ({})", record.status))
+    })?;
+    Ok(Json(json!({
+        "id": record.id,
+        "name": record.name,
+        "allow_domains": generation.whitelist.domains(),
+        "tools": generation.tools,
+    })))
+}
+
+fn server_view(record: &ServerRecord) -> Value {
+    let generation = record.generation.as_ref().map(|g| {
+        json!({
+            "id": g.id,
+            "source": g.source,
+            "status": g.status,
+            "error": g.error,
+            "generator_version": g.generator_version,
+            "created_at": format_millis(g.created_at),
+            "finished_at": g.finished_at.map(format_millis),
+        })
+    });
+    let (whitelist, tools) = match &record.generation {
+        Some(g) => (json!(g.whitelist), json!(g.tools)),
+        None => (json!([]), json!([])),
+    };
+    json!({
+        "id": record.id,
+        "name": record.name,
+        "kind": record.kind,
+        "status": record.status,
+        "mcp_path": record.id.mcp_path(),
+        "prompt": record.prompt,
+        "allow_domains": record.allow_domains,
+        "whitelist": whitelist,
+        "tools": tools,
+        "generation": generation,
+        "created_at": format_millis(record.created_at),
+        "updated_at": format_millis(record.updated_at),
+    })
+}
+
+async fn find_server(state: &AppState, raw_id: &str) -> Result<ServerRecord, ApiError> {
+    let id = parse_id(raw_id)?;
+    state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))
+}
+
+fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
+    ServerId::parse(raw).map_err(|_| {
+        ApiError::not_found("server_not_found", format!("no server {raw:?} (ids use a-z, 0-9 and '-')"))
+    })
+}
+
+fn not_found(id: &ServerId) -> ApiError {
+    ApiError::not_found("server_not_found", format!("no server {id:?}; GET /admin/servers lists them"))
+}
+
+fn optional_string(body: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be a string"))),
+    }
+}
+
+fn string_list(body: &Map<String, Value>, key: &str) -> Result<Vec<String>, ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                item.as_str().map(str::to_string).ok_or_else(|| {
+                    ApiError::bad_request("invalid_field", format!("{key}[{i}] must be a string"))
+                })
+            })
+            .collect(),
+        Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be an array of strings"))),
+    }
+}

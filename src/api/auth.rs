@@ -1,0 +1,56 @@
+//! Bearer-token check for `/admin/*`.
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::api::error::ApiError;
+use crate::app::AppState;
+
+/// Refuses admin requests without the configured token; a daemon with no token (loopback only,
+/// enforced by config validation) lets every request through.
+pub async fn require_admin_token(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+    let expected = state.config.admin.token.expose();
+    if expected.is_empty() {
+        return Ok(next.run(request).await);
+    }
+    let presented = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+    match presented {
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing admin token: send Authorization: Bearer <token> ([admin] token)",
+        )),
+        Some(token) if constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) => Ok(next.run(request).await),
+        Some(_) => Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", "the admin token is not valid")),
+    }
+}
+
+/// Compares without an early exit, so response timing does not reveal how much of a guess matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0xff);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn constant_time_eq_matches_only_equal_inputs() {
+        assert!(super::constant_time_eq(b"abc", b"abc"));
+        assert!(!super::constant_time_eq(b"abc", b"abd"));
+        assert!(!super::constant_time_eq(b"abc", b"abcd"));
+        assert!(!super::constant_time_eq(b"", b"a"));
+        assert!(super::constant_time_eq(b"", b""));
+    }
+}

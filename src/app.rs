@@ -1,0 +1,99 @@
+//! Application state, start-up and shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::catalog::{CallLog, Catalog};
+use crate::config::Config;
+use crate::serve::call::Caller;
+use crate::serve::egress::Egress;
+use crate::serve::isolate::IsolatePool;
+use crate::serve::registry::Registry;
+
+/// Shared state handed to every request handler; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub catalog: Catalog,
+    pub registry: Arc<Registry>,
+    pub caller: Caller,
+    /// Set once every ready server from the catalog is mounted.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// Runs the daemon on `listener` until `shutdown` resolves, then drains and closes.
+pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    install_crypto_provider();
+    let config = Arc::new(config);
+    let catalog = Catalog::open(&config.catalog.path).await?;
+    let (call_log, call_log_task) = CallLog::start(catalog.clone());
+    let egress = Arc::new(Egress::new(&config).context("cannot build the egress HTTP client")?);
+    let pool = Arc::new(IsolatePool::new(
+        config.worker_threads(),
+        config.sandbox.queue,
+        tokio::runtime::Handle::current(),
+    ));
+    let caller = Caller::new(pool.clone(), egress, call_log, config.sandbox.clone());
+    let registry = Arc::new(Registry::new(&config, caller.clone()));
+    let state = AppState {
+        config: config.clone(),
+        catalog: catalog.clone(),
+        registry: registry.clone(),
+        caller,
+        ready: Arc::new(AtomicBool::new(false)),
+    };
+
+    let address = listener.local_addr()?;
+    tracing::info!(%address, catalog = %config.catalog.path.display(), workers = config.worker_threads(), "mcpbootd listening");
+
+    // Serve at once so /healthz answers during start-up; /readyz turns ready after the remount.
+    let remount_state = state.clone();
+    tokio::spawn(async move {
+        match remount_state.catalog.ready_servers().await {
+            Ok(servers) => {
+                for server in &servers {
+                    if let Err(error) = remount_state.registry.mount(server) {
+                        tracing::error!(server_id = %server.id, %error, "cannot mount server");
+                    }
+                }
+                tracing::info!(servers = servers.len(), "servers mounted from the catalog");
+                remount_state.ready.store(true, Ordering::Release);
+            }
+            Err(error) => tracing::error!(%error, "cannot read servers from the catalog; not ready"),
+        }
+    });
+
+    let router = crate::api::router(state.clone());
+    let grace = Duration::from_millis(config.server.shutdown_grace_ms);
+    let server_registry = registry.clone();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new connections; draining in-flight requests");
+            // Close MCP streams so long-lived connections do not hold the drain open.
+            server_registry.close_all();
+        })
+        .await
+        .context("HTTP server failed")?;
+
+    pool.close();
+    let AppState { caller, .. } = state;
+    caller.call_log().flush().await;
+    drop(caller);
+    drop(registry);
+    // The writer ends once every handle is gone; give it the grace period at most.
+    let _ = tokio::time::timeout(grace, call_log_task).await;
+    catalog.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// reqwest is built without a bundled crypto provider; rustls needs one chosen once per process.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,0 +1,524 @@
+//! The SQLite catalog: the only module that holds SQL.
+//!
+//! Servers point at their active generation; a generation is immutable once finished and owns its
+//! tools. Every multi-row write happens in one transaction, so a failed registration leaves no
+//! half-written rows. The call log is written in batches by a background writer (see
+//! [`CallLog`]) so that tool calls never wait for the disk.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::toolset::{ServerId, ToolSpec, Toolset};
+use crate::whitelist::Whitelist;
+
+/// Version of the code that produced a generation; part of the generation cache key.
+pub const GENERATOR_VERSION: &str = concat!("mcpbootd-", env!("CARGO_PKG_VERSION"));
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("a server with id {0:?} already exists")]
+    Conflict(String),
+    #[error("catalog error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("catalog holds unreadable data: {0}")]
+    Corrupt(String),
+}
+
+#[derive(Clone)]
+pub struct Catalog {
+    pool: SqlitePool,
+}
+
+/// What a toolset registration stores.
+pub struct NewToolsetServer<'a> {
+    pub id: &'a ServerId,
+    pub name: &'a str,
+    pub allow_domains: &'a [String],
+    pub whitelist: &'a Whitelist,
+    pub toolset: &'a Toolset,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerSummary {
+    pub id: String,
+    pub name: String,
+    pub kind: String,
+    pub status: String,
+    pub tool_count: i64,
+    pub mcp_path: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A server with its active generation and tools, as the admin view and the mounts need it.
+#[derive(Debug, Clone)]
+pub struct ServerRecord {
+    pub id: ServerId,
+    pub name: String,
+    pub kind: String,
+    pub prompt: Option<String>,
+    pub allow_domains: Vec<String>,
+    pub status: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub generation: Option<GenerationRecord>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GenerationRecord {
+    pub id: i64,
+    pub source: String,
+    pub status: String,
+    pub error: Option<String>,
+    pub generator_version: String,
+    pub whitelist: Whitelist,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+    pub tools: Toolset,
+}
+
+/// One finished tool call, with the outbound requests it made.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    pub execution_id: String,
+    #[serde(skip)]
+    pub server_id: String,
+    pub generation_id: i64,
+    pub tool: String,
+    pub via: &'static str,
+    #[serde(serialize_with = "serialize_millis")]
+    pub started_at: i64,
+    pub duration_us: i64,
+    pub outcome: &'static str,
+    pub error: Option<String>,
+    pub fetches: i64,
+    pub console: String,
+    pub egress: Vec<EgressRecord>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EgressRecord {
+    pub method: String,
+    pub host: String,
+    pub path: String,
+    pub allowed: bool,
+    pub status: Option<i64>,
+    pub bytes: i64,
+    pub duration_us: i64,
+    pub reason: Option<String>,
+}
+
+impl Catalog {
+    /// Opens (creating if needed) the catalog file and brings its schema up to date.
+    pub async fn open(path: &Path) -> anyhow::Result<Catalog> {
+        use anyhow::Context;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the catalog directory {}", dir.display()))?;
+        }
+        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .with_context(|| format!("invalid catalog path {}", path.display()))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .context("cannot apply catalog migrations")?;
+        Ok(Catalog { pool })
+    }
+
+    pub async fn ping(&self) -> bool {
+        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Stores a ready toolset server, its generation and tools in one transaction.
+    pub async fn create_toolset_server(&self, new: NewToolsetServer<'_>) -> Result<i64, CatalogError> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at)
+             VALUES (?, ?, 'toolset', NULL, ?, 'ready', ?, ?) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(new.id.as_str())
+        .bind(new.name)
+        .bind(to_json(&new.allow_domains))
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(CatalogError::Conflict(new.id.to_string()));
+        }
+        let generation_id: i64 = sqlx::query_scalar(
+            "INSERT INTO generations (server_id, source, status, generator_version, whitelist, created_at, finished_at)
+             VALUES (?, 'toolset', 'ready', ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(new.id.as_str())
+        .bind(GENERATOR_VERSION)
+        .bind(to_json(new.whitelist))
+        .bind(now)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        for (position, tool) in new.toolset.tools().iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations)
+                 VALUES (?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(generation_id)
+            .bind(position as i64)
+            .bind(&tool.name)
+            .bind(&tool.description)
+            .bind(to_json(&tool.input_schema))
+            .bind(&tool.handler)
+            .bind(tool.annotations.as_ref().map(to_json))
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
+            .bind(generation_id)
+            .bind(new.id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(generation_id)
+    }
+
+    pub async fn list_servers(&self) -> Result<Vec<ServerSummary>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT s.id, s.name, s.kind, s.status, s.created_at, s.updated_at,
+                    (SELECT COUNT(*) FROM tools t WHERE t.generation_id = s.active_generation_id) AS tool_count
+             FROM servers s ORDER BY s.created_at, s.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let id: String = row.get("id");
+                ServerSummary {
+                    mcp_path: format!("/servers/{id}/mcp"),
+                    id,
+                    name: row.get("name"),
+                    kind: row.get("kind"),
+                    status: row.get("status"),
+                    tool_count: row.get("tool_count"),
+                    created_at: format_millis(row.get("created_at")),
+                    updated_at: format_millis(row.get("updated_at")),
+                }
+            })
+            .collect())
+    }
+
+    pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerRecord>, CatalogError> {
+        let row = sqlx::query(
+            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at
+             FROM servers WHERE id = ?",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(row) => Ok(Some(self.server_from_row(row).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every server whose status is `ready`, for mounting at start-up.
+    pub async fn ready_servers(&self) -> Result<Vec<ServerRecord>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at
+             FROM servers WHERE status = 'ready' ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut servers = Vec::with_capacity(rows.len());
+        for row in rows {
+            servers.push(self.server_from_row(row).await?);
+        }
+        Ok(servers)
+    }
+
+    /// Deletes a server with its generations, tools and call log. Returns false if it did not exist.
+    pub async fn delete_server(&self, id: &ServerId) -> Result<bool, CatalogError> {
+        let mut tx = self.pool.begin().await?;
+        // Break the server -> generation reference first so the cascade has a clean order.
+        sqlx::query("UPDATE servers SET active_generation_id = NULL WHERE id = ?")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query("DELETE FROM servers WHERE id = ?").bind(id.as_str()).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    /// Newest calls first, each with its egress rows.
+    pub async fn list_calls(&self, id: &ServerId, limit: i64) -> Result<Vec<CallRecord>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console
+             FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?",
+        )
+        .bind(id.as_str())
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut calls = Vec::with_capacity(rows.len());
+        for row in rows {
+            let execution_id: String = row.get("execution_id");
+            let egress = sqlx::query(
+                "SELECT method, host, path, allowed, status, bytes, duration_us, reason
+                 FROM egress WHERE execution_id = ? ORDER BY seq",
+            )
+            .bind(&execution_id)
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(|e| EgressRecord {
+                method: e.get("method"),
+                host: e.get("host"),
+                path: e.get("path"),
+                allowed: e.get("allowed"),
+                status: e.get("status"),
+                bytes: e.get("bytes"),
+                duration_us: e.get("duration_us"),
+                reason: e.get("reason"),
+            })
+            .collect();
+            calls.push(CallRecord {
+                execution_id,
+                server_id: row.get("server_id"),
+                generation_id: row.get("generation_id"),
+                tool: row.get("tool"),
+                via: static_label(row.get::<String, _>("via").as_str(), &["mcp", "admin"]),
+                started_at: row.get("started_at"),
+                duration_us: row.get("duration_us"),
+                outcome: static_label(
+                    row.get::<String, _>("outcome").as_str(),
+                    &["ok", "error", "timeout", "limit", "denied", "busy"],
+                ),
+                error: row.get("error"),
+                fetches: row.get("fetches"),
+                console: row.get("console"),
+                egress,
+            });
+        }
+        Ok(calls)
+    }
+
+    /// Writes a batch of calls in one transaction. Calls of a server deleted meanwhile are dropped.
+    async fn insert_calls(&self, batch: &[CallRecord]) -> Result<(), CatalogError> {
+        let mut tx = self.pool.begin().await?;
+        for call in batch {
+            let inserted = sqlx::query(
+                "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console)
+                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM servers WHERE id = ?)",
+            )
+            .bind(&call.execution_id)
+            .bind(&call.server_id)
+            .bind(call.generation_id)
+            .bind(&call.tool)
+            .bind(call.via)
+            .bind(call.started_at)
+            .bind(call.duration_us)
+            .bind(call.outcome)
+            .bind(&call.error)
+            .bind(call.fetches)
+            .bind(&call.console)
+            .bind(&call.server_id)
+            .execute(&mut *tx)
+            .await?;
+            if inserted.rows_affected() == 0 {
+                continue;
+            }
+            for (seq, egress) in call.egress.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(&call.execution_id)
+                .bind(seq as i64)
+                .bind(&egress.method)
+                .bind(&egress.host)
+                .bind(&egress.path)
+                .bind(egress.allowed)
+                .bind(egress.status)
+                .bind(egress.bytes)
+                .bind(egress.duration_us)
+                .bind(&egress.reason)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn server_from_row(&self, row: sqlx::sqlite::SqliteRow) -> Result<ServerRecord, CatalogError> {
+        let id: String = row.get("id");
+        let id = ServerId::parse(&id).map_err(CatalogError::Corrupt)?;
+        let generation_id: Option<i64> = row.get("active_generation_id");
+        let generation = match generation_id {
+            Some(generation_id) => Some(self.generation(generation_id).await?),
+            None => None,
+        };
+        Ok(ServerRecord {
+            id,
+            name: row.get("name"),
+            kind: row.get("kind"),
+            prompt: row.get("prompt"),
+            allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
+            status: row.get("status"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+            generation,
+        })
+    }
+
+    async fn generation(&self, id: i64) -> Result<GenerationRecord, CatalogError> {
+        let row = sqlx::query(
+            "SELECT id, source, status, error, generator_version, whitelist, created_at, finished_at
+             FROM generations WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_one(&self.pool)
+        .await?;
+        let tool_rows = sqlx::query(
+            "SELECT name, description, input_schema, handler, annotations FROM tools
+             WHERE generation_id = ? ORDER BY position",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut tools = Vec::with_capacity(tool_rows.len());
+        for t in tool_rows {
+            let annotations: Option<String> = t.get("annotations");
+            tools.push(ToolSpec {
+                name: t.get("name"),
+                description: t.get("description"),
+                input_schema: from_json::<Map<String, Value>>(&t.get::<String, _>("input_schema"))?,
+                handler: t.get("handler"),
+                annotations: annotations.as_deref().map(from_json).transpose()?,
+            });
+        }
+        Ok(GenerationRecord {
+            id: row.get("id"),
+            source: row.get("source"),
+            status: row.get("status"),
+            error: row.get("error"),
+            generator_version: row.get("generator_version"),
+            whitelist: from_json(&row.get::<String, _>("whitelist"))?,
+            created_at: row.get("created_at"),
+            finished_at: row.get("finished_at"),
+            tools: Toolset::from_trusted(tools),
+        })
+    }
+}
+
+/// Handle to the background call-log writer.
+///
+/// Calls are queued without waiting and written in batches (one transaction per batch), which keeps
+/// SQLite off the tool-call hot path. [`CallLog::flush`] waits until everything queued so far is on
+/// disk, so the admin API can show a call right after it returned.
+#[derive(Clone)]
+pub struct CallLog {
+    sender: mpsc::Sender<LogMessage>,
+}
+
+enum LogMessage {
+    Call(Box<CallRecord>),
+    Flush(oneshot::Sender<()>),
+}
+
+/// Calls waiting to be written before new ones are dropped (and counted) rather than queued.
+const CALL_LOG_QUEUE: usize = 16 * 1024;
+const CALL_LOG_BATCH: usize = 512;
+
+impl CallLog {
+    /// Starts the writer task; it ends when every `CallLog` handle has been dropped.
+    pub fn start(catalog: Catalog) -> (CallLog, tokio::task::JoinHandle<()>) {
+        let (sender, mut receiver) = mpsc::channel::<LogMessage>(CALL_LOG_QUEUE);
+        let task = tokio::spawn(async move {
+            let mut buffer = Vec::with_capacity(CALL_LOG_BATCH);
+            while receiver.recv_many(&mut buffer, CALL_LOG_BATCH).await > 0 {
+                let mut calls = Vec::with_capacity(buffer.len());
+                let mut waiters = Vec::new();
+                for message in buffer.drain(..) {
+                    match message {
+                        LogMessage::Call(call) => calls.push(*call),
+                        LogMessage::Flush(done) => waiters.push(done),
+                    }
+                }
+                if !calls.is_empty() {
+                    if let Err(error) = catalog.insert_calls(&calls).await {
+                        tracing::error!(%error, calls = calls.len(), "could not write the call log");
+                    }
+                }
+                for waiter in waiters {
+                    let _ = waiter.send(());
+                }
+            }
+        });
+        (CallLog { sender }, task)
+    }
+
+    pub fn record(&self, call: CallRecord) {
+        if self.sender.try_send(LogMessage::Call(Box::new(call))).is_err() {
+            tracing::warn!("call log queue is full; a call record was dropped");
+        }
+    }
+
+    pub async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.sender.send(LogMessage::Flush(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// RFC 3339 with milliseconds, UTC.
+pub fn format_millis(millis: i64) -> String {
+    let time = std::time::UNIX_EPOCH + Duration::from_millis(millis.max(0) as u64);
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+fn serialize_millis<S: serde::Serializer>(millis: &i64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format_millis(*millis))
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).expect("catalog values serialise")
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, CatalogError> {
+    serde_json::from_str(text).map_err(|e| CatalogError::Corrupt(e.to_string()))
+}
+
+fn static_label(value: &str, labels: &[&'static str]) -> &'static str {
+    labels.iter().copied().find(|l| *l == value).unwrap_or("unknown")
+}

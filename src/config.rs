@@ -1,0 +1,515 @@
+//! Layered configuration: embedded defaults < `--config` file < `MCPBOOTD_*` environment < CLI flags.
+//!
+//! Every layer is merged as a TOML table before anything is deserialised, so a key set in any layer is
+//! checked by the same typed structs, and unknown keys are refused wherever they come from (a typo in
+//! an env var name is as loud as a typo in the file). `mcpbootd.toml.example` is the reference and is
+//! embedded; a test keeps it parsing.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The documented example config, shipped inside the binary (`mcpbootd print-config`).
+pub const EXAMPLE_CONFIG: &str = include_str!("../mcpbootd.toml.example");
+
+/// Env var prefix; `MCPBOOTD_SANDBOX__CPU_MS=500` sets `[sandbox] cpu_ms`.
+const ENV_PREFIX: &str = "MCPBOOTD_";
+/// Short form accepted for the admin token so one variable configures the daemon and the CLI client.
+const ENV_ADMIN_TOKEN_SHORT: &str = "MCPBOOTD_ADMIN_TOKEN";
+/// Variables that belong to the CLI client, not to the daemon's config tree.
+const ENV_CLIENT_ONLY: &[&str] = &["MCPBOOTD_URL"];
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub admin: AdminConfig,
+    pub catalog: CatalogConfig,
+    pub sandbox: SandboxConfig,
+    pub egress: EgressConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// `Host` header values accepted on MCP mounts (DNS-rebinding protection). Empty means the
+    /// loopback names plus the listen address.
+    pub allowed_hosts: Vec<String>,
+    /// Browser `Origin`s accepted on MCP mounts; empty disables the Origin check.
+    pub allowed_origins: Vec<String>,
+    /// Largest accepted admin or MCP request body.
+    pub max_body_bytes: usize,
+    /// How long in-flight calls may run after a shutdown signal.
+    pub shutdown_grace_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Bearer token for `/admin/*`; required when `listen` is not a loopback address.
+    pub token: Secret,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CatalogConfig {
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    pub timeout_ms: u64,
+    pub cpu_ms: u64,
+    pub memory_mb: u64,
+    pub stack_kb: u64,
+    pub max_fetches: u32,
+    pub max_concurrent_fetches: u32,
+    pub max_response_bytes: u64,
+    pub max_result_bytes: usize,
+    pub max_argument_bytes: usize,
+    pub max_console_bytes: usize,
+    /// Isolate worker threads; 0 means one per CPU.
+    pub workers: usize,
+    /// Calls that may wait for a worker before new calls get a "busy" error.
+    pub queue: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EgressConfig {
+    /// Let handlers reach loopback, RFC 1918, link-local and other non-global addresses.
+    pub allow_private_networks: bool,
+    pub connect_timeout_ms: u64,
+    /// Longest pause between two reads of a response body.
+    pub read_timeout_ms: u64,
+    pub max_redirects: u32,
+    pub user_agent: String,
+    /// Host name -> IP address, used instead of DNS. The URL's port is kept.
+    pub resolve: BTreeMap<String, IpAddr>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `auto` (human on a terminal, JSON lines otherwise), `json` or `pretty`.
+    pub format: LogFormat,
+    /// A `tracing` filter such as `info` or `mcpbootd=debug,tower_http=info`; `RUST_LOG` wins.
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Auto,
+    Json,
+    Pretty,
+}
+
+/// A string that never shows up in logs, `Debug` output or `print-config`.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() { "\"\"" } else { "\"<redacted>\"" })
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(if self.0.is_empty() { "" } else { "<redacted>" })
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_body_bytes: 4 * 1024 * 1024,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+impl Default for CatalogConfig {
+    fn default() -> Self {
+        CatalogConfig { path: PathBuf::from("./data/mcpbootd.db") }
+    }
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            timeout_ms: 30_000,
+            cpu_ms: 2_000,
+            memory_mb: 64,
+            stack_kb: 512,
+            max_fetches: 50,
+            max_concurrent_fetches: 6,
+            max_response_bytes: 10 * 1024 * 1024,
+            max_result_bytes: 1024 * 1024,
+            max_argument_bytes: 1024 * 1024,
+            max_console_bytes: 64 * 1024,
+            workers: 0,
+            queue: 256,
+        }
+    }
+}
+
+impl Default for EgressConfig {
+    fn default() -> Self {
+        EgressConfig {
+            allow_private_networks: false,
+            connect_timeout_ms: 5_000,
+            read_timeout_ms: 15_000,
+            max_redirects: 5,
+            user_agent: concat!("mcpbootd/", env!("CARGO_PKG_VERSION")).to_string(),
+            resolve: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { format: LogFormat::Auto, level: "info".to_string() }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server: ServerConfig::default(),
+            admin: AdminConfig::default(),
+            catalog: CatalogConfig::default(),
+            sandbox: SandboxConfig::default(),
+            egress: EgressConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// Values given as command-line flags; they override every other layer.
+#[derive(Debug, Clone, Default)]
+pub struct CliOverrides {
+    pub listen: Option<SocketAddr>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is not valid TOML: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("environment variable {name} does not name a config key: {reason}")]
+    Env { name: String, reason: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Loads the layered config. `env` is passed in (rather than read here) so tests can pin the
+    /// precedence without touching the process environment.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        cli: &CliOverrides,
+    ) -> Result<Config, ConfigError> {
+        let mut merged = toml::Table::try_from(Config::default())
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        // The serialised default shows the redacted placeholder; an unset token is empty.
+        set_path(&mut merged, &["admin", "token"], toml::Value::String(String::new()));
+
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+            let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+            merge(&mut merged, table);
+        }
+
+        let mut env: Vec<(String, String)> =
+            env.into_iter().filter(|(name, _)| name.starts_with(ENV_PREFIX)).collect();
+        // The long form must win over the short form whatever order the environment lists them in.
+        env.sort_by_key(|(name, _)| name != ENV_ADMIN_TOKEN_SHORT);
+        for (name, value) in env {
+            if ENV_CLIENT_ONLY.contains(&name.as_str()) {
+                continue;
+            }
+            let path = env_key_path(&name)?;
+            let refs: Vec<&str> = path.iter().map(String::as_str).collect();
+            set_path(&mut merged, &refs, parse_env_value(&value));
+        }
+
+        if let Some(listen) = cli.listen {
+            set_path(&mut merged, &["server", "listen"], toml::Value::String(listen.to_string()));
+        }
+
+        let config: Config = merged
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.message().to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks that the values make sense together; messages name the key and its env var.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.server.listen.ip().is_loopback() && self.admin.token.is_empty() {
+            return Err(ConfigError::Invalid(format!(
+                "[server] listen = \"{}\" is not a loopback address, so the admin API needs a token: \
+                 set [admin] token, or MCPBOOTD_ADMIN__TOKEN / MCPBOOTD_ADMIN_TOKEN",
+                self.server.listen
+            )));
+        }
+        let sandbox = &self.sandbox;
+        for (key, value) in [
+            ("timeout_ms", sandbox.timeout_ms),
+            ("cpu_ms", sandbox.cpu_ms),
+            ("memory_mb", sandbox.memory_mb),
+            ("stack_kb", sandbox.stack_kb),
+            ("max_fetches", u64::from(sandbox.max_fetches)),
+            ("max_concurrent_fetches", u64::from(sandbox.max_concurrent_fetches)),
+            ("max_response_bytes", sandbox.max_response_bytes),
+            ("max_result_bytes", sandbox.max_result_bytes as u64),
+            ("queue", sandbox.queue as u64),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "[sandbox] {key} must be greater than 0 (MCPBOOTD_SANDBOX__{})",
+                    key.to_uppercase()
+                )));
+            }
+        }
+        if sandbox.stack_kb * 1024 > 8 * 1024 * 1024 {
+            return Err(ConfigError::Invalid(
+                "[sandbox] stack_kb must be at most 8192 (the isolate threads' native stack)".into(),
+            ));
+        }
+        for host in self.egress.resolve.keys() {
+            if host.is_empty() || host.contains('/') || host.contains(':') {
+                return Err(ConfigError::Invalid(format!(
+                    "[egress.resolve] key {host:?} must be a bare host name such as \"api.example.test\""
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn worker_threads(&self) -> usize {
+        match self.sandbox.workers {
+            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            n => n,
+        }
+    }
+
+    /// The host names the MCP mounts accept in `Host` headers.
+    pub fn mcp_allowed_hosts(&self) -> Vec<String> {
+        if !self.server.allowed_hosts.is_empty() {
+            return self.server.allowed_hosts.clone();
+        }
+        let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+        let ip = self.server.listen.ip();
+        if !ip.is_unspecified() && !ip.is_loopback() {
+            hosts.push(ip.to_string());
+        }
+        hosts
+    }
+
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.sandbox.timeout_ms)
+    }
+
+    /// The config as TOML, secrets redacted.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// `MCPBOOTD_EGRESS__RESOLVE__api.example.test` -> ["egress", "resolve", "api.example.test"].
+/// Section and key names are lower-cased; the tail of a map path (host names) is kept as written.
+fn env_key_path(name: &str) -> Result<Vec<String>, ConfigError> {
+    if name == ENV_ADMIN_TOKEN_SHORT {
+        return Ok(vec!["admin".into(), "token".into()]);
+    }
+    let rest = &name[ENV_PREFIX.len()..];
+    let parts: Vec<&str> = rest.split("__").collect();
+    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+        return Err(ConfigError::Env {
+            name: name.to_string(),
+            reason: "expected MCPBOOTD_<SECTION>__<KEY>, e.g. MCPBOOTD_SERVER__LISTEN".into(),
+        });
+    }
+    Ok(parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| if i < 2 { p.to_lowercase() } else { p.to_string() })
+        .collect())
+}
+
+/// Env values are TOML values when they parse as one (`500`, `true`, `["a", "b"]`), strings otherwise,
+/// so `MCPBOOTD_SERVER__LISTEN=0.0.0.0:80` needs no quoting.
+fn parse_env_value(raw: &str) -> toml::Value {
+    format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+fn set_path(table: &mut toml::Table, path: &[&str], value: toml::Value) {
+    let (last, parents) = path.split_last().expect("non-empty config path");
+    let mut current = table;
+    for part in parents {
+        let entry = current
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if !entry.is_table() {
+            *entry = toml::Value::Table(toml::Table::new());
+        }
+        current = entry.as_table_mut().expect("just made a table");
+    }
+    current.insert(last.to_string(), value);
+}
+
+fn merge(base: &mut toml::Table, overlay: toml::Table) {
+    for (key, value) in overlay {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base_table)), toml::Value::Table(overlay_table)) => {
+                merge(base_table, overlay_table)
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_work_on_a_fresh_machine() {
+        let config = Config::load(None, env(&[]), &CliOverrides::default()).unwrap();
+        assert_eq!(config, Config::default());
+        assert_eq!(config.server.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.catalog.path, PathBuf::from("./data/mcpbootd.db"));
+    }
+
+    #[test]
+    fn example_config_parses_and_matches_defaults_where_it_sets_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("example.toml");
+        std::fs::write(&path, EXAMPLE_CONFIG).unwrap();
+        let config = Config::load(Some(&path), env(&[]), &CliOverrides::default()).unwrap();
+        assert_eq!(config.sandbox, SandboxConfig::default());
+        assert_eq!(config.server.listen, ServerConfig::default().listen);
+    }
+
+    #[test]
+    fn precedence_is_defaults_then_file_then_env_then_cli() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "[server]\nlisten = \"127.0.0.1:7000\"\n[sandbox]\ncpu_ms = 100\nmemory_mb = 32\n\
+             [egress.resolve]\n\"api.weather.test\" = \"127.0.0.1\"\n",
+        )
+        .unwrap();
+        let vars = env(&[
+            ("MCPBOOTD_SERVER__LISTEN", "127.0.0.1:7001"),
+            ("MCPBOOTD_SANDBOX__CPU_MS", "200"),
+            ("MCPBOOTD_EGRESS__RESOLVE__api.other.test", "::1"),
+            ("PATH", "/usr/bin"),
+        ]);
+        let cli = CliOverrides { listen: Some("127.0.0.1:7002".parse().unwrap()) };
+
+        let file_only = Config::load(Some(&path), env(&[]), &CliOverrides::default()).unwrap();
+        assert_eq!(file_only.server.listen.port(), 7000);
+        assert_eq!(file_only.sandbox.cpu_ms, 100);
+
+        let with_env = Config::load(Some(&path), vars.clone(), &CliOverrides::default()).unwrap();
+        assert_eq!(with_env.server.listen.port(), 7001);
+        assert_eq!(with_env.sandbox.cpu_ms, 200);
+        assert_eq!(with_env.sandbox.memory_mb, 32, "file value survives when env does not set it");
+        assert_eq!(with_env.egress.resolve.len(), 2);
+        assert_eq!(with_env.egress.resolve["api.other.test"], "::1".parse::<IpAddr>().unwrap());
+
+        let with_cli = Config::load(Some(&path), vars, &cli).unwrap();
+        assert_eq!(with_cli.server.listen.port(), 7002);
+        assert_eq!(with_cli.sandbox.timeout_ms, 30_000, "default survives every layer");
+    }
+
+    #[test]
+    fn admin_token_short_form_and_long_form() {
+        let short = Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "s3")]), &CliOverrides::default())
+            .unwrap();
+        assert_eq!(short.admin.token.expose(), "s3");
+        let both = Config::load(
+            None,
+            env(&[("MCPBOOTD_ADMIN__TOKEN", "long"), ("MCPBOOTD_ADMIN_TOKEN", "short")]),
+            &CliOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(both.admin.token.expose(), "long");
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let config =
+            Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "hunter2")]), &CliOverrides::default())
+                .unwrap();
+        assert!(!format!("{config:?}").contains("hunter2"));
+        assert!(!config.to_toml().contains("hunter2"));
+    }
+
+    #[test]
+    fn bad_input_names_the_key() {
+        let err = Config::load(None, env(&[("MCPBOOTD_SANDBOX__CPU_MSS", "1")]), &CliOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cpu_mss"), "{err}");
+
+        let err = Config::load(None, env(&[("MCPBOOTD_NOSECTION", "1")]), &CliOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MCPBOOTD_NOSECTION"), "{err}");
+
+        let err = Config::load(None, env(&[("MCPBOOTD_SANDBOX__CPU_MS", "fast")]), &CliOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cpu_ms"), "{err}");
+
+        let cli = CliOverrides { listen: Some("0.0.0.0:8080".parse().unwrap()) };
+        let err = Config::load(None, env(&[]), &cli).unwrap_err().to_string();
+        assert!(err.contains("[admin] token") && err.contains("MCPBOOTD_ADMIN__TOKEN"), "{err}");
+        assert!(Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "t")]), &cli).is_ok());
+    }
+}

@@ -1,0 +1,10 @@
+//! The serving side: mounted servers, tool calls, isolates and the egress policy.
+//!
+//! Nothing here imports generation or LLM code; serving never calls an LLM.
+
+pub mod call;
+pub mod egress;
+#[path = "serve/isolate_stub.rs"]
+pub mod isolate;
+pub mod mount;
+pub mod registry;

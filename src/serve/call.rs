@@ -1,0 +1,216 @@
+//! One tool call, start to finish: argument checks, the isolate run, the call log entry.
+//!
+//! MCP `tools/call` and the admin API's call route both come through [`Caller::call`], so a tool
+//! behaves the same whichever door the call used.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::catalog::{CallLog, CallRecord, now_millis};
+use crate::config::SandboxConfig;
+use crate::serve::egress::{Egress, ServerPolicy};
+use crate::serve::isolate::{Invocation, IsolatePool, Outcome, PoolError, SandboxLimits, ToolResult};
+use crate::toolset::{ServerId, ToolSpec};
+
+/// A tool ready to be called: its spec plus the compiled argument validator.
+pub struct CallableTool {
+    pub spec: ToolSpec,
+    pub handler: Arc<str>,
+    validator: jsonschema::Validator,
+}
+
+/// Which door a call came through, for the call log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Mcp,
+    Admin,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("unknown tool {0:?}")]
+    UnknownTool(String),
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error("all isolate workers are busy and the call queue is full; retry shortly")]
+    Busy,
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+}
+
+pub struct CallOutput {
+    pub execution_id: String,
+    pub outcome: Outcome,
+    pub result: ToolResult,
+}
+
+/// Runs calls for every mounted server; cheap to clone.
+#[derive(Clone)]
+pub struct Caller {
+    pool: Arc<IsolatePool>,
+    egress: Arc<Egress>,
+    call_log: CallLog,
+    limits: Arc<SandboxConfig>,
+}
+
+impl CallableTool {
+    pub fn new(spec: ToolSpec) -> Result<CallableTool, String> {
+        let validator = jsonschema::validator_for(&Value::Object(spec.input_schema.clone()))
+            .map_err(|e| format!("input schema of tool {:?} cannot be used: {e}", spec.name))?;
+        Ok(CallableTool { handler: Arc::from(spec.handler.as_str()), spec, validator })
+    }
+
+    /// Checks arguments against the input schema; the message names the offending field.
+    pub fn check_arguments(&self, arguments: &Value) -> Result<(), String> {
+        if !arguments.is_object() {
+            return Err("arguments must be a JSON object".into());
+        }
+        let messages: Vec<String> = self
+            .validator
+            .iter_errors(arguments)
+            .take(5)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                if path.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("{}: {error}", path.trim_start_matches('/').replace('/', "."))
+                }
+            })
+            .collect();
+        if messages.is_empty() { Ok(()) } else { Err(messages.join("; ")) }
+    }
+}
+
+impl Caller {
+    pub fn new(pool: Arc<IsolatePool>, egress: Arc<Egress>, call_log: CallLog, limits: SandboxConfig) -> Caller {
+        Caller { pool, egress, call_log, limits: Arc::new(limits) }
+    }
+
+    pub fn pool(&self) -> &IsolatePool {
+        &self.pool
+    }
+
+    pub fn call_log(&self) -> &CallLog {
+        &self.call_log
+    }
+
+    pub fn sandbox_limits(&self) -> SandboxLimits {
+        let config = &self.limits;
+        SandboxLimits {
+            wall: Duration::from_millis(config.timeout_ms),
+            cpu: Duration::from_millis(config.cpu_ms),
+            memory_bytes: (config.memory_mb as usize).saturating_mul(1024 * 1024),
+            stack_bytes: (config.stack_kb as usize).saturating_mul(1024),
+            max_fetches: config.max_fetches,
+            max_concurrent_fetches: config.max_concurrent_fetches,
+            max_result_bytes: config.max_result_bytes,
+            max_console_bytes: config.max_console_bytes,
+            ..SandboxLimits::default()
+        }
+    }
+
+    pub fn max_response_bytes(&self) -> u64 {
+        self.limits.max_response_bytes
+    }
+
+    /// Runs `tool` with `arguments` in a fresh isolate and records the call.
+    pub async fn call(
+        &self,
+        server: &ServerId,
+        generation_id: i64,
+        policy: &Arc<ServerPolicy>,
+        tool: &CallableTool,
+        arguments: Value,
+        via: Via,
+    ) -> Result<CallOutput, CallError> {
+        let encoded_len = serde_json::to_vec(&arguments).map(|v| v.len()).unwrap_or(usize::MAX);
+        if encoded_len > self.limits.max_argument_bytes {
+            return Err(CallError::InvalidArguments(format!(
+                "arguments are {encoded_len} bytes; the limit is {} ([sandbox] max_argument_bytes)",
+                self.limits.max_argument_bytes
+            )));
+        }
+        tool.check_arguments(&arguments).map_err(CallError::InvalidArguments)?;
+
+        let execution_id = uuid::Uuid::now_v7().to_string();
+        let started_at = now_millis();
+        let started = Instant::now();
+        let egress = Arc::new(self.egress.for_call(policy.clone()));
+        let invocation = Invocation {
+            handler: tool.handler.clone(),
+            arguments,
+            limits: self.sandbox_limits(),
+            fetch: egress.clone(),
+        };
+        let span = tracing::info_span!("call", server_id = %server, tool = %tool.spec.name, execution_id = %execution_id);
+        let completion = match self.pool.run(invocation).instrument(span.clone()).await {
+            Ok(completion) => completion,
+            Err(error) => {
+                let (outcome, call_error) = match error {
+                    PoolError::Busy => ("busy", CallError::Busy),
+                    PoolError::Closed => ("busy", CallError::ShuttingDown),
+                };
+                self.call_log.record(CallRecord {
+                    execution_id,
+                    server_id: server.to_string(),
+                    generation_id,
+                    tool: tool.spec.name.clone(),
+                    via: via.label(),
+                    started_at,
+                    duration_us: started.elapsed().as_micros() as i64,
+                    outcome,
+                    error: Some(call_error.to_string()),
+                    fetches: 0,
+                    console: String::new(),
+                    egress: Vec::new(),
+                });
+                return Err(call_error);
+            }
+        };
+        let outcome_label = if completion.fetch_denied && completion.outcome.as_str() == "error" {
+            "denied"
+        } else {
+            completion.outcome.as_str()
+        };
+        tracing::debug!(parent: &span, outcome = outcome_label, elapsed_us = started.elapsed().as_micros() as u64, "call finished");
+        self.call_log.record(CallRecord {
+            execution_id: execution_id.clone(),
+            server_id: server.to_string(),
+            generation_id,
+            tool: tool.spec.name.clone(),
+            via: via.label(),
+            started_at,
+            duration_us: started.elapsed().as_micros() as i64,
+            outcome: outcome_label,
+            error: completion.error.clone(),
+            fetches: i64::from(completion.fetches),
+            console: completion.console.clone(),
+            egress: egress.take_log(),
+        });
+        Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
+    }
+}
+
+impl Via {
+    fn label(self) -> &'static str {
+        match self {
+            Via::Mcp => "mcp",
+            Via::Admin => "admin",
+        }
+    }
+}
+
+/// A tool result as MCP's `CallToolResult` JSON (`content`, `structuredContent`, `isError`).
+pub fn result_json(result: &ToolResult) -> Value {
+    let mut object = serde_json::Map::new();
+    object.insert("content".into(), Value::Array(result.content.clone()));
+    if let Some(structured) = &result.structured_content {
+        object.insert("structuredContent".into(), structured.clone());
+    }
+    object.insert("isError".into(), Value::Bool(result.is_error));
+    Value::Object(object)
+}

@@ -1,0 +1,171 @@
+//! MCP endpoints: `/servers/{id}/mcp` over rmcp's Streamable HTTP transport.
+//!
+//! Every mount is **stateless** (`legacy_session_mode = false`, JSON responses): a request carries
+//! all it needs, so any replica can answer it, a restart loses no sessions, and thousands of hosts
+//! cost no per-session memory. The one axum route looks the id up in the [`Registry`] and forwards
+//! the request to that server's service.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::app::AppState;
+use crate::config::Config;
+use crate::serve::call::{CallError, Caller, Via, result_json};
+use crate::serve::registry::MountedServer;
+use crate::toolset::ServerId;
+
+type McpService = StreamableHttpService<Arc<McpHandler>, NeverSessionManager>;
+
+/// What every mount shares: transport settings and the caller that runs tools.
+#[derive(Clone)]
+pub struct McpSettings {
+    allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+    max_body_bytes: usize,
+    caller: Caller,
+}
+
+/// One server's MCP endpoint.
+pub struct McpMount {
+    service: McpService,
+    cancel: CancellationToken,
+}
+
+/// The rmcp handler for one mounted server; tools are data, not code, so this is hand-written.
+pub struct McpHandler {
+    server: Arc<MountedServer>,
+    caller: Caller,
+    tools: Vec<Tool>,
+}
+
+impl McpSettings {
+    pub fn new(config: &Config, caller: Caller) -> McpSettings {
+        McpSettings {
+            allowed_hosts: config.mcp_allowed_hosts(),
+            allowed_origins: config.server.allowed_origins.clone(),
+            max_body_bytes: config.server.max_body_bytes,
+            caller,
+        }
+    }
+}
+
+impl McpMount {
+    pub fn new(server: Arc<MountedServer>, settings: &McpSettings) -> McpMount {
+        let tools = server.tools.iter().map(|t| mcp_tool(&t.spec)).collect();
+        let handler = Arc::new(McpHandler { server, caller: settings.caller.clone(), tools });
+        let cancel = CancellationToken::new();
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .with_allowed_hosts(settings.allowed_hosts.clone())
+            .with_allowed_origins(settings.allowed_origins.clone())
+            .with_max_request_body_bytes(settings.max_body_bytes)
+            .with_cancellation_token(cancel.clone());
+        // Stateless mode builds the handler per request: hand out clones of one Arc.
+        let service = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
+        McpMount { service, cancel }
+    }
+
+    pub fn close(&self) {
+        self.cancel.cancel();
+    }
+}
+
+/// The MCP tool definition: name, description, input schema and annotations; never the handler.
+fn mcp_tool(spec: &crate::toolset::ToolSpec) -> Tool {
+    let mut definition = json!({
+        "name": spec.name,
+        "description": spec.description,
+        "inputSchema": spec.input_schema,
+    });
+    if let Some(annotations) = &spec.annotations {
+        definition["annotations"] = Value::Object(annotations.clone());
+    }
+    serde_json::from_value(definition).unwrap_or_else(|_| {
+        // Annotations were validated at registration; fall back to the bare tool rather than fail.
+        Tool::new(spec.name.clone(), spec.description.clone(), Arc::new(spec.input_schema.clone()))
+    })
+}
+
+impl ServerHandler for McpHandler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(self.server.name.clone(), env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        match self.server.call(&self.caller, &request.name, arguments, Via::Mcp).await {
+            Ok(output) => {
+                let result: CallToolResult = serde_json::from_value(result_json(&output.result))
+                    .unwrap_or_else(|e| {
+                        CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+                            "the tool returned a result that is not valid MCP content: {e}"
+                        ))])
+                    });
+                Ok(result.into())
+            }
+            Err(CallError::UnknownTool(name)) => Err(ErrorData::invalid_params(
+                format!("unknown tool {name:?}; tools/list shows the tools of this server"),
+                None,
+            )),
+            // Argument and capacity problems are tool errors, so the model can read them and adapt.
+            Err(error) => Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(error.to_string())]).into()),
+        }
+    }
+}
+
+/// `ANY /servers/{id}/mcp`
+pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
+    let mounted = ServerId::parse(&id).ok().and_then(|id| state.registry.get_mounted(&id));
+    if let Some(mounted) = mounted {
+        return mounted.mcp.service.handle(request).await.map(axum::body::Body::new);
+    }
+    let error = |status: StatusCode, code: &str, message: String| {
+        (status, Json(json!({"error": {"code": code, "message": message}}))).into_response()
+    };
+    if !state.ready.load(std::sync::atomic::Ordering::Acquire) {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "starting", "the daemon is still mounting servers".into());
+    }
+    if let Ok(server_id) = ServerId::parse(&id) {
+        if let Ok(Some(record)) = state.catalog.get_server(&server_id).await {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_not_ready",
+                format!("server {id:?} is {}; its tools are served once it is ready", record.status),
+            );
+        }
+    }
+    error(StatusCode::NOT_FOUND, "server_not_found", format!("no server {id:?} is mounted here"))
+}

@@ -1,0 +1,54 @@
+//! Logging set-up and the per-request span.
+
+use std::io::IsTerminal;
+
+use axum::extract::MatchedPath;
+use axum::http::Request;
+use tower_http::trace::DefaultOnResponse;
+use tracing::Level;
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{LogConfig, LogFormat};
+
+/// Installs the global subscriber: human-readable on a terminal, JSON lines otherwise (or as
+/// configured). `RUST_LOG` overrides `[log] level`. Safe to call more than once.
+pub fn init(config: &LogConfig) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.level));
+    let json = match config.format {
+        LogFormat::Json => true,
+        LogFormat::Pretty => false,
+        LogFormat::Auto => !std::io::stderr().is_terminal(),
+    };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().flatten_event(true).with_current_span(true).try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// One span per HTTP request, named by the matched route (never the raw path, which may carry
+/// ids without bound) plus the server id for MCP mounts and admin routes.
+pub fn http_span(request: &Request<axum::body::Body>) -> tracing::Span {
+    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
+    let route = route.unwrap_or_else(|| "unmatched".to_owned());
+    let path = request.uri().path();
+    let server_id: String = path
+        .strip_prefix("/servers/")
+        .or_else(|| path.strip_prefix("/admin/servers/"))
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("")
+        .chars()
+        .take(63)
+        .collect();
+    if route == "/healthz" || route == "/readyz" {
+        tracing::debug_span!("http", method = %request.method(), route, server_id)
+    } else {
+        tracing::info_span!("http", method = %request.method(), route, server_id)
+    }
+}
+
+/// The response log line: debug level, since the span already says which request it was.
+pub fn http_on_response() -> DefaultOnResponse {
+    DefaultOnResponse::new().level(Level::DEBUG)
+}

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::catalog::{CallLog, Catalog};
@@ -71,6 +72,10 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
     let router = crate::api::router(state.clone());
     let grace = Duration::from_millis(config.server.shutdown_grace_ms);
     let server_registry = registry.clone();
+    // Without TCP_NODELAY, small MCP responses wait on Nagle's algorithm (~40 ms with some clients).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -94,6 +99,6 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
 }
 
 /// reqwest is built without a bundled crypto provider; rustls needs one chosen once per process.
-fn install_crypto_provider() {
+pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

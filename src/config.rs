@@ -270,7 +270,7 @@ impl Config {
 
         let config: Config = merged
             .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.message().to_string()))?;
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string().trim().replace('\n', " ")))?;
         config.validate()?;
         Ok(config)
     }

@@ -4,7 +4,6 @@
 
 pub mod call;
 pub mod egress;
-#[path = "serve/isolate_stub.rs"]
 pub mod isolate;
 pub mod mount;
 pub mod registry;

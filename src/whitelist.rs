@@ -129,6 +129,12 @@ pub fn canonical_whitelist_domain(raw: &str) -> Result<String, String> {
             "allow_domains entry {raw:?} must be a bare domain such as \"api.example.com\", not a URL"
         ));
     }
+    if let Ok(ip) = trimmed.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        return Ok(ip.to_string());
+    }
+    if trimmed.contains(':') {
+        return Err(format!("allow_domains entry {raw:?} must not carry a port"));
+    }
     let url = url::Url::parse(&format!("http://{trimmed}/"))
         .map_err(|e| format!("allow_domains entry {raw:?} is not a valid domain: {e}"))?;
     if url.port().is_some() {
@@ -167,6 +173,7 @@ mod tests {
             "example.com".into(),
             "API.Weather.test.".into(),
             "10.1.2.3".into(),
+            "[2001:db8::1]".into(),
             "bücher.de".into(),
         ])
         .unwrap();
@@ -183,6 +190,8 @@ mod tests {
             ("https://weather.test/", false),
             ("http://10.1.2.3/", true),
             ("http://10.1.2.4/", false),
+            ("http://[2001:db8::1]:8080/", true),
+            ("http://[2001:db8::2]/", false),
             ("http://xn--bcher-kva.de/", true),
             ("http://BÜCHER.de/", true),
             ("http://example。com/", true),

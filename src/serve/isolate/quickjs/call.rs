@@ -1,0 +1,900 @@
+//! One call: per-call state, the natives that need it, and the event loop.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rquickjs::{Array, ArrayBuffer, Ctx, Error, Exception, Function, Object, Runtime, Value};
+use tokio::task::JoinHandle;
+use url::Url;
+
+use super::super::engine::HostContext;
+use super::super::natives::{self, typed_bytes, value_to_string};
+use super::super::normalize::{normalise, preview};
+use super::super::stack_guard::{self, StackCanary};
+use super::super::{
+    Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, MAX_HANDLER_BYTES,
+    Outcome, SandboxLimits, ToolResult,
+};
+use super::memory::{BudgetAllocator, MemoryBudget};
+use super::{compile_handler, handler_line, load_prelude, new_context};
+
+/// QuickJS stack limit on threads whose native stack size we do not know (not pool
+/// workers): QuickJS's own default, which any ordinary thread can hold.
+const UNKNOWN_THREAD_STACK: usize = 256 * 1024;
+/// Smallest usable QuickJS stack; below this even the prelude cannot run.
+const MIN_STACK: usize = 64 * 1024;
+/// How far above the budget QuickJS's own memory limit (the backstop) is set.
+const BACKSTOP_SLACK: usize = 4 * 1024 * 1024;
+/// Largest `setTimeout` delay honoured (the web's 2^31-1 ms).
+const MAX_TIMER_DELAY: Duration = Duration::from_millis(i32::MAX as u64);
+/// Pending promise jobs run between two explicit limit checks (each job is also covered by
+/// the interrupt handler; this only bounds how late a latched limit is noticed).
+const JOBS_PER_CHECK: u32 = 256;
+/// Longest the event loop blocks before checking `HostContext::cancelled` again.
+const CANCEL_POLL: Duration = Duration::from_millis(250);
+const CONSOLE_TRUNCATED: &str = "[console output truncated: max_console_bytes reached]\n";
+
+/// The first limit a call ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LimitHit {
+    Wall,
+    Cpu,
+    Memory,
+    Stack,
+    Fetches,
+    Timers,
+    Result(usize),
+}
+
+impl LimitHit {
+    fn outcome(self) -> Outcome {
+        match self {
+            LimitHit::Wall => Outcome::Timeout,
+            _ => Outcome::Limit,
+        }
+    }
+
+    fn message(self, limits: &SandboxLimits) -> String {
+        match self {
+            LimitHit::Wall => format!(
+                "wall-clock time limit exceeded: the call did not finish within {:?} (limit `wall`)",
+                limits.wall
+            ),
+            LimitHit::Cpu => format!(
+                "CPU time limit exceeded: the handler ran JavaScript for more than {:?} (limit `cpu`)",
+                limits.cpu
+            ),
+            LimitHit::Memory => format!(
+                "memory limit exceeded: the handler needed more than {} bytes (limit `memory_bytes`)",
+                limits.memory_bytes
+            ),
+            LimitHit::Stack => format!(
+                "stack size limit exceeded: recursion too deep for the {} byte stack (limit `stack_bytes`)",
+                limits.stack_bytes
+            ),
+            LimitHit::Fetches => format!(
+                "too many fetch() calls: a call may make at most {} (limit `max_fetches`)",
+                limits.max_fetches
+            ),
+            LimitHit::Timers => format!(
+                "too many setTimeout() calls: a call may make at most {} (limit `max_timers`)",
+                limits.max_timers
+            ),
+            LimitHit::Result(size) => format!(
+                "result too large: {size} bytes of JSON, the maximum is {} (limit `max_result_bytes`)",
+                limits.max_result_bytes
+            ),
+        }
+    }
+}
+
+/// How the JS part of a call ended (limits are latched separately and take precedence).
+enum RunEnd {
+    /// The handler's promise fulfilled; `JSON.stringify` of the value (`None`: undefined).
+    Returned(Option<String>),
+    /// An exception escaped the handler (or a timer callback, or the compiler).
+    Threw(String),
+    /// The value could not be turned into JSON (cycle, BigInt, throwing getter...).
+    Unserialisable(String),
+    /// A limit was latched; see `CallState::limit`.
+    Limit,
+    /// The promise is pending and nothing that could settle it is outstanding.
+    Stalled,
+    /// Only timers are outstanding and the next one is due after the wall deadline.
+    TimerAfterDeadline,
+    /// Nobody waits for the result any more.
+    Cancelled,
+    /// A failure of the engine itself, not of the handler.
+    Internal(String),
+}
+
+/// A fetch completion, sent from the tokio task to the worker's event loop.
+struct FetchDone {
+    id: u32,
+    result: Result<FetchResponse, FetchError>,
+}
+
+/// Captured console output.
+struct Console {
+    text: String,
+    cap: usize,
+    full: bool,
+}
+
+impl Console {
+    /// Appends one `[level] line`; returns whether further output is still wanted.
+    fn push(&mut self, level: &str, line: &str) -> bool {
+        if self.full {
+            return false;
+        }
+        let needed = level.len() + 3 + line.len() + 1;
+        if self.text.len() + needed <= self.cap {
+            self.text.push('[');
+            self.text.push_str(level);
+            self.text.push_str("] ");
+            self.text.push_str(line);
+            self.text.push('\n');
+            return true;
+        }
+        // Keep as much of the overflowing entry as fits, then the marker.
+        let entry = format!("[{level}] {line}");
+        let mut cut = self.cap.saturating_sub(self.text.len()).min(entry.len());
+        while !entry.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.text.push_str(&entry[..cut]);
+        if !self.text.is_empty() && !self.text.ends_with('\n') {
+            self.text.push('\n');
+        }
+        self.text.push_str(CONSOLE_TRUNCATED);
+        self.full = true;
+        false
+    }
+}
+
+#[derive(Default)]
+struct Fetches {
+    /// fetch() calls accepted, started or queued.
+    accepted: u32,
+    next_id: u32,
+    running: HashMap<u32, JoinHandle<()>>,
+    /// Waiting for a slot under `max_concurrent_fetches`.
+    queued: VecDeque<(u32, FetchRequest)>,
+}
+
+#[derive(Default)]
+struct Timers {
+    created: u32,
+    next_id: u32,
+    queue: BTreeSet<(Instant, u32)>,
+    due: HashMap<u32, Instant>,
+}
+
+impl Timers {
+    fn next_due(&self) -> Option<Instant> {
+        self.queue.first().map(|(due, _)| *due)
+    }
+
+    fn pop_due(&mut self, now: Instant) -> Option<u32> {
+        let &(due, id) = self.queue.first()?;
+        if due > now {
+            return None;
+        }
+        self.queue.remove(&(due, id));
+        self.due.remove(&id);
+        Some(id)
+    }
+
+    fn clear(&mut self, id: u32) {
+        if let Some(due) = self.due.remove(&id) {
+            self.queue.remove(&(due, id));
+        }
+    }
+}
+
+/// State shared by the event loop, the natives and the interrupt handler of one call.
+struct CallState {
+    limits: SandboxLimits,
+    started: Instant,
+    deadline: Instant,
+    /// Time the loop spent blocked waiting for fetches and timers (not JS execution).
+    waited: Cell<Duration>,
+    limit: Cell<Option<LimitHit>>,
+    memory: Rc<MemoryBudget>,
+    canary: Cell<Option<StackCanary>>,
+    console: RefCell<Console>,
+    fetches: RefCell<Fetches>,
+    fetch_denied: Cell<bool>,
+    timers: RefCell<Timers>,
+    events: mpsc::Sender<FetchDone>,
+    fetch_host: Arc<dyn FetchHost>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl CallState {
+    fn hit(&self, limit: LimitHit) {
+        if self.limit.get().is_none() {
+            self.limit.set(Some(limit));
+        }
+    }
+
+    fn cpu_used(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.started)
+            .saturating_sub(self.waited.get())
+    }
+
+    /// Checks (and latches) every limit that is not counted at its source. This is the
+    /// interrupt handler: once it returns true it keeps returning true, so QuickJS keeps
+    /// throwing its uncatchable "interrupted" error at anything that still tries to run.
+    fn check_limits(&self) -> bool {
+        if self.limit.get().is_some() {
+            return true;
+        }
+        let hit = if self.memory.exhausted() {
+            Some(LimitHit::Memory)
+        } else if self.canary.get().is_some_and(|canary| canary.tripped()) {
+            Some(LimitHit::Stack)
+        } else {
+            let now = Instant::now();
+            if now >= self.deadline {
+                Some(LimitHit::Wall)
+            } else if self.cpu_used(now) > self.limits.cpu {
+                Some(LimitHit::Cpu)
+            } else {
+                None
+            }
+        };
+        match hit {
+            Some(hit) => {
+                self.limit.set(Some(hit));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn spawn_fetch(&self, id: u32, request: FetchRequest) -> JoinHandle<()> {
+        let host = Arc::clone(&self.fetch_host);
+        let deadline = self.deadline;
+        let reply = Reply {
+            id,
+            events: Some(self.events.clone()),
+        };
+        self.runtime.spawn(async move {
+            let mut reply = reply;
+            let result = host.fetch(request, deadline).await;
+            reply.send(result);
+        })
+    }
+
+    /// A fetch finished: free its slot and start queued ones.
+    fn fetch_finished(&self, id: u32) {
+        let mut fetches = self.fetches.borrow_mut();
+        fetches.running.remove(&id);
+        while fetches.running.len() < self.limits.max_concurrent_fetches as usize {
+            let Some((next, request)) = fetches.queued.pop_front() else {
+                break;
+            };
+            let handle = self.spawn_fetch(next, request);
+            fetches.running.insert(next, handle);
+        }
+    }
+
+    fn abort_fetches(&self) {
+        let mut fetches = self.fetches.borrow_mut();
+        fetches.queued.clear();
+        for (_, handle) in fetches.running.drain() {
+            handle.abort();
+        }
+    }
+
+    fn fetch_start<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        url: &Value<'js>,
+        method: &Value<'js>,
+        headers: &Value<'js>,
+        body: &Value<'js>,
+        redirect: &Value<'js>,
+    ) -> rquickjs::Result<u32> {
+        if self.fetches.borrow().accepted >= self.limits.max_fetches {
+            self.hit(LimitHit::Fetches);
+            return Err(Exception::throw_range(
+                ctx,
+                &LimitHit::Fetches.message(&self.limits),
+            ));
+        }
+        let request = build_request(ctx, url, method, headers, body, redirect)?;
+        let mut fetches = self.fetches.borrow_mut();
+        fetches.accepted += 1;
+        let id = fetches.next_id;
+        fetches.next_id += 1;
+        if fetches.running.len() < self.limits.max_concurrent_fetches as usize {
+            let handle = self.spawn_fetch(id, request);
+            fetches.running.insert(id, handle);
+        } else {
+            fetches.queued.push_back((id, request));
+        }
+        Ok(id)
+    }
+
+    fn timer_set(&self, ctx: &Ctx<'_>, delay_ms: f64) -> rquickjs::Result<u32> {
+        let mut timers = self.timers.borrow_mut();
+        if timers.created >= self.limits.max_timers {
+            self.hit(LimitHit::Timers);
+            return Err(Exception::throw_range(
+                ctx,
+                &LimitHit::Timers.message(&self.limits),
+            ));
+        }
+        let delay = if delay_ms.is_finite() && delay_ms > 0.0 {
+            Duration::try_from_secs_f64(delay_ms / 1000.0)
+                .unwrap_or(MAX_TIMER_DELAY)
+                .min(MAX_TIMER_DELAY)
+        } else {
+            Duration::ZERO
+        };
+        timers.created += 1;
+        let id = timers.next_id;
+        timers.next_id += 1;
+        let due = Instant::now() + delay;
+        timers.queue.insert((due, id));
+        timers.due.insert(id, due);
+        Ok(id)
+    }
+}
+
+/// Delivers a fetch result to the worker, or a failure if the task is dropped first
+/// (aborted, runtime shutting down, or the host's future panicked).
+struct Reply {
+    id: u32,
+    events: Option<mpsc::Sender<FetchDone>>,
+}
+
+impl Reply {
+    fn send(&mut self, result: Result<FetchResponse, FetchError>) {
+        if let Some(events) = self.events.take() {
+            // The worker may have finished the call already; then nobody needs this.
+            let _ = events.send(FetchDone {
+                id: self.id,
+                result,
+            });
+        }
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        self.send(Err(FetchError::Network(
+            "the fetch was cancelled before it completed".to_owned(),
+        )));
+    }
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Validates what the prelude passed to `fetchStart`. The prelude already checks all of
+/// this; the checks are repeated here because the request leaves the sandbox.
+fn build_request<'js>(
+    ctx: &Ctx<'js>,
+    url: &Value<'js>,
+    method: &Value<'js>,
+    headers: &Value<'js>,
+    body: &Value<'js>,
+    redirect: &Value<'js>,
+) -> rquickjs::Result<FetchRequest> {
+    let type_error = |message: String| Exception::throw_type(ctx, &message);
+    let url = value_to_string(ctx, url)
+        .ok_or_else(|| type_error("fetch: the URL must be a string".into()))?;
+    let url =
+        Url::parse(&url).map_err(|e| type_error(format!("fetch: invalid URL '{url}': {e}")))?;
+    let method = value_to_string(ctx, method)
+        .filter(|m| is_token(m))
+        .ok_or_else(|| type_error("fetch: invalid method".into()))?;
+    let redirect = value_to_string(ctx, redirect)
+        .filter(|r| matches!(r.as_str(), "follow" | "manual" | "error"))
+        .ok_or_else(|| type_error("fetch: invalid redirect mode".into()))?;
+    let Some(list) = headers.as_array() else {
+        return Err(type_error("fetch: invalid headers".into()));
+    };
+    let mut flat = Vec::with_capacity(list.len());
+    for item in list.iter::<Value<'js>>() {
+        flat.push(value_to_string(ctx, &item?).unwrap_or_default());
+    }
+    let mut header_pairs = Vec::with_capacity(flat.len() / 2);
+    for pair in flat.chunks_exact(2) {
+        let (name, value) = (&pair[0], &pair[1]);
+        if !is_token(name) || value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+            return Err(type_error(format!("fetch: invalid header '{name}'")));
+        }
+        header_pairs.push((name.to_ascii_lowercase(), value.clone()));
+    }
+    let body = if body.is_undefined() || body.is_null() {
+        None
+    } else {
+        let bytes = typed_bytes(body).ok_or_else(|| type_error("fetch: invalid body".into()))?;
+        Some(Bytes::from(bytes))
+    };
+    Ok(FetchRequest {
+        url: url.into(),
+        method,
+        headers: header_pairs,
+        body,
+        redirect,
+    })
+}
+
+/// The prelude's hooks.
+struct Hooks<'js> {
+    fetch_done: Function<'js>,
+    fetch_fail: Function<'js>,
+    timer_fire: Function<'js>,
+    describe: Function<'js>,
+    fetch: Function<'js>,
+}
+
+/// Installs the natives and runs the prelude.
+fn install<'js>(
+    ctx: &Ctx<'js>,
+    state: &Rc<CallState>,
+    prelude: Option<&[u8]>,
+) -> rquickjs::Result<Hooks<'js>> {
+    let bindings = Object::new(ctx.clone())?;
+    natives::install(ctx, &bindings)?;
+
+    let st = Rc::clone(state);
+    bindings.set(
+        "fetchStart",
+        Function::new(
+            ctx.clone(),
+            move |ctx: Ctx<'js>,
+                  url: Value<'js>,
+                  method: Value<'js>,
+                  headers: Value<'js>,
+                  body: Value<'js>,
+                  redirect: Value<'js>| {
+                st.fetch_start(&ctx, &url, &method, &headers, &body, &redirect)
+            },
+        )?,
+    )?;
+    let st = Rc::clone(state);
+    bindings.set(
+        "timerSet",
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, delay: Value<'js>| {
+            st.timer_set(&ctx, delay.as_number().unwrap_or(0.0))
+        })?,
+    )?;
+    let st = Rc::clone(state);
+    bindings.set(
+        "timerClear",
+        Function::new(ctx.clone(), move |id: Value<'js>| {
+            if let Some(id) = id.as_int().and_then(|id| u32::try_from(id).ok()) {
+                st.timers.borrow_mut().clear(id);
+            }
+        })?,
+    )?;
+    let st = Rc::clone(state);
+    bindings.set(
+        "console",
+        Function::new(
+            ctx.clone(),
+            move |ctx: Ctx<'js>, level: Value<'js>, line: Value<'js>| {
+                let level = match value_to_string(&ctx, &level).as_deref() {
+                    Some(level @ ("log" | "info" | "warn" | "error" | "debug")) => level.to_owned(),
+                    _ => "log".to_owned(),
+                };
+                let line = value_to_string(&ctx, &line).unwrap_or_default();
+                st.console.borrow_mut().push(&level, &line)
+            },
+        )?,
+    )?;
+
+    let hooks: Array<'js> = load_prelude(ctx, prelude)?.call((bindings,))?;
+    Ok(Hooks {
+        fetch_done: hooks.get(0)?,
+        fetch_fail: hooks.get(1)?,
+        timer_fire: hooks.get(2)?,
+        describe: hooks.get(3)?,
+        fetch: hooks.get(4)?,
+    })
+}
+
+/// Runs one invocation in a fresh runtime on the current thread.
+pub(super) fn execute(
+    prelude: Option<&'static [u8]>,
+    invocation: Invocation,
+    host: &HostContext<'_>,
+) -> Completion {
+    let started = Instant::now();
+    let mut limits = invocation.limits.clone();
+    let native_max = stack_guard::max_js_stack().unwrap_or(UNKNOWN_THREAD_STACK);
+    limits.stack_bytes = limits.stack_bytes.min(native_max).max(MIN_STACK);
+    limits.max_concurrent_fetches = limits.max_concurrent_fetches.max(1);
+
+    let (events, inbox) = mpsc::channel();
+    let state = Rc::new(CallState {
+        started,
+        deadline: started + limits.wall,
+        waited: Cell::new(Duration::ZERO),
+        limit: Cell::new(None),
+        memory: MemoryBudget::new(limits.memory_bytes),
+        canary: Cell::new(None),
+        console: RefCell::new(Console {
+            text: String::new(),
+            cap: limits.max_console_bytes,
+            full: false,
+        }),
+        fetches: RefCell::new(Fetches::default()),
+        fetch_denied: Cell::new(false),
+        timers: RefCell::new(Timers::default()),
+        events,
+        fetch_host: Arc::clone(&invocation.fetch),
+        runtime: host.runtime.clone(),
+        limits,
+    });
+
+    let end = if invocation.handler.len() > MAX_HANDLER_BYTES {
+        RunEnd::Threw(format!(
+            "the handler is too large ({} bytes, the maximum is {MAX_HANDLER_BYTES})",
+            invocation.handler.len()
+        ))
+    } else {
+        run_isolate(&state, &invocation, &inbox, host, prelude)
+    };
+    state.abort_fetches();
+    finish(&state, end)
+}
+
+fn run_isolate(
+    state: &Rc<CallState>,
+    invocation: &Invocation,
+    inbox: &mpsc::Receiver<FetchDone>,
+    host: &HostContext<'_>,
+    prelude: Option<&[u8]>,
+) -> RunEnd {
+    let runtime = match Runtime::new_with_alloc(BudgetAllocator(Rc::clone(&state.memory))) {
+        Ok(runtime) => runtime,
+        Err(e) => return RunEnd::Internal(format!("could not create a JS runtime: {e}")),
+    };
+    runtime.set_memory_limit(state.limits.memory_bytes.saturating_add(BACKSTOP_SLACK));
+    runtime.set_max_stack_size(state.limits.stack_bytes);
+    let guard = Rc::clone(state);
+    runtime.set_interrupt_handler(Some(Box::new(move || guard.check_limits())));
+    let context = match new_context(&runtime) {
+        Ok(context) => context,
+        Err(e) => return RunEnd::Internal(format!("could not create a JS context: {e}")),
+    };
+    context.with(|ctx| {
+        // Measure QuickJS's stack from this frame, and paint the guard strip just beyond
+        // its limit; everything JS does happens below this frame, inside this closure.
+        // SAFETY: only sets QuickJS's stack reference point.
+        unsafe {
+            rquickjs::qjs::JS_UpdateStackTop(rquickjs::qjs::JS_GetRuntime(ctx.as_raw().as_ptr()))
+        };
+        state.canary.set(StackCanary::arm(state.limits.stack_bytes));
+        let end = run_call(&ctx, state, invocation, inbox, host, prelude);
+        // The strip is only meaningful while this frame is live.
+        if state.canary.get().is_some_and(|canary| canary.tripped()) {
+            state.hit(LimitHit::Stack);
+        }
+        state.canary.set(None);
+        end
+    })
+}
+
+/// Turns a failed JS operation into how the call ends.
+fn exception_end<'js>(
+    ctx: &Ctx<'js>,
+    state: &CallState,
+    hooks: Option<&Hooks<'js>>,
+    error: Error,
+    body: &str,
+) -> RunEnd {
+    if state.check_limits() {
+        return RunEnd::Limit;
+    }
+    match error {
+        Error::Exception => {
+            let thrown = ctx.catch();
+            let text = describe(ctx, state, hooks, thrown, body);
+            if state.limit.get().is_some() {
+                RunEnd::Limit
+            } else {
+                RunEnd::Threw(text)
+            }
+        }
+        Error::Allocation => {
+            state.hit(LimitHit::Memory);
+            RunEnd::Limit
+        }
+        other => RunEnd::Internal(other.to_string()),
+    }
+}
+
+/// "message (handler line N)" for a thrown value. Recognises QuickJS's stack-overflow and
+/// out-of-memory errors when they escape (the guards normally latch them first).
+fn describe<'js>(
+    ctx: &Ctx<'js>,
+    state: &CallState,
+    hooks: Option<&Hooks<'js>>,
+    thrown: Value<'js>,
+    body: &str,
+) -> String {
+    let (text, stack) = match hooks.map(|h| h.describe.call::<_, Array<'js>>((thrown.clone(),))) {
+        Some(Ok(parts)) => {
+            let get = |i: usize| {
+                parts
+                    .get::<Value<'js>>(i)
+                    .ok()
+                    .and_then(|v| value_to_string(ctx, &v))
+                    .unwrap_or_default()
+            };
+            (get(0), get(1))
+        }
+        // Before the prelude is installed (or if describing failed): QuickJS's own view.
+        _ => {
+            let _ = ctx.catch();
+            match thrown.as_exception() {
+                Some(e) => {
+                    let name = e
+                        .get::<_, String>("name")
+                        .unwrap_or_else(|_| "Error".to_owned());
+                    (
+                        format!("{name}: {}", e.message().unwrap_or_default()),
+                        e.stack().unwrap_or_default(),
+                    )
+                }
+                None if thrown.is_null() && state.memory.exhausted() => {
+                    ("out of memory".to_owned(), String::new())
+                }
+                None => ("uncaught exception".to_owned(), String::new()),
+            }
+        }
+    };
+    match text.as_str() {
+        "RangeError: Maximum call stack size exceeded" | "InternalError: stack overflow" => {
+            state.hit(LimitHit::Stack)
+        }
+        "InternalError: out of memory" => state.hit(LimitHit::Memory),
+        _ => {}
+    }
+    match handler_line(&stack, body) {
+        Some(line) => format!("{text} (handler line {line})"),
+        None => text,
+    }
+}
+
+fn run_call<'js>(
+    ctx: &Ctx<'js>,
+    state: &Rc<CallState>,
+    invocation: &Invocation,
+    inbox: &mpsc::Receiver<FetchDone>,
+    host: &HostContext<'_>,
+    prelude: Option<&[u8]>,
+) -> RunEnd {
+    let body: &str = &invocation.handler;
+    let hooks = match install(ctx, state, prelude) {
+        Ok(hooks) => hooks,
+        Err(e) => {
+            return match exception_end(ctx, state, None, e, body) {
+                RunEnd::Threw(text) => {
+                    RunEnd::Internal(format!("the isolate prelude failed: {text}"))
+                }
+                end => end,
+            };
+        }
+    };
+    let args = match serde_json::to_string(&invocation.arguments) {
+        Ok(json) => match ctx.json_parse(json) {
+            Ok(args) => args,
+            Err(e) => return exception_end(ctx, state, Some(&hooks), e, body),
+        },
+        Err(e) => return RunEnd::Internal(format!("could not encode the arguments: {e}")),
+    };
+    let handler = match compile_handler(ctx, body) {
+        Ok(handler) => handler,
+        Err(e) => return exception_end(ctx, state, Some(&hooks), e, body),
+    };
+    let returned: Value<'js> = match handler.call((args, hooks.fetch.clone())) {
+        Ok(value) => value,
+        Err(e) => return exception_end(ctx, state, Some(&hooks), e, body),
+    };
+    // An async function always returns a promise; anything else means the body closed the
+    // wrapper early and returned a plain value, which is taken as the result.
+    let Some(promise) = returned.as_promise().cloned() else {
+        return serialise(ctx, state, &hooks, returned, body);
+    };
+
+    loop {
+        let mut jobs = 0u32;
+        while ctx.execute_pending_job() {
+            jobs += 1;
+            if jobs.is_multiple_of(JOBS_PER_CHECK) && state.check_limits() {
+                return RunEnd::Limit;
+            }
+        }
+        if state.check_limits() {
+            return RunEnd::Limit;
+        }
+        if !matches!(promise.state(), rquickjs::promise::PromiseState::Pending) {
+            break;
+        }
+        if (host.cancelled)() {
+            return RunEnd::Cancelled;
+        }
+
+        // Nothing runnable: a timer is due, or wait for one / for a fetch to complete.
+        let now = Instant::now();
+        let due = state.timers.borrow_mut().pop_due(now);
+        if let Some(id) = due {
+            if let Err(e) = hooks.timer_fire.call::<_, ()>((id,)) {
+                return match exception_end(ctx, state, Some(&hooks), e, body) {
+                    RunEnd::Threw(text) => {
+                        RunEnd::Threw(format!("uncaught error in a setTimeout callback: {text}"))
+                    }
+                    end => end,
+                };
+            }
+            continue;
+        }
+        let next_timer = state.timers.borrow().next_due();
+        let fetching = {
+            let fetches = state.fetches.borrow();
+            !fetches.running.is_empty() || !fetches.queued.is_empty()
+        };
+        if !fetching {
+            match next_timer {
+                None => return RunEnd::Stalled,
+                Some(due) if due > state.deadline => return RunEnd::TimerAfterDeadline,
+                Some(_) => {}
+            }
+        }
+        // Wake up now and then even while a long fetch is outstanding, to notice a caller
+        // that went away.
+        let wake = next_timer
+            .map_or(state.deadline, |due| due.min(state.deadline))
+            .min(now + CANCEL_POLL);
+        let received = inbox.recv_timeout(wake.saturating_duration_since(now));
+        state.waited.set(state.waited.get() + now.elapsed());
+        if let Ok(done) = received
+            && let Err(e) = deliver(ctx, state, &hooks, done)
+        {
+            return exception_end(ctx, state, Some(&hooks), e, body);
+        }
+    }
+
+    match promise.result::<Value<'js>>() {
+        Some(Ok(value)) => serialise(ctx, state, &hooks, value, body),
+        Some(Err(e)) => exception_end(ctx, state, Some(&hooks), e, body),
+        None => RunEnd::Internal("the handler's promise is still pending".to_owned()),
+    }
+}
+
+/// Hands a fetch result to the prelude, which settles the fetch() promise.
+fn deliver<'js>(
+    ctx: &Ctx<'js>,
+    state: &CallState,
+    hooks: &Hooks<'js>,
+    done: FetchDone,
+) -> rquickjs::Result<()> {
+    state.fetch_finished(done.id);
+    match done.result {
+        Ok(response) => {
+            let flat: Vec<String> = response
+                .headers
+                .into_iter()
+                .flat_map(|(name, value)| [name, value])
+                .collect();
+            let parts = Array::new(ctx.clone())?;
+            parts.set(0, response.status)?;
+            parts.set(1, response.status_text)?;
+            parts.set(2, response.url)?;
+            parts.set(3, response.redirected)?;
+            parts.set(4, flat)?;
+            parts.set(5, ArrayBuffer::new_copy(ctx.clone(), &response.body[..])?)?;
+            hooks.fetch_done.call((done.id, parts))
+        }
+        Err(error) => {
+            if matches!(error, FetchError::Denied(_)) {
+                state.fetch_denied.set(true);
+            }
+            hooks.fetch_fail.call((done.id, error.message()))
+        }
+    }
+}
+
+/// `JSON.stringify`s the handler's value, enforcing `max_result_bytes`.
+fn serialise<'js>(
+    ctx: &Ctx<'js>,
+    state: &CallState,
+    hooks: &Hooks<'js>,
+    value: Value<'js>,
+    body: &str,
+) -> RunEnd {
+    match ctx.json_stringify(value) {
+        Ok(None) => RunEnd::Returned(None),
+        Ok(Some(json)) => {
+            let json = natives::lossy_string(ctx, &json);
+            if json.len() > state.limits.max_result_bytes {
+                state.hit(LimitHit::Result(json.len()));
+                RunEnd::Limit
+            } else {
+                RunEnd::Returned(Some(json))
+            }
+        }
+        Err(e) => match exception_end(ctx, state, Some(hooks), e, body) {
+            RunEnd::Threw(text) => RunEnd::Unserialisable(text),
+            end => end,
+        },
+    }
+}
+
+fn finish(state: &CallState, end: RunEnd) -> Completion {
+    let wall_time = state.started.elapsed();
+    let cpu_time = wall_time.saturating_sub(state.waited.get());
+    if state.memory.exhausted() {
+        state.hit(LimitHit::Memory);
+    }
+    let failure = |outcome: Outcome, message: String| {
+        (
+            ToolResult::text(message.clone(), true),
+            outcome,
+            Some(message),
+        )
+    };
+    let (result, outcome, error) = match (state.limit.get(), end) {
+        (Some(limit), _) => failure(limit.outcome(), limit.message(&state.limits)),
+        (None, RunEnd::Returned(json)) => {
+            let normalised = normalise(json.as_deref(), state.limits.max_result_bytes);
+            match normalised.problem {
+                Some(problem) => (normalised.result, Outcome::Error, Some(problem)),
+                None => (normalised.result, Outcome::Ok, None),
+            }
+        }
+        (None, RunEnd::Threw(text)) => failure(Outcome::Error, text),
+        (None, RunEnd::Unserialisable(text)) => failure(
+            Outcome::Error,
+            format!("the handler's result could not be converted to JSON: {text}"),
+        ),
+        (None, RunEnd::Stalled) => failure(
+            Outcome::Timeout,
+            "timed out: the handler's promise can never settle (it is pending with no fetch or \
+             timer left in flight)"
+                .to_owned(),
+        ),
+        (None, RunEnd::TimerAfterDeadline) => failure(
+            Outcome::Timeout,
+            format!(
+                "the handler is waiting for a timer that fires after the wall-clock limit ({:?}, limit `wall`)",
+                state.limits.wall
+            ),
+        ),
+        (None, RunEnd::Cancelled) => failure(
+            Outcome::Error,
+            "the call was cancelled by the caller".to_owned(),
+        ),
+        (None, RunEnd::Internal(message)) => failure(
+            Outcome::Error,
+            format!("internal isolate error: {}", preview(&message)),
+        ),
+        (None, RunEnd::Limit) => failure(Outcome::Limit, "a sandbox limit was exceeded".to_owned()),
+    };
+    Completion {
+        result,
+        outcome,
+        error,
+        console: std::mem::take(&mut state.console.borrow_mut().text),
+        fetches: state.fetches.borrow().accepted,
+        fetch_denied: state.fetch_denied.get(),
+        cpu_time,
+        wall_time,
+    }
+}

@@ -1,0 +1,1012 @@
+//! Isolate tests. No real network: fetches go to `FakeHost`, which answers by host name.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::pool::WORKER_STACK_BYTES;
+use super::*;
+
+fn tokio_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("test runtime")
+    })
+}
+
+#[derive(Default)]
+struct HostState {
+    requests: Mutex<Vec<FetchRequest>>,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+/// Answers by host: `denied.test` is refused, `down.test` fails, `hang.test` never answers,
+/// `slow.test` answers after 40 ms, anything else echoes the request back as JSON.
+#[derive(Clone, Default)]
+struct FakeHost(Arc<HostState>);
+
+impl FakeHost {
+    fn requests(&self) -> Vec<FetchRequest> {
+        self.0.requests.lock().unwrap().clone()
+    }
+}
+
+impl FetchHost for FakeHost {
+    fn fetch(
+        &self,
+        request: FetchRequest,
+        _deadline: Instant,
+    ) -> BoxFuture<'static, Result<FetchResponse, FetchError>> {
+        let state = Arc::clone(&self.0);
+        state.requests.lock().unwrap().push(request.clone());
+        Box::pin(async move {
+            let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            state.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            let host = url::Url::parse(&request.url)
+                .unwrap()
+                .host_str()
+                .unwrap_or("")
+                .to_owned();
+            let result = match host.as_str() {
+                "denied.test" => Err(FetchError::Denied(format!(
+                    "egress to {host} is not allowed"
+                ))),
+                "down.test" => Err(FetchError::Network("connection refused".into())),
+                "hang.test" => futures_util::future::pending().await,
+                _ => {
+                    if host == "slow.test" {
+                        tokio::time::sleep(Duration::from_millis(40)).await;
+                    }
+                    let echo = json!({
+                        "method": request.method,
+                        "url": request.url,
+                        "headers": request.headers,
+                        "body": request.body.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()),
+                        "redirect": request.redirect,
+                    });
+                    Ok(FetchResponse {
+                        status: 201,
+                        status_text: "Created".into(),
+                        url: request.url.clone(),
+                        redirected: false,
+                        headers: vec![
+                            ("content-type".into(), "application/json".into()),
+                            ("set-cookie".into(), "a=1".into()),
+                            ("set-cookie".into(), "b=2".into()),
+                        ],
+                        body: echo.to_string().into(),
+                    })
+                }
+            };
+            state.in_flight.fetch_sub(1, Ordering::SeqCst);
+            result
+        })
+    }
+}
+
+fn invocation(
+    handler: &str,
+    arguments: Value,
+    limits: SandboxLimits,
+    host: &FakeHost,
+) -> Invocation {
+    Invocation {
+        handler: handler.into(),
+        arguments,
+        limits,
+        fetch: Arc::new(host.clone()),
+    }
+}
+
+/// Runs one invocation directly on a worker-like thread (large stack, registered with the
+/// stack guard), bypassing the pool so tests do not queue behind each other.
+fn execute(invocation: Invocation) -> Completion {
+    let handle = tokio_runtime().handle().clone();
+    std::thread::Builder::new()
+        .stack_size(WORKER_STACK_BYTES)
+        .spawn(move || {
+            stack_guard::register_worker_thread(WORKER_STACK_BYTES);
+            let cancelled = || false;
+            let host = HostContext {
+                runtime: &handle,
+                cancelled: &cancelled,
+            };
+            QuickJsEngine::new().execute(invocation, &host)
+        })
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+fn run_with(handler: &str, limits: SandboxLimits) -> Completion {
+    execute(invocation(handler, json!({}), limits, &FakeHost::default()))
+}
+
+fn run(handler: &str) -> Completion {
+    run_with(handler, SandboxLimits::default())
+}
+
+fn text(completion: &Completion) -> &str {
+    completion.result.content[0]["text"]
+        .as_str()
+        .unwrap_or("<no text>")
+}
+
+fn fast_limits() -> SandboxLimits {
+    SandboxLimits {
+        cpu: Duration::from_millis(250),
+        wall: Duration::from_secs(3),
+        memory_bytes: 16 * 1024 * 1024,
+        ..SandboxLimits::default()
+    }
+}
+
+#[track_caller]
+fn assert_limit(completion: &Completion, needle: &str) {
+    assert_eq!(completion.outcome, Outcome::Limit, "{completion:?}");
+    assert!(completion.result.is_error);
+    let error = completion.error.as_deref().unwrap_or("");
+    assert!(error.contains(needle), "expected {needle:?} in {error:?}");
+}
+
+// ---- results ---------------------------------------------------------------------------
+
+#[test]
+fn returns_object_as_text_and_structured_content() {
+    let c = execute(invocation(
+        "return { sum: args.a + args.b, list: [1, 2] };",
+        json!({"a": 2, "b": 3}),
+        SandboxLimits::default(),
+        &FakeHost::default(),
+    ));
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    assert!(!c.result.is_error);
+    assert_eq!(
+        c.result.structured_content,
+        Some(json!({"sum": 5, "list": [1, 2]}))
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(text(&c)).unwrap(),
+        json!({"sum": 5, "list": [1, 2]})
+    );
+    assert!(c.error.is_none());
+    assert!(c.wall_time >= c.cpu_time);
+}
+
+#[test]
+fn returns_string_number_array_and_undefined() {
+    let c = run("return 'hello';");
+    assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "hello"));
+    assert!(c.result.structured_content.is_none());
+    let c = run("return 42;");
+    assert_eq!(text(&c), "42");
+    let c = run("return [1, 'a'];");
+    assert_eq!(
+        serde_json::from_str::<Value>(text(&c)).unwrap(),
+        json!([1, "a"])
+    );
+    assert!(c.result.structured_content.is_none());
+    let c = run("const x = 1;");
+    assert_eq!((c.outcome, text(&c)), (Outcome::Ok, ""));
+    let c = run("return () => 1;");
+    assert_eq!((c.outcome, text(&c)), (Outcome::Ok, ""));
+}
+
+#[test]
+fn mcp_shaped_results_pass_through_and_are_validated() {
+    let c = run(
+        r#"return { content: [{ type: 'text', text: 'hi' }, { type: 'image', data: 'AAAA', mimeType: 'image/png' }], structuredContent: { n: 1 } };"#,
+    );
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    assert_eq!(c.result.content.len(), 2);
+    assert_eq!(c.result.content[1]["mimeType"], "image/png");
+    assert_eq!(c.result.structured_content, Some(json!({"n": 1})));
+
+    let c = run(r#"return { content: [{ type: 'text', text: 'nope' }], isError: true };"#);
+    assert_eq!(c.outcome, Outcome::Error);
+    assert!(c.result.is_error);
+    assert_eq!(text(&c), "nope");
+
+    let c = run(r#"return { content: [{ type: 'text', text: 5 }] };"#);
+    assert_eq!(c.outcome, Outcome::Error);
+    assert!(c.result.is_error);
+    assert!(
+        text(&c).contains("content[0]") && text(&c).contains("'text'"),
+        "{}",
+        text(&c)
+    );
+
+    let c = run(r#"return { content: ['x'] };"#);
+    assert!(c.result.is_error && text(&c).contains("must be an object"));
+
+    // A plain object that merely has a `content` field is data, not an MCP result.
+    let c = run(r#"return { title: 't', content: 'body' };"#);
+    assert_eq!(c.outcome, Outcome::Ok);
+    assert_eq!(
+        c.result.structured_content,
+        Some(json!({"title": "t", "content": "body"}))
+    );
+}
+
+#[test]
+fn throw_reports_message_and_handler_line() {
+    let c = run("const a = 1;\nconst b = 2;\nthrow new Error('boom');");
+    assert_eq!(c.outcome, Outcome::Error);
+    assert!(c.result.is_error);
+    assert_eq!(text(&c), "Error: boom (handler line 3)");
+    assert_eq!(c.error.as_deref(), Some("Error: boom (handler line 3)"));
+
+    let c =
+        run("function helper(x) {\n  return x.missing.field;\n}\nawait null;\nreturn helper({});");
+    assert!(
+        text(&c).starts_with("TypeError: ") && text(&c).ends_with("(handler line 2)"),
+        "{}",
+        text(&c)
+    );
+
+    // A syntax error in a handler that was never checked.
+    let c = run("let ok = 1;\nlet = = 2;");
+    assert_eq!(c.outcome, Outcome::Error);
+    assert!(
+        text(&c).starts_with("SyntaxError") && text(&c).ends_with("(handler line 2)"),
+        "{}",
+        text(&c)
+    );
+}
+
+#[test]
+fn hostile_values_never_panic() {
+    for (handler, needle) in [
+        ("throw 'plain string';", "plain string"),
+        ("throw { code: 7 };", "{\"code\":7}"),
+        ("throw null;", "null"),
+        ("throw Symbol('s');", "Symbol(s)"),
+        ("const o = {}; o.self = o; return o;", "circular"),
+        ("return { big: 10n };", "BigInt"),
+        (
+            "return { get x() { throw new Error('getter'); } };",
+            "getter",
+        ),
+        (
+            "return new Proxy({}, { ownKeys() { throw new Error('trap'); } });",
+            "trap",
+        ),
+        (
+            "const e = new Error('x'); Object.defineProperty(e, 'message', { get() { throw 1; } }); throw e;",
+            "Error",
+        ),
+    ] {
+        let c = run(handler);
+        assert_eq!(c.outcome, Outcome::Error, "{handler}: {c:?}");
+        assert!(c.result.is_error);
+        assert!(text(&c).contains(needle), "{handler}: {}", text(&c));
+    }
+    // Symbols and lone surrogates in results.
+    let c = run("return Symbol('x');");
+    assert_eq!((c.outcome, text(&c)), (Outcome::Ok, ""));
+    let c = run("return ['\\ud800 lone', '\\\\ud800', '\\ud83d\\ude00'];");
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    assert_eq!(
+        serde_json::from_str::<Value>(text(&c)).unwrap(),
+        json!(["\u{fffd} lone", "\\ud800", "😀"])
+    );
+    let c = run("console.log('\\ud800', 'a\\udc00b'); return 1;");
+    assert_eq!(c.outcome, Outcome::Ok);
+    assert_eq!(c.console, "[log] \u{fffd} a\u{fffd}b\n");
+}
+
+// ---- fetch -----------------------------------------------------------------------------
+
+#[test]
+fn fetch_get_and_post_forward_everything() {
+    let host = FakeHost::default();
+    let handler = r#"
+        const r1 = await fetch('https://api.example/items?q=1', { headers: { 'X-Key': 'abc' } });
+        const j1 = await r1.json();
+        const r2 = await fetch(new URL('https://api.example/items'), {
+            method: 'post',
+            headers: [['Content-Type', 'text/plain'], ['X-Multi', 'a'], ['x-multi', 'b']],
+            body: 'payload',
+            redirect: 'manual',
+        });
+        const j2 = await r2.json();
+        const r3 = await fetch('https://api.example/json', { method: 'PUT', body: { a: 1 } });
+        const r4 = await fetch('https://api.example/form', { method: 'POST', body: new URLSearchParams({ x: '1 2', y: 'ä' }) });
+        const r5 = await fetch('https://api.example/bytes', { method: 'POST', body: new Uint8Array([104, 105]) });
+        return {
+            status: r1.status, ok: r1.ok, statusText: r1.statusText, url: r1.url, redirected: r1.redirected,
+            ct: r1.headers.get('Content-Type'), cookies: r1.headers.getSetCookie(), has: r1.headers.has('X-NOPE'),
+            m1: j1.method, m2: j2.method, b2: j2.body, redirect: j2.redirect,
+            j3: (await r3.json()).body, ct3: (await fetch('https://api.example/x')).headers.get('content-type'),
+            f4: (await r4.json()).body, b5: (await r5.text()).includes('"body":"hi"'),
+        };
+    "#;
+    let c = execute(invocation(
+        handler,
+        json!({}),
+        SandboxLimits::default(),
+        &host,
+    ));
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    let s = c.result.structured_content.clone().unwrap();
+    assert_eq!(s["status"], 201);
+    assert_eq!(s["ok"], true);
+    assert_eq!(s["statusText"], "Created");
+    assert_eq!(s["url"], "https://api.example/items?q=1");
+    assert_eq!(s["redirected"], false);
+    assert_eq!(s["ct"], "application/json");
+    assert_eq!(s["cookies"], json!(["a=1", "b=2"]));
+    assert_eq!(s["has"], false);
+    assert_eq!(
+        (s["m1"].as_str(), s["m2"].as_str()),
+        (Some("GET"), Some("POST"))
+    );
+    assert_eq!(s["b2"], "payload");
+    assert_eq!(s["redirect"], "manual");
+    assert_eq!(s["j3"], "{\"a\":1}");
+    assert_eq!(s["f4"], "x=1+2&y=%C3%A4");
+    assert_eq!(s["b5"], true);
+    assert_eq!(c.fetches, 6);
+
+    let requests = host.requests();
+    assert_eq!(requests.len(), 6);
+    assert_eq!(requests[0].method, "GET");
+    assert_eq!(
+        requests[0].headers,
+        vec![("x-key".to_owned(), "abc".to_owned())]
+    );
+    assert_eq!(requests[0].body, None);
+    assert_eq!(requests[0].redirect, "follow");
+    assert_eq!(requests[1].url, "https://api.example/items");
+    assert_eq!(
+        requests[1].headers,
+        vec![
+            ("content-type".to_owned(), "text/plain".to_owned()),
+            ("x-multi".to_owned(), "a".to_owned()),
+            ("x-multi".to_owned(), "b".to_owned()),
+        ]
+    );
+    assert_eq!(requests[1].body.as_deref(), Some(&b"payload"[..]));
+    assert_eq!(
+        requests[2].headers,
+        vec![("content-type".to_owned(), "application/json".to_owned())]
+    );
+    assert_eq!(
+        requests[3].headers,
+        vec![(
+            "content-type".to_owned(),
+            "application/x-www-form-urlencoded;charset=UTF-8".to_owned()
+        )]
+    );
+    assert_eq!(requests[4].body.as_deref(), Some(&b"hi"[..]));
+}
+
+#[test]
+fn fetch_errors_become_type_errors() {
+    let handler = r#"
+        const out = [];
+        for (const url of ['https://denied.test/x', 'https://down.test/', 'not a url']) {
+            try { await fetch(url); out.push('no error'); }
+            catch (e) { out.push(`${e instanceof TypeError} ${e.message}`); }
+        }
+        try { await fetch('https://a.test/', { method: 'GET', body: 'x' }); } catch (e) { out.push(e.message); }
+        try { await fetch('https://a.test/', { headers: { 'bad header': 'x' } }); } catch (e) { out.push(e.message); }
+        return out;
+    "#;
+    let c = run(handler);
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    let out: Vec<String> = serde_json::from_str(text(&c)).unwrap();
+    assert_eq!(out[0], "true egress to denied.test is not allowed");
+    assert_eq!(out[1], "true connection refused");
+    assert!(out[2].starts_with("true fetch: invalid URL"), "{}", out[2]);
+    assert!(out[3].contains("cannot have a body"));
+    assert!(out[4].contains("Invalid header name"));
+    assert!(c.fetch_denied);
+    assert_eq!(c.fetches, 2, "invalid requests are not counted");
+
+    // Uncaught: the handler line of the fetch() call is reported.
+    let c = run("const x = 1;\nawait fetch('https://denied.test/');");
+    assert_eq!(c.outcome, Outcome::Error);
+    assert_eq!(
+        text(&c),
+        "TypeError: egress to denied.test is not allowed (handler line 2)"
+    );
+    assert!(c.fetch_denied);
+}
+
+#[test]
+fn max_fetches_is_a_limit_even_when_caught() {
+    let limits = SandboxLimits {
+        max_fetches: 3,
+        ..SandboxLimits::default()
+    };
+    let c = run_with(
+        "for (let i = 0; i < 10; i++) { try { await fetch('https://a.test/' + i); } catch {} }\nreturn 'done';",
+        limits,
+    );
+    assert_limit(&c, "max_fetches");
+    assert_eq!(c.fetches, 3);
+}
+
+#[test]
+fn concurrent_fetches_are_capped_and_queued() {
+    let host = FakeHost::default();
+    let limits = SandboxLimits {
+        max_concurrent_fetches: 2,
+        ..SandboxLimits::default()
+    };
+    let handler = "const rs = await Promise.all([1,2,3,4,5].map(i => fetch('https://slow.test/' + i).then(r => r.json())));\nreturn rs.map(r => r.url);";
+    let c = execute(invocation(handler, json!({}), limits, &host));
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    assert_eq!(c.fetches, 5);
+    assert_eq!(host.0.max_in_flight.load(Ordering::SeqCst), 2);
+    let urls: Vec<String> = serde_json::from_str(text(&c)).unwrap();
+    assert_eq!(
+        urls,
+        (1..=5)
+            .map(|i| format!("https://slow.test/{i}"))
+            .collect::<Vec<_>>()
+    );
+    // Waiting for the network is not CPU time.
+    assert!(c.cpu_time < c.wall_time, "{c:?}");
+}
+
+// ---- limits ----------------------------------------------------------------------------
+
+#[test]
+fn busy_loop_hits_the_cpu_limit() {
+    let started = Instant::now();
+    let c = run_with("while (true) {}", fast_limits());
+    assert_limit(&c, "`cpu`");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(c.cpu_time >= Duration::from_millis(250));
+
+    let c = run_with(
+        "await null;\nlet i = 0;\nwhile (true) { i++; }",
+        fast_limits(),
+    );
+    assert_limit(&c, "`cpu`");
+
+    let c = run_with(
+        "await new Promise(r => setTimeout(r, 10));\nfor (;;) {}",
+        fast_limits(),
+    );
+    assert_limit(&c, "`cpu`");
+
+    // Catastrophic backtracking is interrupted too.
+    let c = run_with(
+        "return /^(a+)+$/.test('a'.repeat(40) + 'b');",
+        fast_limits(),
+    );
+    assert_limit(&c, "`cpu`");
+}
+
+#[test]
+fn catching_a_limit_does_not_help() {
+    let c = run_with(
+        "try { while (true) {} } catch (e) {}\nreturn 'survived';",
+        fast_limits(),
+    );
+    assert_limit(&c, "`cpu`");
+
+    let c = run_with(
+        "let caught = 0;\ntry { const a = []; while (true) a.push(new Array(100000).fill(1)); } catch (e) { caught++; }\nreturn caught;",
+        fast_limits(),
+    );
+    assert_limit(&c, "memory");
+
+    let c = run_with(
+        "function f(n) { return f(n + 1) + 1; }\ntry { f(0); } catch (e) {}\nreturn 'survived';",
+        fast_limits(),
+    );
+    assert_limit(&c, "stack");
+
+    let c = run_with(
+        "function f() { f(); }\nfor (;;) { try { f(); } catch (e) {} }",
+        fast_limits(),
+    );
+    assert_limit(&c, "stack");
+}
+
+#[test]
+fn memory_blowup_hits_the_memory_limit() {
+    let c = run_with(
+        "const a = [];\nwhile (true) a.push('x'.repeat(1000) + a.length);",
+        fast_limits(),
+    );
+    assert_limit(&c, "memory_bytes");
+    let c = run_with(
+        "return new ArrayBuffer(1024 * 1024 * 1024).byteLength;",
+        fast_limits(),
+    );
+    assert_limit(&c, "memory_bytes");
+}
+
+#[test]
+fn infinite_recursion_hits_the_stack_limit() {
+    let c = run_with(
+        "function f(n) { return f(n + 1) + 1; }\nreturn f(0);",
+        fast_limits(),
+    );
+    assert_limit(&c, "stack_bytes");
+    let c = run_with(
+        "const deep = (n) => n === 0 ? 0 : 1 + deep(n - 1);\nreturn deep(50);",
+        fast_limits(),
+    );
+    assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "50"), "{c:?}");
+}
+
+#[test]
+fn never_settling_promise_is_a_timeout() {
+    let started = Instant::now();
+    let c = run("await new Promise(() => {});");
+    assert_eq!(c.outcome, Outcome::Timeout, "{c:?}");
+    assert!(c.result.is_error);
+    // Nothing could ever settle it, so the worker is released at once.
+    assert!(started.elapsed() < Duration::from_secs(1));
+
+    // A fetch that never answers runs into the wall clock.
+    let limits = SandboxLimits {
+        wall: Duration::from_millis(300),
+        ..SandboxLimits::default()
+    };
+    let started = Instant::now();
+    let c = run_with("await fetch('https://hang.test/');", limits.clone());
+    assert_eq!(c.outcome, Outcome::Timeout, "{c:?}");
+    assert!(c.error.as_deref().unwrap().contains("`wall`"));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(c.cpu_time < Duration::from_millis(200), "{c:?}");
+
+    // A timer past the deadline cannot help either.
+    let c = run_with("await new Promise(r => setTimeout(r, 60000));", limits);
+    assert_eq!(c.outcome, Outcome::Timeout, "{c:?}");
+}
+
+#[test]
+fn result_size_is_limited() {
+    let limits = SandboxLimits {
+        max_result_bytes: 1000,
+        ..SandboxLimits::default()
+    };
+    let c = run_with("return 'x'.repeat(2000);", limits.clone());
+    assert_limit(&c, "max_result_bytes");
+    let c = run_with("return 'x'.repeat(900);", limits);
+    assert_eq!(c.outcome, Outcome::Ok);
+}
+
+// ---- console, timers, globals ------------------------------------------------------------
+
+#[test]
+fn console_is_captured_and_capped() {
+    let c = run(
+        "console.log('a', 1, { b: [2] }, null, undefined);\nconsole.warn('w');\nconsole.error(new TypeError('t'));\nconsole.info(1n);\nconsole.debug([1, 2]);\nreturn 1;",
+    );
+    assert_eq!(c.outcome, Outcome::Ok);
+    let lines: Vec<&str> = c.console.lines().collect();
+    assert_eq!(lines[0], "[log] a 1 {\"b\":[2]} null undefined");
+    assert_eq!(lines[1], "[warn] w");
+    assert_eq!(lines[2], "[error] TypeError: t");
+    assert!(lines[3].starts_with("    at "), "{lines:?}");
+    assert!(
+        c.console.contains("[info] 1n\n[debug] [1,2]\n"),
+        "{}",
+        c.console
+    );
+
+    let limits = SandboxLimits {
+        max_console_bytes: 100,
+        ..SandboxLimits::default()
+    };
+    let c = run_with(
+        "for (let i = 0; i < 1000; i++) console.log('line ' + i);\nreturn 'ok';",
+        limits,
+    );
+    assert_eq!(c.outcome, Outcome::Ok);
+    assert!(c.console.starts_with("[log] line 0\n[log] line 1\n"));
+    assert!(
+        c.console
+            .ends_with("[console output truncated: max_console_bytes reached]\n"),
+        "{}",
+        c.console
+    );
+    assert!(c.console.len() <= 100 + 60);
+}
+
+#[test]
+fn set_timeout_works_and_is_bounded() {
+    let c = run(r#"
+        const order = [];
+        await new Promise((resolve) => {
+            setTimeout(() => order.push('b'), 20);
+            setTimeout((x, y) => order.push(x + y), 0, 'a', '!');
+            const t = setTimeout(() => order.push('never'), 5);
+            clearTimeout(t);
+            setTimeout(resolve, 40);
+        });
+        return order;
+    "#);
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    assert_eq!(
+        serde_json::from_str::<Value>(text(&c)).unwrap(),
+        json!(["a!", "b"])
+    );
+    assert!(c.wall_time >= Duration::from_millis(40));
+
+    let limits = SandboxLimits {
+        max_timers: 5,
+        ..SandboxLimits::default()
+    };
+    let c = run_with(
+        "for (let i = 0; i < 10; i++) { try { setTimeout(() => {}, 0); } catch {} }\nreturn 1;",
+        limits,
+    );
+    assert_limit(&c, "max_timers");
+
+    let c = run("await new Promise((r) => setTimeout(() => { r(); missing(); }, 0));");
+    assert_eq!(c.outcome, Outcome::Error);
+    assert!(
+        text(&c).starts_with("uncaught error in a setTimeout callback: ReferenceError"),
+        "{}",
+        text(&c)
+    );
+}
+
+#[test]
+fn only_the_documented_globals_exist() {
+    let c = run(r#"
+        const absent = ['require', 'process', 'Deno', 'module', 'exports', 'queueMicrotask', 'performance', 'Bun', 'std', 'os'];
+        const present = ['fetch', 'Headers', 'Response', 'URL', 'URLSearchParams', 'TextEncoder', 'TextDecoder',
+                         'atob', 'btoa', 'console', 'structuredClone', 'setTimeout', 'clearTimeout', 'JSON', 'Promise'];
+        let imported;
+        try { await import('data:text/javascript,export default 1'); imported = 'loaded'; } catch (e) { imported = 'rejected'; }
+        return {
+            absent: absent.filter((n) => typeof globalThis[n] !== 'undefined'),
+            missing: present.filter((n) => typeof globalThis[n] === 'undefined'),
+            imported,
+            argFetch: typeof fetch === 'function',
+        };
+    "#);
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    let s = c.result.structured_content.unwrap();
+    assert_eq!(s["absent"], json!([]));
+    assert_eq!(s["missing"], json!([]));
+    assert_eq!(s["imported"], "rejected");
+    assert_eq!(s["argFetch"], true);
+
+    let c = run("return require('fs');");
+    assert_eq!(c.outcome, Outcome::Error);
+    assert!(text(&c).starts_with("ReferenceError"), "{}", text(&c));
+}
+
+#[test]
+fn web_apis_behave() {
+    let c = run(r#"
+        const u = new URL('https://user:pw@Example.com:8443/a/b?x=1&y=2#frag');
+        const parts = [u.protocol, u.username, u.password, u.hostname, u.host, u.port, u.pathname, u.search, u.hash, u.origin];
+        u.searchParams.append('z', 'a b');
+        u.pathname = '/c d';
+        u.search = '?q=1';
+        const rel = new URL('../up?k=v', 'https://h.test/a/b/c').href;
+        let bad; try { new URL('nope'); } catch (e) { bad = e instanceof TypeError; }
+        const sp = new URLSearchParams('a=1&b=2&a=3');
+        sp.set('b', 'x'); sp.delete('a', '3');
+        const sp2 = new URLSearchParams([['k', 'v']]);
+        const sp3 = new URLSearchParams({ o: 'p' });
+        const enc = new TextEncoder().encode('héllo €');
+        const dec = new TextDecoder().decode(enc);
+        const stream = new TextDecoder();
+        const euro = new TextEncoder().encode('€');
+        const streamed = stream.decode(euro.subarray(0, 1), { stream: true }) + stream.decode(euro.subarray(1));
+        let fatal; try { new TextDecoder('utf-8', { fatal: true }).decode(new Uint8Array([0xff])); } catch (e) { fatal = e instanceof TypeError; }
+        const h = new Headers({ 'X-A': '1' }); h.append('x-a', '2'); h.set('B', ' v ');
+        const clone = structuredClone({ d: new Date(0), m: new Map([[1, { s: new Set([2]) }]]), a: [1, { b: 2 }] });
+        let cloneErr; try { structuredClone({ f() {} }); } catch (e) { cloneErr = e.name; }
+        const r = new Response('{"j":1}', { status: 202, headers: { 'X-R': 'y' } });
+        return {
+            parts, href: u.href, sp: u.searchParams.toString(), rel, bad,
+            spStr: sp.toString(), spAll: [...sp.entries()], sp2: sp2.get('k'), sp3: sp3.toString(), spMissing: sp.get('zz'),
+            enc: Array.from(enc).length, dec, streamed, fatal,
+            b64: btoa('hi!'), unb64: atob('aGkh'),
+            headers: [...h], hget: h.get('X-A'),
+            clone: [clone.d instanceof Date, clone.m.get(1).s.has(2), clone.a[1].b], cloneErr,
+            resp: [r.status, r.ok, r.headers.get('x-r'), r.headers.get('content-type'), (await r.json()).j, r.bodyUsed],
+        };
+    "#);
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    let s = c.result.structured_content.unwrap();
+    assert_eq!(
+        s["parts"],
+        json!([
+            "https:",
+            "user",
+            "pw",
+            "example.com",
+            "example.com:8443",
+            "8443",
+            "/a/b",
+            "?x=1&y=2",
+            "#frag",
+            "https://example.com:8443"
+        ])
+    );
+    assert_eq!(s["href"], "https://user:pw@example.com:8443/c%20d?q=1#frag");
+    assert_eq!(s["sp"], "q=1");
+    assert_eq!(s["rel"], "https://h.test/a/up?k=v");
+    assert_eq!(s["bad"], true);
+    assert_eq!(s["spStr"], "a=1&b=x");
+    assert_eq!(s["spAll"], json!([["a", "1"], ["b", "x"]]));
+    assert_eq!(
+        (s["sp2"].as_str(), s["sp3"].as_str()),
+        (Some("v"), Some("o=p"))
+    );
+    assert_eq!(s["spMissing"], Value::Null);
+    assert_eq!(s["enc"], 10);
+    assert_eq!(s["dec"], "héllo €");
+    assert_eq!(s["streamed"], "€");
+    assert_eq!(s["fatal"], true);
+    assert_eq!(
+        (s["b64"].as_str(), s["unb64"].as_str()),
+        (Some("aGkh"), Some("hi!"))
+    );
+    assert_eq!(s["headers"], json!([["b", "v"], ["x-a", "1, 2"]]));
+    assert_eq!(s["hget"], "1, 2");
+    assert_eq!(s["clone"], json!([true, true, 2]));
+    assert_eq!(s["cloneErr"], "DataCloneError");
+    assert_eq!(
+        s["resp"],
+        json!([202, true, "y", "text/plain;charset=UTF-8", 1, true])
+    );
+}
+
+#[test]
+fn prelude_loads_from_bytecode_and_source_alike() {
+    assert_eq!(QuickJsEngine::new().prelude_load(), PreludeLoad::Bytecode);
+    let handle = tokio_runtime().handle().clone();
+    let engine = QuickJsEngine::with_prelude(PreludeLoad::Source);
+    let c = std::thread::spawn(move || {
+        let cancelled = || false;
+        let host = HostContext {
+            runtime: &handle,
+            cancelled: &cancelled,
+        };
+        engine.execute(
+            invocation(
+                "return new URL('https://x.test/p').pathname;",
+                json!({}),
+                SandboxLimits::default(),
+                &FakeHost::default(),
+            ),
+            &host,
+        )
+    })
+    .join()
+    .unwrap();
+    assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "/p"));
+}
+
+// ---- check_handler ---------------------------------------------------------------------
+
+#[test]
+fn check_handler_accepts_valid_code() {
+    for source in [
+        "return args.x;",
+        "const r = await fetch('https://a.test'); return r.json();",
+        "const o = { import: 1, require: 2 }; return o.require + obj.import;",
+        "const s = 'require(\"fs\")'; const t = `import x from ${'y'}`; return s + t; // import y",
+        "/* require('x') */ return /import\\(/.test('a') / 2;",
+        "x.require('y'); a?.import;",
+        "const f = (a) => { if (a) { return {}; } };",
+    ] {
+        assert_eq!(check_handler(source), Ok(()), "{source}");
+    }
+}
+
+#[test]
+fn check_handler_reports_syntax_errors_with_lines() {
+    let err = check_handler("const a = 1;\nconst b = ;\nreturn a;").unwrap_err();
+    assert_eq!(err.line, Some(2), "{err:?}");
+    assert!(err.message.starts_with("SyntaxError"), "{err:?}");
+
+    let err = check_handler("if (true) {\n  return 1;\n").unwrap_err();
+    assert_eq!(err.line, Some(2), "{err:?}");
+}
+
+#[test]
+fn check_handler_rejects_modules() {
+    let err = check_handler("const x = 1;\nconst fs = require('fs');").unwrap_err();
+    assert_eq!(err.line, Some(2));
+    assert!(
+        err.message.starts_with("require() is not available"),
+        "{err:?}"
+    );
+
+    let err = check_handler("\n\nconst m = await import('https://cdn/x.js');").unwrap_err();
+    assert_eq!(err.line, Some(3));
+    assert!(
+        err.message.starts_with("import() is not available"),
+        "{err:?}"
+    );
+
+    let err = check_handler("import { x } from 'y';\nreturn x;").unwrap_err();
+    assert_eq!(err.line, Some(1));
+    assert!(
+        err.message
+            .starts_with("import statements are not available"),
+        "{err:?}"
+    );
+
+    let err = check_handler("return 1;\n});\n(function () {").unwrap_err();
+    assert_eq!(err.line, Some(2));
+    assert!(err.message.contains("unbalanced"), "{err:?}");
+}
+
+// ---- pool ------------------------------------------------------------------------------
+
+#[test]
+fn pool_is_busy_when_the_queue_is_full() {
+    let rt = tokio_runtime();
+    let pool = Arc::new(IsolatePool::new(1, 1, rt.handle().clone()));
+    let host = FakeHost::default();
+    let spin = invocation("while (true) {}", json!({}), fast_limits(), &host);
+    let quick = invocation(
+        "return 'quick';",
+        json!({}),
+        SandboxLimits::default(),
+        &host,
+    );
+
+    let first = rt.spawn({
+        let pool = Arc::clone(&pool);
+        let spin = spin.clone();
+        async move { pool.run(spin).await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pool.stats().busy == 0 {
+        assert!(Instant::now() < deadline, "worker never started");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let second = rt.spawn({
+        let pool = Arc::clone(&pool);
+        let quick = quick.clone();
+        async move { pool.run(quick).await }
+    });
+    while pool.stats().queued == 0 {
+        assert!(Instant::now() < deadline, "job never queued");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(
+        pool.stats(),
+        PoolStats {
+            workers: 1,
+            busy: 1,
+            queued: 1
+        }
+    );
+    assert_eq!(
+        rt.block_on(pool.run(quick.clone())).unwrap_err(),
+        PoolError::Busy
+    );
+
+    assert_eq!(rt.block_on(first).unwrap().unwrap().outcome, Outcome::Limit);
+    assert_eq!(rt.block_on(second).unwrap().unwrap().outcome, Outcome::Ok);
+    assert_eq!(
+        pool.stats(),
+        PoolStats {
+            workers: 1,
+            busy: 0,
+            queued: 0
+        }
+    );
+
+    pool.close();
+    assert_eq!(rt.block_on(pool.run(quick)).unwrap_err(), PoolError::Closed);
+}
+
+#[test]
+fn pool_keeps_serving_while_a_worker_spins() {
+    let rt = tokio_runtime();
+    let pool = Arc::new(IsolatePool::new(2, 8, rt.handle().clone()));
+    let host = FakeHost::default();
+    let limits = SandboxLimits {
+        cpu: Duration::from_millis(800),
+        ..SandboxLimits::default()
+    };
+    let spinner = rt.spawn({
+        let pool = Arc::clone(&pool);
+        let spin = invocation("for (;;) {}", json!({}), limits, &host);
+        async move { pool.run(spin).await }
+    });
+    let started = Instant::now();
+    for i in 0..5 {
+        let c = rt
+            .block_on(pool.run(invocation(
+                "return args.i * 2;",
+                json!({ "i": i }),
+                SandboxLimits::default(),
+                &host,
+            )))
+            .unwrap();
+        assert_eq!(
+            (c.outcome, text(&c)),
+            (Outcome::Ok, (i * 2).to_string().as_str())
+        );
+    }
+    let quick_total = started.elapsed();
+    let spun = rt.block_on(spinner).unwrap().unwrap();
+    assert_eq!(spun.outcome, Outcome::Limit);
+    assert!(
+        quick_total < Duration::from_millis(700),
+        "quick calls took {quick_total:?}"
+    );
+    assert!(std::thread::current().name().is_some());
+}
+
+/// A stand-in engine: records the worker thread's name, or panics on request.
+struct ProbeEngine(Arc<Mutex<Vec<String>>>);
+
+impl Engine for ProbeEngine {
+    fn name(&self) -> &'static str {
+        "probe"
+    }
+
+    fn check(&self, _source: &str) -> Result<(), CompileError> {
+        Ok(())
+    }
+
+    fn execute(&self, invocation: Invocation, _host: &HostContext<'_>) -> Completion {
+        if &*invocation.handler == "panic" {
+            panic!("engine bug");
+        }
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        self.0.lock().unwrap().push(name);
+        Completion {
+            result: ToolResult::text("ok", false),
+            outcome: Outcome::Ok,
+            error: None,
+            console: String::new(),
+            fetches: 0,
+            fetch_denied: false,
+            cpu_time: Duration::ZERO,
+            wall_time: Duration::ZERO,
+        }
+    }
+}
+
+#[test]
+fn workers_are_named_and_survive_engine_panics() {
+    let rt = tokio_runtime();
+    let names = Arc::new(Mutex::new(Vec::new()));
+    let pool = IsolatePool::with_engine(
+        Arc::new(ProbeEngine(Arc::clone(&names))),
+        1,
+        4,
+        rt.handle().clone(),
+    );
+    let host = FakeHost::default();
+    let c = rt
+        .block_on(pool.run(invocation(
+            "panic",
+            json!({}),
+            SandboxLimits::default(),
+            &host,
+        )))
+        .unwrap();
+    assert_eq!(c.outcome, Outcome::Error);
+    assert!(c.result.is_error);
+    let c = rt
+        .block_on(pool.run(invocation("x", json!({}), SandboxLimits::default(), &host)))
+        .unwrap();
+    assert_eq!(c.outcome, Outcome::Ok);
+    assert_eq!(
+        *names.lock().unwrap(),
+        vec!["mcpbootd-isolate-0".to_owned()]
+    );
+}

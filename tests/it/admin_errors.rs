@@ -1,0 +1,98 @@
+//! Bad admin requests get a 4xx with the error shape, a message that says what to fix, and leave
+//! nothing behind.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_registrations_are_refused_precisely() {
+    let app = spawn_app().await;
+    app.register(json!({"id": "taken", "tools": [tool("a", "return 1;")]})).await;
+    let cases: Vec<(Value, u16, &str)> = vec![
+        (json!({"id": "taken", "tools": [tool("a", "return 1;")]}), 409, "already exists"),
+        (json!({"id": "Bad_Id", "tools": [tool("a", "return 1;")]}), 422, "server id"),
+        (json!({"tools": [tool("Bad-Name", "return 1;")]}), 422, "tools[0].name"),
+        (json!({"tools": [tool("a", "return 1;"), tool("a", "return 2;")]}), 422, "duplicate tool name"),
+        (json!({"tools": [{"name": "a", "description": "d", "input_schema": {"type": "array"}, "handler": "return 1;"}]}), 422, "input_schema"),
+        (json!({"tools": [{"name": "a", "description": "d", "input_schema": {"type": "object", "required": "x"}, "handler": "return 1;"}]}), 422, "input_schema"),
+        (json!({"tools": [tool("a", "const x = 1;\nreturn x +;")]}), 422, "line 2"),
+        (json!({"tools": [tool("a", "const fs = require('fs'); return 1;")]}), 422, "require"),
+        (json!({"tools": []}), 422, "at least one tool"),
+        (json!({"tools": "nope"}), 400, "tools must be an array"),
+        (json!({"name": "x"}), 400, "\"prompt\""),
+        (json!({"prompt": "p", "tools": []}), 400, "not both"),
+        (json!({"tools": [tool("a", "return 1;")], "allow_domains": ["*.example.com"]}), 422, "wildcard"),
+        (json!({"tools": [tool("a", "return 1;")], "allow_domains": ["localhost"]}), 422, "localhost"),
+        (json!({"tools": [tool("a", "return 1;")], "allow_domains": "example.com"}), 400, "array"),
+        (json!({"tools": [tool("a", "return 1;")], "surprise": 1}), 400, "unknown field"),
+        (json!([1, 2]), 400, "JSON object"),
+    ];
+    for (body, status, needle) in cases {
+        let (got, response) = app.post("/admin/servers", &body).await;
+        assert_eq!(got, status, "{body} -> {response}");
+        let message = error_message(&response);
+        assert!(message.contains(needle), "{body}: expected {needle:?} in {message:?}");
+    }
+    let (_, list) = app.get("/admin/servers").await;
+    assert_eq!(list["servers"].as_array().unwrap().len(), 1, "refused registrations leave nothing behind");
+
+    // Bodies that are not JSON at all.
+    let response = app.http.post(app.url("/admin/servers")).header("content-type", "application/json").body("{oops").send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    error_message(&response.json().await.unwrap());
+    let response = app.http.post(app.url("/admin/servers")).body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 415);
+    error_message(&response.json().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_admin_routes_answer_4xx_with_the_error_shape() {
+    let app = spawn_app().await;
+    app.register(json!({"id": "s", "tools": [tool("a", "return 1;")]})).await;
+    let checks: Vec<(&str, &str, Option<Value>, u16)> = vec![
+        ("GET", "/admin/servers/missing", None, 404),
+        ("GET", "/admin/servers/NOT_VALID", None, 404),
+        ("DELETE", "/admin/servers/missing", None, 404),
+        ("GET", "/admin/servers/missing/export", None, 404),
+        ("GET", "/admin/servers/missing/calls", None, 404),
+        ("GET", "/admin/servers/s/calls?limit=0", None, 400),
+        ("GET", "/admin/servers/s/calls?limit=abc", None, 400),
+        ("POST", "/admin/servers/s/tools/nope/call", Some(json!({"arguments": {}})), 404),
+        ("POST", "/admin/servers/missing/tools/a/call", Some(json!({"arguments": {}})), 404),
+        ("POST", "/admin/servers/s/tools/a/call", Some(json!({"arguments": 5})), 422),
+        ("POST", "/admin/servers/s/tools/a/call", Some(json!({"args": {}})), 422),
+        ("GET", "/no/such/route", None, 404),
+    ];
+    for (method, path, body, status) in checks {
+        let mut request = app.http.request(method.parse().unwrap(), app.url(path));
+        if let Some(body) = &body {
+            request = request.json(body);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{method} {path}");
+        let body: Value = response.json().await.unwrap();
+        error_message(&body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_token_is_required_when_configured() {
+    let app = spawn_app_with(AppOptions {
+        env: vec![("MCPBOOTD_ADMIN_TOKEN".into(), "s3cret-token".into())],
+        ..AppOptions::default()
+    })
+    .await;
+    let url = app.url("/admin/servers");
+    let response = app.http.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    assert!(error_message(&response.json().await.unwrap()).contains("Bearer"));
+    for wrong in ["Bearer wrong", "Bearer s3cret-toke", "Bearer s3cret-token-longer", "Basic s3cret-token", "s3cret-token"] {
+        let response = app.http.get(&url).header("authorization", wrong).send().await.unwrap();
+        assert!(matches!(response.status().as_u16(), 401 | 403), "{wrong}");
+    }
+    let response = app.http.get(&url).bearer_auth("s3cret-token").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    // Health probes stay open.
+    assert_eq!(app.http.get(app.url("/healthz")).send().await.unwrap().status(), 200);
+}

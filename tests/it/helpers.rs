@@ -1,0 +1,280 @@
+//! The test harness: a real daemon on a port-0 listener with a temp catalog, a fake upstream API on
+//! loopback reached through `[egress.resolve]` names, and clients for both of its doors.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::HeaderMap;
+use axum::routing::{any, get};
+use mcpbootd::config::{CliOverrides, Config};
+use rmcp::RoleClient;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+/// Host names the fake upstream answers to; all map to 127.0.0.1.
+pub const WEATHER_HOST: &str = "api.weather.test";
+pub const OTHER_HOST: &str = "api.other.test";
+
+pub struct TestApp {
+    pub address: SocketAddr,
+    pub http: reqwest::Client,
+    pub upstream: Upstream,
+    pub data_dir: Arc<tempfile::TempDir>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+/// Options for [`spawn_app_with`]; `env` pairs are applied as `MCPBOOTD_*` variables would be.
+#[derive(Default, Clone)]
+pub struct AppOptions {
+    pub env: Vec<(String, String)>,
+    pub data_dir: Option<Arc<tempfile::TempDir>>,
+    pub upstream: Option<Upstream>,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(AppOptions::default()).await
+}
+
+pub async fn spawn_app_with(options: AppOptions) -> TestApp {
+    mcpbootd::app::install_crypto_provider();
+    let data_dir = options.data_dir.unwrap_or_else(|| Arc::new(tempfile::tempdir().unwrap()));
+    let upstream = match options.upstream {
+        Some(upstream) => upstream,
+        None => Upstream::start().await,
+    };
+    let mut env = vec![
+        ("MCPBOOTD_CATALOG__PATH".to_string(), catalog_path(data_dir.path()).display().to_string()),
+        (format!("MCPBOOTD_EGRESS__RESOLVE__{WEATHER_HOST}"), "127.0.0.1".to_string()),
+        (format!("MCPBOOTD_EGRESS__RESOLVE__{OTHER_HOST}"), "127.0.0.1".to_string()),
+        ("MCPBOOTD_EGRESS__ALLOW_PRIVATE_NETWORKS".to_string(), "true".to_string()),
+        ("MCPBOOTD_SANDBOX__WORKERS".to_string(), "2".to_string()),
+        ("MCPBOOTD_SANDBOX__CPU_MS".to_string(), "500".to_string()),
+        ("MCPBOOTD_SANDBOX__TIMEOUT_MS".to_string(), "3000".to_string()),
+        ("MCPBOOTD_SANDBOX__MEMORY_MB".to_string(), "32".to_string()),
+    ];
+    env.extend(options.env);
+    let config = Config::load(None, env, &CliOverrides::default()).expect("test config is valid");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (shutdown, shutdown_rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(mcpbootd::app::run(config, listener, async move {
+        let _ = shutdown_rx.await;
+    }));
+    let app = TestApp {
+        address,
+        http: reqwest::Client::new(),
+        upstream,
+        data_dir,
+        shutdown: Some(shutdown),
+        task: Some(task),
+    };
+    app.wait_until_ready().await;
+    app
+}
+
+pub fn catalog_path(dir: &Path) -> PathBuf {
+    dir.join("catalog.db")
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.address, path)
+    }
+
+    pub fn mcp_url(&self, id: &str) -> String {
+        self.url(&format!("/servers/{id}/mcp"))
+    }
+
+    /// Polls `/readyz` (no sleeping on a guess: returns as soon as the daemon says so).
+    async fn wait_until_ready(&self) {
+        for _ in 0..500 {
+            if let Ok(response) = self.http.get(self.url("/readyz")).send().await {
+                if response.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("daemon did not become ready");
+    }
+
+    /// Stops the daemon the way a signal would, and waits for it to finish.
+    pub async fn stop(mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let response = self.http.post(self.url(path)).json(body).send().await.unwrap();
+        read(response).await
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        read(self.http.get(self.url(path)).send().await.unwrap()).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        read(self.http.delete(self.url(path)).send().await.unwrap()).await
+    }
+
+    /// Registers a toolset and asserts it was accepted.
+    pub async fn register(&self, body: Value) -> String {
+        let (status, response) = self.post("/admin/servers", &body).await;
+        assert_eq!(status, 201, "registration failed: {response}");
+        response["id"].as_str().unwrap().to_string()
+    }
+
+    pub async fn admin_call(&self, id: &str, tool: &str, arguments: Value) -> (u16, Value) {
+        self.post(&format!("/admin/servers/{id}/tools/{tool}/call"), &json!({"arguments": arguments})).await
+    }
+
+    pub async fn mcp(&self, id: &str) -> McpClient {
+        mcp_client(&self.mcp_url(id)).await.expect("MCP client connects")
+    }
+
+    /// A base URL for the fake upstream under a whitelisted-looking host name.
+    pub fn upstream_url(&self, host: &str) -> String {
+        format!("http://{host}:{}", self.upstream.address.port())
+    }
+}
+
+pub type McpClient = RunningService<RoleClient, ClientConfig>;
+
+pub async fn mcp_client(url: &str) -> anyhow::Result<McpClient> {
+    let transport = StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()),
+    );
+    Ok(ClientConfig::default().serve(transport).await?)
+}
+
+pub async fn mcp_call(client: &McpClient, tool: &str, arguments: Value) -> CallToolResult {
+    let mut params = CallToolRequestParams::new(tool.to_string());
+    if let Value::Object(map) = arguments {
+        params = params.with_arguments(map);
+    }
+    client.call_tool(params).await.expect("tools/call answers")
+}
+
+/// The text of a result's first content item.
+pub fn text_of(result: &CallToolResult) -> String {
+    let value = serde_json::to_value(result).unwrap();
+    value["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+async fn read(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let body = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+    (status, body)
+}
+
+/// Asserts the admin error shape and returns the message.
+pub fn error_message(body: &Value) -> String {
+    let error = body.get("error").unwrap_or_else(|| panic!("no error object in {body}"));
+    assert!(error["code"].is_string(), "error code missing in {body}");
+    error["message"].as_str().unwrap_or_else(|| panic!("error message missing in {body}")).to_string()
+}
+
+/// A tool definition for a registration body.
+pub fn tool(name: &str, handler: &str) -> Value {
+    json!({
+        "name": name,
+        "description": format!("test tool {name}"),
+        "input_schema": {"type": "object", "properties": {}},
+        "handler": handler,
+    })
+}
+
+/// A request the fake upstream received.
+#[derive(Debug, Clone)]
+pub struct SeenRequest {
+    pub method: String,
+    pub host: String,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+/// A fake upstream API on loopback: JSON items, an echo endpoint, and a redirect.
+#[derive(Clone)]
+pub struct Upstream {
+    pub address: SocketAddr,
+    pub seen: Arc<Mutex<Vec<SeenRequest>>>,
+}
+
+impl Upstream {
+    pub async fn start() -> Upstream {
+        let seen: Arc<Mutex<Vec<SeenRequest>>> = Arc::default();
+        let router = axum::Router::new()
+            .route("/items/{id}", get(item))
+            .route("/echo", any(echo))
+            .route("/big", get(|| async { "x".repeat(64 * 1024) }))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Upstream { address, seen }
+    }
+
+    pub fn requests(&self) -> Vec<SeenRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn item(
+    State(seen): State<Arc<Mutex<Vec<SeenRequest>>>>,
+    headers: HeaderMap,
+    UrlPath(id): UrlPath<u32>,
+) -> Json<Value> {
+    seen.lock().unwrap().push(SeenRequest {
+        method: "GET".into(),
+        host: headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string(),
+        path: format!("/items/{id}"),
+        headers: headers.clone(),
+        body: String::new(),
+    });
+    Json(json!({
+        "id": id,
+        "title": format!("Item {id}"),
+        "by": "alice",
+        "score": id * 10,
+        "kids": [id + 1, id + 2],
+        "internal": {"noise": true},
+    }))
+}
+
+async fn echo(
+    State(seen): State<Arc<Mutex<Vec<SeenRequest>>>>,
+    method: axum::http::Method,
+    headers: HeaderMap,
+    body: String,
+) -> Json<Value> {
+    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string();
+    seen.lock().unwrap().push(SeenRequest {
+        method: method.to_string(),
+        host: host.clone(),
+        path: "/echo".into(),
+        headers: headers.clone(),
+        body: body.clone(),
+    });
+    let header_map: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), Value::String(v.to_str().unwrap_or("").to_string())))
+        .collect();
+    Json(json!({"method": method.as_str(), "host": host, "headers": header_map, "body": body}))
+}

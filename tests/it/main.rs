@@ -1,0 +1,11 @@
+//! Integration tests: the real daemon over real HTTP, real MCP clients, real isolates and a real
+//! SQLite catalog. External APIs are fake servers on loopback reached via `[egress.resolve]`.
+
+mod helpers;
+
+mod admin_errors;
+mod egress;
+mod lifecycle;
+mod limits;
+mod tidy;
+mod toolsets;

@@ -89,7 +89,10 @@ pub struct CallEgress {
 /// Why a request was not made or failed; `Denied` reasons are policy decisions.
 #[derive(Debug)]
 enum Failure {
+    /// The host may not be reached (whitelist, address rules).
     Denied { host: String, reason: String },
+    /// The request's shape is not allowed (scheme, credentials, method, headers).
+    Refused(String),
     Network(String),
     Limit(String),
 }
@@ -140,22 +143,24 @@ impl Egress {
         deadline: Instant,
         log: &Mutex<Vec<EgressRecord>>,
     ) -> Result<FetchResponse, Failure> {
-        let method = check_method(&request.method)?;
-        let mut headers = check_headers(&request.headers)?;
+        let prepared = prepare(&request);
+        let (mut method, mut headers, mut url) = match prepared {
+            Ok(prepared) => prepared,
+            Err(failure) => {
+                let (host, path) = url::Url::parse(&request.url)
+                    .map(|u| (u.host_str().unwrap_or("").to_string(), u.path().to_string()))
+                    .unwrap_or_default();
+                record(log, &request.method, &host, &path, Instant::now(), None, 0, Some(&failure));
+                return Err(failure);
+            }
+        };
         let mut body = request.body;
-        if body.as_ref().is_some_and(|b| b.len() > MAX_REQUEST_BODY_BYTES) {
-            return Err(Failure::Limit(format!(
-                "request body is larger than {MAX_REQUEST_BODY_BYTES} bytes"
-            )));
-        }
-        let mut url = parse_url(&request.url)?;
-        let mut method = method;
         let mut redirected = false;
         let mut hops = 0u32;
         loop {
             let started = Instant::now();
             let host = self.check_url(policy, &url).inspect_err(|failure| {
-                record(log, &method, &url, started, None, 0, Some(failure));
+                record(log, method.as_str(), url.host_str().unwrap_or(""), url.path(), started, None, 0, Some(failure));
             })?;
             let outcome = self.send_once(policy, &method, &url, &headers, body.clone(), deadline).await;
             let response = match outcome {
@@ -166,13 +171,13 @@ impl Egress {
                         Failure::Denied { reason, .. } => Failure::Denied { host: host.to_string(), reason },
                         other => other,
                     };
-                    record(log, &method, &url, started, None, 0, Some(&failure));
+                    record(log, method.as_str(), url.host_str().unwrap_or(""), url.path(), started, None, 0, Some(&failure));
                     return Err(failure);
                 }
             };
             let status = response.status;
             let location = response.location.clone();
-            record(log, &method, &url, started, Some(status), response.body.len(), None);
+            record(log, method.as_str(), url.host_str().unwrap_or(""), url.path(), started, Some(status), response.body.len(), None);
 
             let is_redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
             if !is_redirect || request.redirect == "manual" || location.is_none() {
@@ -208,19 +213,17 @@ impl Egress {
 
     /// Checks one hop's URL against everything that can be decided before connecting.
     fn check_url(&self, policy: &ServerPolicy, url: &url::Url) -> Result<CanonicalHost, Failure> {
-        let host = CanonicalHost::of_url(url).ok_or_else(|| Failure::Denied {
-            host: String::new(),
-            reason: "URL has no host".into(),
-        })?;
+        let host = CanonicalHost::of_url(url)
+            .ok_or_else(|| Failure::Refused(format!("only http and https URLs can be fetched, not {}:", url.scheme())))?;
         let deny = |reason: String| Failure::Denied { host: host.to_string(), reason };
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(deny(format!("scheme {:?} is not http or https", url.scheme())));
+            return Err(Failure::Refused(format!("only http and https URLs can be fetched, not {}:", url.scheme())));
         }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(deny("URL carries credentials (userinfo)".into()));
+            return Err(Failure::Refused("URLs with credentials (user:password@) cannot be fetched; send an Authorization header".into()));
         }
         if url.port() == Some(0) {
-            return Err(deny("port 0".into()));
+            return Err(Failure::Refused("port 0 cannot be fetched".into()));
         }
         if !policy.whitelist.allows(&host) {
             return Err(deny("host is not on the server's whitelist".into()));
@@ -343,8 +346,9 @@ impl FetchHost for CallEgress {
         Box::pin(async move {
             egress.fetch(&policy, request, deadline, &log).await.map_err(|failure| match failure {
                 Failure::Denied { host, .. } => FetchError::Denied(format!(
-                    "fetch to {host} is not allowed by network policy: add it to the prompt or to allow_domains to allow it"
+                    "not allowed by network policy: {host} (to allow it, add it to the prompt or to allow_domains)"
                 )),
+                Failure::Refused(reason) => FetchError::Denied(format!("not allowed by network policy: {reason}")),
                 Failure::Limit(message) => FetchError::Limit(message),
                 Failure::Network(_) => FetchError::Network(
                     "network error: the request could not be completed".to_string(),
@@ -354,20 +358,27 @@ impl FetchHost for CallEgress {
     }
 }
 
+/// Checks everything about a request that does not depend on the hop: method, headers, body size, URL syntax.
+fn prepare(request: &FetchRequest) -> Result<(reqwest::Method, HeaderMap, url::Url), Failure> {
+    let method = check_method(&request.method)?;
+    let headers = check_headers(&request.headers)?;
+    if request.body.as_ref().is_some_and(|b| b.len() > MAX_REQUEST_BODY_BYTES) {
+        return Err(Failure::Limit(format!("request body is larger than {MAX_REQUEST_BODY_BYTES} bytes")));
+    }
+    Ok((method, headers, parse_url(&request.url)?))
+}
+
 fn parse_url(raw: &str) -> Result<url::Url, Failure> {
     if raw.len() > MAX_URL_BYTES {
         return Err(Failure::Limit(format!("URL is longer than {MAX_URL_BYTES} bytes")));
     }
-    url::Url::parse(raw).map_err(|e| Failure::Denied {
-        host: raw.chars().take(100).collect(),
-        reason: format!("not an absolute http(s) URL: {e}"),
-    })
+    url::Url::parse(raw).map_err(|e| Failure::Refused(format!("not an absolute http(s) URL: {e}")))
 }
 
 fn check_method(raw: &str) -> Result<reqwest::Method, Failure> {
     let upper = raw.to_ascii_uppercase();
     if matches!(upper.as_str(), "CONNECT" | "TRACE" | "TRACK") {
-        return Err(Failure::Denied { host: String::new(), reason: format!("method {upper} is not allowed") });
+        return Err(Failure::Refused(format!("method {upper} is not allowed")));
     }
     reqwest::Method::from_bytes(upper.as_bytes())
         .map_err(|_| Failure::Network(format!("invalid HTTP method {raw:?}")))
@@ -379,10 +390,7 @@ fn check_headers(raw: &[(String, String)]) -> Result<HeaderMap, Failure> {
         let lower = name.to_ascii_lowercase();
         if FORBIDDEN_HEADERS.contains(&lower.as_str()) || lower.starts_with("proxy-") && lower != "proxy-authorization"
         {
-            return Err(Failure::Denied {
-                host: String::new(),
-                reason: format!("request header {name:?} may not be set by handlers"),
-            });
+            return Err(Failure::Refused(format!("request header {name:?} is set by the daemon, not by handlers")));
         }
         let name = HeaderName::from_bytes(lower.as_bytes())
             .map_err(|_| Failure::Network(format!("invalid header name {name:?}")))?;
@@ -391,7 +399,7 @@ fn check_headers(raw: &[(String, String)]) -> Result<HeaderMap, Failure> {
         headers.append(name, value);
     }
     if headers.contains_key("proxy-authorization") {
-        return Err(Failure::Denied { host: String::new(), reason: "Proxy-Authorization may not be set".into() });
+        return Err(Failure::Refused("request header \"Proxy-Authorization\" is set by the daemon, not by handlers".into()));
     }
     Ok(headers)
 }
@@ -415,10 +423,12 @@ fn classify(error: &reqwest::Error) -> Failure {
     Failure::Network(chain)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn record(
     log: &Mutex<Vec<EgressRecord>>,
-    method: &reqwest::Method,
-    url: &url::Url,
+    method: &str,
+    host: &str,
+    path: &str,
     started: Instant,
     status: Option<u16>,
     bytes: usize,
@@ -426,14 +436,14 @@ fn record(
 ) {
     let (allowed, reason) = match failure {
         None => (true, None),
-        Some(Failure::Denied { reason, .. }) => (false, Some(reason.clone())),
+        Some(Failure::Denied { reason, .. }) | Some(Failure::Refused(reason)) => (false, Some(reason.clone())),
         Some(Failure::Network(reason)) | Some(Failure::Limit(reason)) => (true, Some(reason.clone())),
     };
     let entry = EgressRecord {
-        method: method.as_str().to_string(),
-        host: url.host_str().unwrap_or("").to_string(),
+        method: method.chars().take(16).collect(),
+        host: host.chars().take(255).collect(),
         // The query string is left out: it often carries API keys.
-        path: url.path().chars().take(512).collect(),
+        path: path.chars().take(512).collect(),
         allowed,
         status: status.map(i64::from),
         bytes: bytes as i64,

@@ -149,7 +149,8 @@ impl Default for SandboxLimits {
 /// An HTTP request made by a handler through `fetch`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchRequest {
-    /// Absolute URL as parsed (WHATWG) by the isolate.
+    /// The URL the handler asked for, WHATWG-normalised when it parses as an absolute URL and
+    /// passed on verbatim otherwise (e.g. a relative URL): the host must validate it.
     pub url: String,
     /// Upper-cased for the standard methods, otherwise as given (always an HTTP token).
     pub method: String,

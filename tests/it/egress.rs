@@ -81,7 +81,7 @@ async fn subdomains_yes_parents_and_look_alikes_no() {
     }
     // A relative URL has no host to check; fetch refuses it before any policy decision.
     let (_, body) = app.admin_call("probe", "probe", json!({"url": "/relative"})).await;
-    assert!(body["result"]["content"][0]["text"].as_str().unwrap().contains("invalid URL"), "{body}");
+    assert!(body["result"]["content"][0]["text"].as_str().unwrap().contains("not an absolute"), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -224,6 +224,14 @@ impl Upstream {
             .route("/items/{id}", get(item))
             .route("/echo", any(echo))
             .route("/big", get(|| async { "x".repeat(64 * 1024) }))
+            .route("/redirect", any(redirect))
+            .route("/chain/{n}", get(chain))
+            .route("/slow", get(|| async {
+                tokio::time::sleep(std::time::Duration::from_secs(20)).await;
+                "late"
+            }))
+            .route("/drip", get(drip))
+            .route("/concurrent", get(concurrent))
             .with_state(seen.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -256,6 +264,54 @@ async fn item(
         "kids": [id + 1, id + 2],
         "internal": {"noise": true},
     }))
+}
+
+#[derive(serde::Deserialize)]
+struct RedirectQuery {
+    to: String,
+    status: Option<u16>,
+}
+
+/// `/redirect?to=URL&status=302`
+async fn redirect(axum::extract::Query(query): axum::extract::Query<RedirectQuery>) -> axum::response::Response {
+    let status = axum::http::StatusCode::from_u16(query.status.unwrap_or(302)).unwrap();
+    axum::response::Response::builder().status(status).header("location", query.to).body(axum::body::Body::empty()).unwrap()
+}
+
+/// `/chain/N` redirects N times before answering.
+async fn chain(UrlPath(n): UrlPath<u32>) -> axum::response::Response {
+    if n == 0 {
+        return axum::response::IntoResponse::into_response("end of chain");
+    }
+    axum::response::Response::builder()
+        .status(302)
+        .header("location", format!("/chain/{}", n - 1))
+        .body(axum::body::Body::empty())
+        .unwrap()
+}
+
+/// Sends headers at once, then one byte every 3 seconds.
+async fn drip() -> axum::response::Response {
+    let stream = futures_util::stream::unfold(0u32, |n| async move {
+        if n > 0 {
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        }
+        (n < 20).then(|| (Ok::<_, std::io::Error>(bytes::Bytes::from_static(b".")), n + 1))
+    });
+    axum::response::Response::new(axum::body::Body::from_stream(stream))
+}
+
+static IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static MAX_IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Holds each request for 150 ms and reports the most requests it saw at once.
+async fn concurrent() -> Json<Value> {
+    use std::sync::atomic::Ordering;
+    let now = IN_FLIGHT.fetch_add(1, Ordering::SeqCst) + 1;
+    MAX_IN_FLIGHT.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    Json(json!({"max_in_flight": MAX_IN_FLIGHT.load(Ordering::SeqCst)}))
 }
 
 async fn echo(

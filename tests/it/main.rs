@@ -5,6 +5,7 @@ mod helpers;
 
 mod admin_errors;
 mod egress;
+mod egress_attacks;
 mod lifecycle;
 mod limits;
 mod tidy;

@@ -51,11 +51,11 @@ impl FetchHost for FakeHost {
             let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             state.max_in_flight.fetch_max(now, Ordering::SeqCst);
             let host = url::Url::parse(&request.url)
-                .unwrap()
-                .host_str()
-                .unwrap_or("")
-                .to_owned();
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+                .unwrap_or_default();
             let result = match host.as_str() {
+                "" => Err(FetchError::Denied(format!("invalid URL {:?}", request.url))),
                 "denied.test" => Err(FetchError::Denied(format!(
                     "egress to {host} is not allowed"
                 ))),
@@ -406,11 +406,17 @@ fn fetch_errors_become_type_errors() {
     let out: Vec<String> = serde_json::from_str(text(&c)).unwrap();
     assert_eq!(out[0], "true egress to denied.test is not allowed");
     assert_eq!(out[1], "true connection refused");
-    assert!(out[2].starts_with("true fetch: invalid URL"), "{}", out[2]);
+    assert_eq!(
+        out[2], "true invalid URL \"not a url\"",
+        "unparseable URLs go to the host"
+    );
     assert!(out[3].contains("cannot have a body"));
     assert!(out[4].contains("Invalid header name"));
     assert!(c.fetch_denied);
-    assert_eq!(c.fetches, 2, "invalid requests are not counted");
+    assert_eq!(
+        c.fetches, 3,
+        "requests refused by the isolate itself are not counted"
+    );
 
     // Uncaught: the handler line of the fetch() call is reported.
     let c = run("const x = 1;\nawait fetch('https://denied.test/');");

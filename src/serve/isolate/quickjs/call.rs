@@ -394,8 +394,9 @@ fn build_request<'js>(
     let type_error = |message: String| Exception::throw_type(ctx, &message);
     let url = value_to_string(ctx, url)
         .ok_or_else(|| type_error("fetch: the URL must be a string".into()))?;
-    let url =
-        Url::parse(&url).map_err(|e| type_error(format!("fetch: invalid URL '{url}': {e}")))?;
+    // Normalised when it parses; otherwise passed on as given, so that the host (the
+    // egress policy) refuses and logs it like any other disallowed destination.
+    let url = Url::parse(&url).map(String::from).unwrap_or(url);
     let method = value_to_string(ctx, method)
         .filter(|m| is_token(m))
         .ok_or_else(|| type_error("fetch: invalid method".into()))?;
@@ -424,7 +425,7 @@ fn build_request<'js>(
         Some(Bytes::from(bytes))
     };
     Ok(FetchRequest {
-        url: url.into(),
+        url,
         method,
         headers: header_pairs,
         body,

@@ -8,5 +8,6 @@ mod egress;
 mod egress_attacks;
 mod lifecycle;
 mod limits;
+mod load;
 mod tidy;
 mod toolsets;

@@ -165,7 +165,7 @@ impl Default for SandboxConfig {
             timeout_ms: 30_000,
             cpu_ms: 2_000,
             memory_mb: 64,
-            stack_kb: 512,
+            stack_kb: 1024,
             max_fetches: 50,
             max_concurrent_fetches: 6,
             max_response_bytes: 10 * 1024 * 1024,

@@ -35,13 +35,17 @@
 //! a fetch completes (never past the wall deadline), hand the result to JS, repeat. If the
 //! promise is pending while no fetch or timer is outstanding, nothing can ever settle it and
 //! the call ends at once as [`Outcome::Timeout`] rather than holding a worker until the
-//! wall deadline.
+//! wall deadline. When the promise settles the call is over: fetches still in flight are
+//! aborted and pending timers dropped. An exception escaping a `setTimeout` callback ends
+//! the call as [`Outcome::Error`] (as an uncaught exception ends a Node process).
 //!
 //! # How limits are enforced
 //!
 //! * **CPU** — time spent running JS, i.e. wall time minus the time the loop spent blocked
 //!   waiting for fetches and timers; enforced by QuickJS's interrupt handler, which the
-//!   interpreter polls regularly (also inside regular-expression backtracking).
+//!   interpreter polls regularly (also inside regular-expression backtracking). It is
+//!   measured with the monotonic clock, so time the OS gives other threads while the handler
+//!   runs counts as well; it is an execution-time budget, not `getrusage` CPU time.
 //! * **Wall** — a deadline from call start; enforced by the interrupt handler and by the
 //!   loop never waiting past it. Outcome [`Outcome::Timeout`].
 //! * **Memory** — the runtime's allocator refuses allocations beyond

@@ -9,5 +9,6 @@ mod egress_attacks;
 mod lifecycle;
 mod limits;
 mod load;
+mod sandbox_escapes;
 mod tidy;
 mod toolsets;

@@ -563,4 +563,33 @@ mod tests {
             assert!(is_global(ip.parse().unwrap()), "{ip} must be global");
         }
     }
+
+    fn resolver(allow_private_networks: bool) -> VettingResolver {
+        let mut map = BTreeMap::new();
+        map.insert("mapped.test".to_string(), "10.0.0.7".parse().unwrap());
+        map.insert("public.test".to_string(), "93.184.216.34".parse().unwrap());
+        VettingResolver { resolve: Arc::new(map), allow_private_networks }
+    }
+
+    async fn lookup(resolver: &VettingResolver, name: &str) -> Result<Vec<SocketAddr>, String> {
+        use reqwest::dns::Resolve;
+        let name: reqwest::dns::Name = name.parse().unwrap();
+        resolver.resolve(name).await.map(|addrs| addrs.collect()).map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn the_resolver_vets_real_dns_answers_and_mappings() {
+        // `localhost` goes through the system resolver (hosts file, no network) and answers loopback.
+        let strict = resolver(false);
+        let refused = lookup(&strict, "localhost").await.unwrap_err();
+        assert!(refused.contains("not a public address"), "{refused}");
+        assert!(lookup(&strict, "mapped.test").await.is_err());
+        assert!(lookup(&strict, "MAPPED.test.").await.is_err(), "names are canonicalised before the lookup");
+        let public = lookup(&strict, "public.test").await.unwrap();
+        assert_eq!(public, vec!["93.184.216.34:0".parse().unwrap()], "port 0 keeps the URL's port");
+
+        let open = resolver(true);
+        assert!(lookup(&open, "localhost").await.unwrap().iter().all(|a| a.ip().is_loopback()));
+        assert_eq!(lookup(&open, "mapped.test").await.unwrap()[0].ip().to_string(), "10.0.0.7");
+    }
 }

@@ -193,7 +193,7 @@ impl Default for EgressConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        LogConfig { format: LogFormat::Auto, level: "info".to_string() }
+        LogConfig { format: LogFormat::Auto, level: "info,rmcp=warn".to_string() }
     }
 }
 

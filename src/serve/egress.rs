@@ -77,6 +77,9 @@ pub struct Egress {
 pub struct ServerPolicy {
     pub whitelist: Whitelist,
     pub max_response_bytes: u64,
+    /// Skip the whitelist (every other rule still applies). Only for fetching documentation at
+    /// generation time, where the operator's prompt names the hosts; never for handlers.
+    pub any_host: bool,
 }
 
 /// The fetch host handed to one call's isolate; records every request it sees.
@@ -133,6 +136,31 @@ impl Egress {
     /// A fetch host for one call of a server.
     pub fn for_call(self: &Arc<Self>, policy: Arc<ServerPolicy>) -> CallEgress {
         CallEgress { egress: self.clone(), policy, log: Arc::new(Mutex::new(Vec::new())) }
+    }
+
+    /// Fetches a documentation page for generation: any host, under every other rule of this
+    /// policy (address vetting, `[egress.resolve]`, redirects re-checked, size cap, deadline).
+    /// The error is the operator-facing reason.
+    pub async fn fetch_document(
+        &self,
+        url: &str,
+        headers: Vec<(String, String)>,
+        max_bytes: u64,
+        deadline: Instant,
+    ) -> Result<FetchResponse, String> {
+        let policy = ServerPolicy { whitelist: Whitelist::default(), max_response_bytes: max_bytes, any_host: true };
+        let request = FetchRequest {
+            url: url.to_string(),
+            method: "GET".to_string(),
+            headers,
+            body: None,
+            redirect: "follow".to_string(),
+        };
+        let log = Mutex::new(Vec::new());
+        self.fetch(&policy, request, deadline, &log).await.map_err(|failure| match failure {
+            Failure::Denied { host, reason } => format!("{host}: {reason}"),
+            Failure::Refused(reason) | Failure::Network(reason) | Failure::Limit(reason) => reason,
+        })
     }
 
     /// Runs one fetch under the policy, following redirects hop by hop.
@@ -225,7 +253,7 @@ impl Egress {
         if url.port() == Some(0) {
             return Err(Failure::Refused("port 0 cannot be fetched".into()));
         }
-        if !policy.whitelist.allows(&host) {
+        if !policy.any_host && !policy.whitelist.allows(&host) {
             return Err(deny("host is not on the server's whitelist".into()));
         }
         if let CanonicalHost::Ip(ip) = &host {

@@ -76,6 +76,7 @@ impl Registry {
             policy: Arc::new(ServerPolicy {
                 whitelist: generation.whitelist.clone(),
                 max_response_bytes: self.max_response_bytes,
+                any_host: false,
             }),
             tools,
         });

@@ -203,7 +203,7 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
 }
 
 /// An input schema must describe an object (MCP requires it) and be a valid JSON Schema.
-fn check_input_schema(schema: &Map<String, Value>) -> Result<(), String> {
+pub fn check_input_schema(schema: &Map<String, Value>) -> Result<(), String> {
     match schema.get("type") {
         Some(Value::String(t)) if t == "object" => {}
         Some(other) => return Err(format!("must have \"type\": \"object\" (tool arguments are an object), found {other}")),

@@ -18,6 +18,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::toolset::{ServerId, ToolSpec, Toolset};
 use crate::whitelist::Whitelist;
 
+mod generations;
+
+pub use generations::{CachedGeneration, FinishedGeneration, GenerationOutcome, NewDocument};
+
 /// Version of the code that produced a generation; part of the generation cache key.
 pub const GENERATOR_VERSION: &str = concat!("mcpbootd-", env!("CARGO_PKG_VERSION"));
 
@@ -68,7 +72,10 @@ pub struct ServerRecord {
     pub status: String,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The generation being served.
     pub generation: Option<GenerationRecord>,
+    /// The newest generation, when it is not the one being served (running, failed or planned).
+    pub latest_generation: Option<GenerationRecord>,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +89,52 @@ pub struct GenerationRecord {
     pub created_at: i64,
     pub finished_at: Option<i64>,
     pub tools: Toolset,
+    /// Per tool, in the same order as `tools`: what generation learned about it.
+    pub tool_extras: Vec<ToolExtras>,
+    pub details: GenerationDetails,
+}
+
+/// Generation bookkeeping shown in the admin view.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GenerationDetails {
+    pub dry_run: bool,
+    pub force: bool,
+    pub prompt_hash: Option<String>,
+    pub content_hash: Option<String>,
+    pub model: Option<String>,
+    pub plan: Option<Value>,
+    pub cache_hit: bool,
+    pub cached_from: Option<i64>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub llm_requests: i64,
+    pub timings: Value,
+    pub warnings: Vec<String>,
+    pub refused_domains: Value,
+    pub documents: Vec<DocumentRef>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct ToolExtras {
+    pub needs_network: Option<bool>,
+    pub self_test: Option<Value>,
+}
+
+/// A fetched document as a generation used it; the text lives in `documents`, keyed by hash.
+#[derive(Debug, Clone, Serialize)]
+pub struct DocumentRef {
+    pub url: String,
+    pub source_url: String,
+    pub final_url: String,
+    pub content_type: String,
+    pub sha256: String,
+    pub bytes: i64,
+    pub chars: i64,
+    pub truncated: bool,
+    pub summarised: bool,
+    pub discovered_urls: Vec<String>,
+    #[serde(serialize_with = "serialize_millis")]
+    pub fetched_at: i64,
 }
 
 /// One finished tool call, with the outbound requests it made.
@@ -243,11 +296,11 @@ impl Catalog {
         }
     }
 
-    /// Every server whose status is `ready`, for mounting at start-up.
+    /// Every server with a generation to serve, for mounting at start-up.
     pub async fn ready_servers(&self) -> Result<Vec<ServerRecord>, CatalogError> {
         let rows = sqlx::query(
             "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at
-             FROM servers WHERE status = 'ready' ORDER BY id",
+             FROM servers WHERE active_generation_id IS NOT NULL ORDER BY id",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -380,6 +433,14 @@ impl Catalog {
             Some(generation_id) => Some(self.generation(generation_id).await?),
             None => None,
         };
+        let latest_id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM generations WHERE server_id = ?")
+            .bind(id.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        let latest_generation = match latest_id {
+            Some(latest) if Some(latest) != generation_id => Some(self.generation(latest).await?),
+            _ => None,
+        };
         Ok(ServerRecord {
             id,
             name: row.get("name"),
@@ -390,26 +451,35 @@ impl Catalog {
             created_at: row.get("created_at"),
             updated_at: row.get("updated_at"),
             generation,
+            latest_generation,
         })
     }
 
-    async fn generation(&self, id: i64) -> Result<GenerationRecord, CatalogError> {
+    pub(crate) async fn generation(&self, id: i64) -> Result<GenerationRecord, CatalogError> {
         let row = sqlx::query(
-            "SELECT id, source, status, error, generator_version, whitelist, created_at, finished_at
+            "SELECT id, source, status, error, generator_version, whitelist, created_at, finished_at,
+                    dry_run, force, prompt_hash, content_hash, model, plan, cache_hit, cached_from,
+                    input_tokens, output_tokens, llm_requests, timings, warnings, refused_domains
              FROM generations WHERE id = ?",
         )
         .bind(id)
         .fetch_one(&self.pool)
         .await?;
         let tool_rows = sqlx::query(
-            "SELECT name, description, input_schema, handler, annotations FROM tools
+            "SELECT name, description, input_schema, handler, annotations, needs_network, self_test FROM tools
              WHERE generation_id = ? ORDER BY position",
         )
         .bind(id)
         .fetch_all(&self.pool)
         .await?;
         let mut tools = Vec::with_capacity(tool_rows.len());
+        let mut tool_extras = Vec::with_capacity(tool_rows.len());
         for t in tool_rows {
+            let self_test: Option<String> = t.get("self_test");
+            tool_extras.push(ToolExtras {
+                needs_network: t.get("needs_network"),
+                self_test: self_test.as_deref().map(from_json).transpose()?,
+            });
             let annotations: Option<String> = t.get("annotations");
             tools.push(ToolSpec {
                 name: t.get("name"),
@@ -429,6 +499,24 @@ impl Catalog {
             created_at: row.get("created_at"),
             finished_at: row.get("finished_at"),
             tools: Toolset::from_trusted(tools),
+            tool_extras,
+            details: GenerationDetails {
+                dry_run: row.get("dry_run"),
+                force: row.get("force"),
+                prompt_hash: row.get("prompt_hash"),
+                content_hash: row.get("content_hash"),
+                model: row.get("model"),
+                plan: row.get::<Option<String>, _>("plan").as_deref().map(from_json).transpose()?,
+                cache_hit: row.get("cache_hit"),
+                cached_from: row.get("cached_from"),
+                input_tokens: row.get("input_tokens"),
+                output_tokens: row.get("output_tokens"),
+                llm_requests: row.get("llm_requests"),
+                timings: from_json(&row.get::<String, _>("timings"))?,
+                warnings: from_json(&row.get::<String, _>("warnings"))?,
+                refused_domains: from_json(&row.get::<String, _>("refused_domains"))?,
+                documents: self.generation_documents(id).await?,
+            },
         })
     }
 }
@@ -507,15 +595,15 @@ pub fn format_millis(millis: i64) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
-fn serialize_millis<S: serde::Serializer>(millis: &i64, serializer: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn serialize_millis<S: serde::Serializer>(millis: &i64, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(&format_millis(*millis))
 }
 
-fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
+pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).expect("catalog values serialise")
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, CatalogError> {
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, CatalogError> {
     serde_json::from_str(text).map_err(|e| CatalogError::Corrupt(e.to_string()))
 }
 

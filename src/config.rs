@@ -31,6 +31,8 @@ pub struct Config {
     pub catalog: CatalogConfig,
     pub sandbox: SandboxConfig,
     pub egress: EgressConfig,
+    pub llm: LlmConfig,
+    pub generation: GenerationConfig,
     pub log: LogConfig,
 }
 
@@ -93,6 +95,38 @@ pub struct EgressConfig {
     pub user_agent: String,
     /// Host name -> IP address, used instead of DNS. The URL's port is kept.
     pub resolve: BTreeMap<String, IpAddr>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// `anthropic` or `openai` (any OpenAI-compatible server); empty: no LLM, so prompt
+    /// registrations are refused while toolset registrations keep working.
+    pub provider: String,
+    pub model: String,
+    /// Empty: the provider's public endpoint.
+    pub base_url: String,
+    /// Empty: `ANTHROPIC_API_KEY` or `OPENAI_API_KEY`, by provider.
+    pub api_key: Secret,
+    pub max_tokens: u32,
+    /// Per request, including the time the provider takes to write the reply.
+    pub timeout_ms: u64,
+    /// Extra attempts on 429, 5xx, 529 and timeouts, with exponential backoff.
+    pub max_retries: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GenerationConfig {
+    /// Generation jobs running at once; further registrations wait their turn.
+    pub concurrency: usize,
+    /// Handler compile requests in flight per generation.
+    pub compile_concurrency: usize,
+    pub fetch_timeout_ms: u64,
+    pub max_page_chars: usize,
+    pub max_total_chars: usize,
+    /// Call each read-only tool once with the plan's example arguments after compiling.
+    pub self_test: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -191,6 +225,33 @@ impl Default for EgressConfig {
     }
 }
 
+impl Default for LlmConfig {
+    fn default() -> Self {
+        LlmConfig {
+            provider: String::new(),
+            model: String::new(),
+            base_url: String::new(),
+            api_key: Secret::default(),
+            max_tokens: 16_384,
+            timeout_ms: 180_000,
+            max_retries: 3,
+        }
+    }
+}
+
+impl Default for GenerationConfig {
+    fn default() -> Self {
+        GenerationConfig {
+            concurrency: 2,
+            compile_concurrency: 4,
+            fetch_timeout_ms: 15_000,
+            max_page_chars: 100_000,
+            max_total_chars: 200_000,
+            self_test: true,
+        }
+    }
+}
+
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig { format: LogFormat::Auto, level: "info,rmcp=warn".to_string() }
@@ -205,6 +266,8 @@ impl Default for Config {
             catalog: CatalogConfig::default(),
             sandbox: SandboxConfig::default(),
             egress: EgressConfig::default(),
+            llm: LlmConfig::default(),
+            generation: GenerationConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -240,6 +303,7 @@ impl Config {
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         // The serialised default shows the redacted placeholder; an unset token is empty.
         set_path(&mut merged, &["admin", "token"], toml::Value::String(String::new()));
+        set_path(&mut merged, &["llm", "api_key"], toml::Value::String(String::new()));
 
         if let Some(path) = file {
             let text = std::fs::read_to_string(path)
@@ -251,6 +315,10 @@ impl Config {
             merge(&mut merged, table);
         }
 
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        let provider_key = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        let anthropic_key = provider_key("ANTHROPIC_API_KEY");
+        let openai_key = provider_key("OPENAI_API_KEY");
         let mut env: Vec<(String, String)> =
             env.into_iter().filter(|(name, _)| name.starts_with(ENV_PREFIX)).collect();
         // The long form must win over the short form whatever order the environment lists them in.
@@ -268,9 +336,19 @@ impl Config {
             set_path(&mut merged, &["server", "listen"], toml::Value::String(listen.to_string()));
         }
 
-        let config: Config = merged
+        let mut config: Config = merged
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string().trim().replace('\n', " ")))?;
+        if config.llm.api_key.is_empty() {
+            let fallback = match config.llm.provider.as_str() {
+                "anthropic" => anthropic_key,
+                "openai" => openai_key,
+                _ => None,
+            };
+            if let Some(key) = fallback {
+                config.llm.api_key = Secret::new(key);
+            }
+        }
         config.validate()?;
         Ok(config)
     }
@@ -306,6 +384,27 @@ impl Config {
         if sandbox.stack_kb * 1024 > 8 * 1024 * 1024 {
             return Err(ConfigError::Invalid(
                 "[sandbox] stack_kb must be at most 8192 (the isolate threads' native stack)".into(),
+            ));
+        }
+        match self.llm.provider.as_str() {
+            "" => {}
+            "anthropic" | "openai" => {
+                if self.llm.model.trim().is_empty() {
+                    return Err(ConfigError::Invalid(format!(
+                        "[llm] provider = \"{}\" needs a model: set [llm] model or MCPBOOTD_LLM__MODEL",
+                        self.llm.provider
+                    )));
+                }
+            }
+            other => {
+                return Err(ConfigError::Invalid(format!(
+                    "[llm] provider = {other:?} is not supported: use \"anthropic\" or \"openai\" (OpenAI-compatible servers such as Ollama or vLLM use \"openai\" with base_url)"
+                )));
+            }
+        }
+        if self.generation.concurrency == 0 || self.generation.compile_concurrency == 0 {
+            return Err(ConfigError::Invalid(
+                "[generation] concurrency and compile_concurrency must be at least 1".into(),
             ));
         }
         for host in self.egress.resolve.keys() {
@@ -479,6 +578,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(both.admin.token.expose(), "long");
+    }
+
+    #[test]
+    fn llm_key_falls_back_to_the_provider_env_var() {
+        let vars = env(&[
+            ("MCPBOOTD_LLM__PROVIDER", "anthropic"),
+            ("MCPBOOTD_LLM__MODEL", "m"),
+            ("ANTHROPIC_API_KEY", "ak"),
+            ("OPENAI_API_KEY", "ok"),
+        ]);
+        let config = Config::load(None, vars, &CliOverrides::default()).unwrap();
+        assert_eq!(config.llm.api_key.expose(), "ak");
+        let vars = env(&[("MCPBOOTD_LLM__PROVIDER", "openai"), ("MCPBOOTD_LLM__MODEL", "m"), ("MCPBOOTD_LLM__API_KEY", "explicit"), ("OPENAI_API_KEY", "ok")]);
+        assert_eq!(Config::load(None, vars, &CliOverrides::default()).unwrap().llm.api_key.expose(), "explicit");
+        let err = Config::load(None, env(&[("MCPBOOTD_LLM__PROVIDER", "anthropic")]), &CliOverrides::default()).unwrap_err();
+        assert!(err.to_string().contains("[llm] model"), "{err}");
+        let err = Config::load(None, env(&[("MCPBOOTD_LLM__PROVIDER", "gemini")]), &CliOverrides::default()).unwrap_err();
+        assert!(err.to_string().contains("anthropic"), "{err}");
     }
 
     #[test]

@@ -47,8 +47,11 @@ impl Whitelist {
     pub fn from_operator_domains(domains: &[String]) -> Result<Whitelist, String> {
         let mut whitelist = Whitelist::default();
         for raw in domains {
-            let domain = canonical_whitelist_domain(raw)?;
-            whitelist.add(WhitelistEntry { domain, source: Provenance::Operator, detail: None });
+            let entry = admit(raw, Provenance::Operator, None).map_err(|refused| match refused.reason.as_str() {
+                r if r.starts_with("allow_domains entry") => refused.reason,
+                r => format!("allow_domains entry {raw:?} is refused: {r}"),
+            })?;
+            whitelist.add(entry);
         }
         Ok(whitelist)
     }
@@ -110,6 +113,37 @@ impl std::fmt::Display for CanonicalHost {
             CanonicalHost::Ip(ip) => write!(f, "{ip}"),
         }
     }
+}
+
+/// A whitelist candidate that was not admitted, with the reason, for the admin view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedDomain {
+    pub domain: String,
+    pub source: Provenance,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    pub reason: String,
+}
+
+/// Judges one candidate host from a prompt URL, a fetched document or the operator. Beyond
+/// [`canonical_whitelist_domain`], public suffixes (`co.uk`, `github.io`) are refused since they
+/// would admit every site under them, and documents may not contribute IP addresses.
+pub fn admit(raw: &str, source: Provenance, detail: Option<String>) -> Result<WhitelistEntry, RefusedDomain> {
+    let refuse = |reason: String| RefusedDomain {
+        domain: raw.trim().to_ascii_lowercase(),
+        source,
+        detail: detail.clone(),
+        reason,
+    };
+    let domain = canonical_whitelist_domain(raw).map_err(refuse)?;
+    if domain.parse::<IpAddr>().is_ok() {
+        if source == Provenance::Discovered {
+            return Err(refuse("IP addresses found in documents are not admitted; list it in allow_domains".into()));
+        }
+    } else if psl::suffix_str(&domain) == Some(domain.as_str()) {
+        return Err(refuse("a public suffix would admit every site registered under it".into()));
+    }
+    Ok(WhitelistEntry { domain, source, detail })
 }
 
 /// Canonicalises one whitelist candidate (`Example.COM.`, `bücher.de`, `10.0.0.5`), refusing
@@ -199,6 +233,28 @@ mod tests {
         for (url, expected) in cases {
             assert_eq!(list.allows(&host(url)), expected, "{url}");
         }
+    }
+
+    #[test]
+    fn admission_rules() {
+        use Provenance::*;
+        let cases = [
+            ("api.example.com", Prompt, true),
+            ("co.uk", Prompt, false),
+            ("github.io", Discovered, false),
+            ("user.github.io", Discovered, true),
+            ("com", Operator, false),
+            ("10.0.0.1", Operator, true),
+            ("10.0.0.1", Discovered, false),
+            ("localhost", Discovered, false),
+            ("*.example.com", Discovered, false),
+        ];
+        for (raw, source, admitted) in cases {
+            assert_eq!(admit(raw, source, None).is_ok(), admitted, "{raw} from {source:?}");
+        }
+        let refused = admit("co.uk", Prompt, Some("x".into())).unwrap_err();
+        assert!(refused.reason.contains("public suffix"));
+        assert!(Whitelist::from_operator_domains(&["co.uk".into()]).unwrap_err().contains("public suffix"));
     }
 
     #[test]

@@ -1,0 +1,372 @@
+//! Catalog queries for prompt-based generation: the life of a generation from `pending` to
+//! `ready`/`planned`/`failed`, its documents, and the generation cache.
+
+use serde_json::Value;
+use sqlx::Row;
+
+use super::{Catalog, CatalogError, DocumentRef, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
+use crate::toolset::{ServerId, ToolSpec};
+use crate::whitelist::Whitelist;
+
+/// How a generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenerationOutcome {
+    /// Tools stored and the generation becomes the server's active one.
+    Ready,
+    /// Dry run: plan stored, nothing mounted.
+    Planned,
+    Failed,
+}
+
+/// Everything written when a generation finishes, in one transaction.
+#[derive(Debug, Default)]
+pub struct FinishedGeneration {
+    pub error: Option<String>,
+    pub prompt_hash: Option<String>,
+    pub content_hash: Option<String>,
+    pub model: Option<String>,
+    pub plan: Option<Value>,
+    pub whitelist: Whitelist,
+    pub refused_domains: Value,
+    pub warnings: Vec<String>,
+    pub timings: Value,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub llm_requests: u32,
+    pub cached_from: Option<i64>,
+    pub tools: Vec<(ToolSpec, ToolExtras)>,
+}
+
+/// A fetched document to store with a generation.
+pub struct NewDocument<'a> {
+    pub url: &'a str,
+    pub source_url: &'a str,
+    pub final_url: &'a str,
+    pub content_type: &'a str,
+    pub sha256: &'a str,
+    pub text: &'a str,
+    pub bytes: usize,
+    pub truncated: bool,
+    pub summarised: bool,
+    pub discovered_urls: &'a [String],
+}
+
+/// A finished generation whose plan (and tools, if it compiled) can be reused.
+pub struct CachedGeneration {
+    pub id: i64,
+    pub status: String,
+    pub plan: Option<Value>,
+    pub whitelist: Whitelist,
+    pub refused_domains: Value,
+    pub tools: Vec<(ToolSpec, ToolExtras)>,
+}
+
+impl Catalog {
+    /// Stores a new prompt server and its first generation (`pending`). Returns the generation id.
+    pub async fn create_prompt_server(
+        &self,
+        id: &ServerId,
+        name: &str,
+        prompt: &str,
+        allow_domains: &[String],
+        dry_run: bool,
+    ) -> Result<i64, CatalogError> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at)
+             VALUES (?, ?, 'prompt', ?, ?, 'pending', ?, ?) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(id.as_str())
+        .bind(name)
+        .bind(prompt)
+        .bind(to_json(allow_domains))
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            return Err(CatalogError::Conflict(id.to_string()));
+        }
+        let generation_id = insert_generation(&mut tx, id, dry_run, false, now).await?;
+        tx.commit().await?;
+        Ok(generation_id)
+    }
+
+    /// Starts another generation of an existing prompt server. `None` if one is already running.
+    pub async fn start_regeneration(&self, id: &ServerId, dry_run: bool, force: bool) -> Result<Option<i64>, CatalogError> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        let running: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM generations WHERE server_id = ?
+               AND status IN ('pending', 'fetching', 'planning', 'compiling', 'testing')",
+        )
+        .bind(id.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        if running > 0 {
+            return Ok(None);
+        }
+        let generation_id = insert_generation(&mut tx, id, dry_run, force, now).await?;
+        sqlx::query("UPDATE servers SET status = 'pending', updated_at = ? WHERE id = ?")
+            .bind(now)
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(generation_id))
+    }
+
+    /// Moves a running generation (and its server's status) to the next stage.
+    pub async fn set_generation_stage(&self, server: &ServerId, generation_id: i64, stage: &str) -> Result<(), CatalogError> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE generations SET status = ? WHERE id = ?")
+            .bind(stage)
+            .bind(generation_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE servers SET status = ?, updated_at = ? WHERE id = ?")
+            .bind(stage)
+            .bind(now)
+            .bind(server.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Stores the documents a generation fetched; texts are deduplicated by hash.
+    pub async fn record_documents(&self, generation_id: i64, documents: &[NewDocument<'_>]) -> Result<(), CatalogError> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        for (position, document) in documents.iter().enumerate() {
+            sqlx::query("INSERT INTO documents (sha256, text, created_at) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING")
+                .bind(document.sha256)
+                .bind(document.text)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO generation_documents (generation_id, position, url, source_url, final_url, content_type,
+                     sha256, bytes, chars, truncated, summarised, discovered_urls, fetched_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(generation_id)
+            .bind(position as i64)
+            .bind(document.url)
+            .bind(document.source_url)
+            .bind(document.final_url)
+            .bind(document.content_type)
+            .bind(document.sha256)
+            .bind(document.bytes as i64)
+            .bind(document.text.chars().count() as i64)
+            .bind(document.truncated)
+            .bind(document.summarised)
+            .bind(to_json(document.discovered_urls))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn generation_documents(&self, generation_id: i64) -> Result<Vec<DocumentRef>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT url, source_url, final_url, content_type, sha256, bytes, chars, truncated, summarised,
+                    discovered_urls, fetched_at
+             FROM generation_documents WHERE generation_id = ? ORDER BY position",
+        )
+        .bind(generation_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(DocumentRef {
+                    url: row.get("url"),
+                    source_url: row.get("source_url"),
+                    final_url: row.get("final_url"),
+                    content_type: row.get("content_type"),
+                    sha256: row.get("sha256"),
+                    bytes: row.get("bytes"),
+                    chars: row.get("chars"),
+                    truncated: row.get("truncated"),
+                    summarised: row.get("summarised"),
+                    discovered_urls: from_json(&row.get::<String, _>("discovered_urls"))?,
+                    fetched_at: row.get("fetched_at"),
+                })
+            })
+            .collect()
+    }
+
+    /// The newest finished generation with this cache key. With `need_tools`, only a `ready` one
+    /// (a dry run's `planned` generation has no handlers to reuse).
+    pub async fn find_cached_generation(
+        &self,
+        prompt_hash: &str,
+        content_hash: &str,
+        model: &str,
+        need_tools: bool,
+    ) -> Result<Option<CachedGeneration>, CatalogError> {
+        let row = sqlx::query(
+            "SELECT id, status, plan, whitelist, refused_domains FROM generations
+             WHERE prompt_hash = ? AND content_hash = ? AND model = ? AND generator_version = ?
+               AND (status = 'ready' OR (status = 'planned' AND NOT ?)) AND plan IS NOT NULL
+             ORDER BY id DESC LIMIT 1",
+        )
+        .bind(prompt_hash)
+        .bind(content_hash)
+        .bind(model)
+        .bind(GENERATOR_VERSION)
+        .bind(need_tools)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let id: i64 = row.get("id");
+        let record = self.generation(id).await?;
+        let tools = record.tools.tools().iter().cloned().zip(record.tool_extras.iter().cloned()).collect();
+        Ok(Some(CachedGeneration {
+            id,
+            status: row.get("status"),
+            plan: row.get::<Option<String>, _>("plan").as_deref().map(from_json).transpose()?,
+            whitelist: from_json(&row.get::<String, _>("whitelist"))?,
+            refused_domains: from_json(&row.get::<String, _>("refused_domains"))?,
+            tools,
+        }))
+    }
+
+    /// Writes how a generation ended, its tools, and the server's new state, in one transaction.
+    /// A `Ready` generation becomes the server's active one; otherwise the server keeps serving
+    /// whatever it served before (its status says what happened to the newest attempt).
+    pub async fn finish_generation(
+        &self,
+        server: &ServerId,
+        generation_id: i64,
+        outcome: GenerationOutcome,
+        finished: &FinishedGeneration,
+    ) -> Result<(), CatalogError> {
+        let now = now_millis();
+        let status = match outcome {
+            GenerationOutcome::Ready => "ready",
+            GenerationOutcome::Planned => "planned",
+            GenerationOutcome::Failed => "failed",
+        };
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE generations SET status = ?, error = ?, prompt_hash = ?, content_hash = ?, model = ?, plan = ?,
+                 whitelist = ?, refused_domains = ?, warnings = ?, timings = ?, input_tokens = ?, output_tokens = ?,
+                 llm_requests = ?, cache_hit = ?, cached_from = ?, finished_at = ?
+             WHERE id = ?",
+        )
+        .bind(status)
+        .bind(&finished.error)
+        .bind(&finished.prompt_hash)
+        .bind(&finished.content_hash)
+        .bind(&finished.model)
+        .bind(finished.plan.as_ref().map(to_json))
+        .bind(to_json(&finished.whitelist))
+        .bind(to_json(&finished.refused_domains))
+        .bind(to_json(&finished.warnings))
+        .bind(to_json(&finished.timings))
+        .bind(finished.input_tokens as i64)
+        .bind(finished.output_tokens as i64)
+        .bind(i64::from(finished.llm_requests))
+        .bind(finished.cached_from.is_some())
+        .bind(finished.cached_from)
+        .bind(now)
+        .bind(generation_id)
+        .execute(&mut *tx)
+        .await?;
+        for (position, (tool, extras)) in finished.tools.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations,
+                     needs_network, self_test)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(generation_id)
+            .bind(position as i64)
+            .bind(&tool.name)
+            .bind(&tool.description)
+            .bind(to_json(&tool.input_schema))
+            .bind(&tool.handler)
+            .bind(tool.annotations.as_ref().map(to_json))
+            .bind(extras.needs_network)
+            .bind(extras.self_test.as_ref().map(to_json))
+            .execute(&mut *tx)
+            .await?;
+        }
+        let activate = outcome == GenerationOutcome::Ready;
+        sqlx::query(
+            "UPDATE servers SET status = ?, updated_at = ?,
+                 active_generation_id = CASE WHEN ? THEN ? ELSE active_generation_id END
+             WHERE id = ?",
+        )
+        .bind(status)
+        .bind(now)
+        .bind(activate)
+        .bind(generation_id)
+        .bind(server.as_str())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Marks generations that a previous run of the daemon left unfinished as failed, so nothing
+    /// stays "planning" forever. Returns (server, stage) for each.
+    pub async fn fail_interrupted_generations(&self) -> Result<Vec<(String, String)>, CatalogError> {
+        let now = now_millis();
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(
+            "SELECT id, server_id, status FROM generations
+             WHERE status IN ('pending', 'fetching', 'planning', 'compiling', 'testing')",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut interrupted = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id: i64 = row.get("id");
+            let server: String = row.get("server_id");
+            let stage: String = row.get("status");
+            let error = format!(
+                "interrupted while {stage}: the daemon stopped before this generation finished; \
+                 POST /admin/servers/{server}/regenerate to run it again"
+            );
+            sqlx::query("UPDATE generations SET status = 'failed', error = ?, finished_at = ? WHERE id = ?")
+                .bind(&error)
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE servers SET status = 'failed', updated_at = ? WHERE id = ?")
+                .bind(now)
+                .bind(&server)
+                .execute(&mut *tx)
+                .await?;
+            interrupted.push((server, stage));
+        }
+        tx.commit().await?;
+        Ok(interrupted)
+    }
+}
+
+async fn insert_generation(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    server: &ServerId,
+    dry_run: bool,
+    force: bool,
+    now: i64,
+) -> Result<i64, CatalogError> {
+    Ok(sqlx::query_scalar(
+        "INSERT INTO generations (server_id, source, status, generator_version, created_at, dry_run, force)
+         VALUES (?, 'llm', 'pending', ?, ?, ?, ?) RETURNING id",
+    )
+    .bind(server.as_str())
+    .bind(GENERATOR_VERSION)
+    .bind(now)
+    .bind(dry_run)
+    .bind(force)
+    .fetch_one(&mut **tx)
+    .await?)
+}

@@ -19,6 +19,7 @@ pub fn router(state: AppState) -> Router {
     let admin = Router::new()
         .route("/admin/servers", post(admin::create_server).get(admin::list_servers))
         .route("/admin/servers/{id}", get(admin::get_server).delete(admin::delete_server))
+        .route("/admin/servers/{id}/regenerate", post(admin::regenerate_server))
         .route("/admin/servers/{id}/tools/{tool}/call", post(admin::call_tool))
         .route("/admin/servers/{id}/calls", get(admin::list_calls))
         .route("/admin/servers/{id}/export", get(admin::export_server))

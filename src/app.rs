@@ -15,6 +15,7 @@ use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
 use crate::serve::isolate::IsolatePool;
 use crate::serve::registry::Registry;
+use crate::generate::Generator;
 
 /// Shared state handed to every request handler; cheap to clone.
 #[derive(Clone)]
@@ -23,6 +24,7 @@ pub struct AppState {
     pub catalog: Catalog,
     pub registry: Arc<Registry>,
     pub caller: Caller,
+    pub generator: Generator,
     /// Set once every ready server from the catalog is mounted.
     pub ready: Arc<AtomicBool>,
 }
@@ -39,13 +41,24 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
         config.sandbox.queue,
         tokio::runtime::Handle::current(),
     ));
-    let caller = Caller::new(pool.clone(), egress, call_log, config.sandbox.clone());
+    let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone());
     let registry = Arc::new(Registry::new(&config, caller.clone()));
+    let llm = crate::llm::LlmSettings::from_config(&config.llm)
+        .and_then(|settings| settings.map(crate::llm::build_client).transpose())
+        .map_err(|e| anyhow::anyhow!("[llm]: {e}"))?;
+    if llm.is_none() {
+        tracing::info!("no [llm] provider configured: prompt registrations are refused, toolsets work");
+    }
+    let generator = Generator::new(&config, catalog.clone(), egress, caller.clone(), registry.clone(), llm);
+    for (server, stage) in catalog.fail_interrupted_generations().await? {
+        tracing::warn!(server_id = %server, stage, "generation interrupted by a restart was marked failed");
+    }
     let state = AppState {
         config: config.clone(),
         catalog: catalog.clone(),
         registry: registry.clone(),
         caller,
+        generator,
         ready: Arc::new(AtomicBool::new(false)),
     };
 
@@ -86,8 +99,10 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
         .await
         .context("HTTP server failed")?;
 
+    state.generator.shutdown(grace).await;
     pool.close();
-    let AppState { caller, .. } = state;
+    let AppState { caller, generator, .. } = state;
+    drop(generator);
     caller.call_log().flush().await;
     drop(caller);
     drop(registry);

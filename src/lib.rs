@@ -6,6 +6,8 @@ pub mod app;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod generate;
+pub mod llm;
 pub mod serve;
 pub mod telemetry;
 pub mod toolset;

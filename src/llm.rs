@@ -254,6 +254,9 @@ pub fn build_client(settings: LlmSettings) -> Result<Arc<dyn LlmClient>, String>
     if settings.max_tokens == 0 {
         return Err("the LLM's max_tokens must be at least 1".into());
     }
+    if settings.timeout.is_zero() {
+        return Err("the LLM's timeout must be longer than zero".into());
+    }
     Ok(match settings.provider {
         Provider::Anthropic => Arc::new(anthropic::Anthropic::new(settings)?),
         Provider::OpenAi => Arc::new(openai::OpenAi::new(settings)?),
@@ -296,7 +299,8 @@ impl LlmClient for MeteredLlm {
 fn endpoint_url(provider: Provider, base_url: Option<&str>, path: &str) -> Result<url::Url, String> {
     let base = base_url.map(str::trim).filter(|b| !b.is_empty()).unwrap_or(provider.default_base_url());
     let joined = format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'));
-    let url = url::Url::parse(&joined).map_err(|e| format!("the {provider} base_url {base:?} is not a valid URL: {e}"))?;
+    let url =
+        url::Url::parse(&joined).map_err(|e| format!("the {provider} base_url {base:?} is not a valid URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err(format!("the {provider} base_url {base:?} must be an http:// or https:// URL"));
     }
@@ -308,8 +312,8 @@ fn endpoint_url(provider: Provider, base_url: Option<&str>, path: &str) -> Resul
 
 /// `value` as a header value the client never prints.
 fn secret_header(value: &str, what: &str) -> Result<HeaderValue, String> {
-    let mut header =
-        HeaderValue::from_str(value).map_err(|_| format!("the {what} contains characters that cannot be sent in an HTTP header"))?;
+    let mut header = HeaderValue::from_str(value)
+        .map_err(|_| format!("the {what} contains characters that cannot be sent in an HTTP header"))?;
     header.set_sensitive(true);
     Ok(header)
 }
@@ -401,7 +405,9 @@ impl Http {
             let status = response.status();
             if status.is_success() {
                 return read_capped(&mut response, MAX_REPLY_BYTES, false).await.map_err(|e| match e {
-                    ReadError::TooLarge => (self.bad_response(format!("the reply is larger than {MAX_REPLY_BYTES} bytes")), None),
+                    ReadError::TooLarge => {
+                        (self.bad_response(format!("the reply is larger than {MAX_REPLY_BYTES} bytes")), None)
+                    }
                     ReadError::Transport(e) => (self.transport(e), None),
                 });
             }
@@ -539,7 +545,9 @@ pub(crate) mod testing {
     }
 
     impl FakeLlm {
-        pub(crate) fn new(respond: impl Fn(&str, &[Message]) -> Result<String, LlmError> + Send + Sync + 'static) -> FakeLlm {
+        pub(crate) fn new(
+            respond: impl Fn(&str, &[Message]) -> Result<String, LlmError> + Send + Sync + 'static,
+        ) -> FakeLlm {
             FakeLlm {
                 respond: Box::new(respond),
                 delay: Duration::ZERO,
@@ -591,7 +599,10 @@ pub(crate) mod testing {
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
                 let text = (self.respond)(system, messages)?;
                 let input = approx_tokens(system) + messages.iter().map(|m| approx_tokens(&m.content)).sum::<u64>();
-                Ok(Reply { usage: Usage { input_tokens: input, output_tokens: approx_tokens(&text), requests: 1 }, text })
+                Ok(Reply {
+                    usage: Usage { input_tokens: input, output_tokens: approx_tokens(&text), requests: 1 },
+                    text,
+                })
             })
         }
     }
@@ -745,6 +756,15 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn anthropic_base_url_ending_in_v1() {
+        init();
+        let server = Server::start(vec![Step::Json(200, anthropic_reply("ok"), vec![])]).await;
+        let client = build_client(settings(Provider::Anthropic, server.url("/v1/"))).unwrap();
+        client.complete("s", &[Message::user("q")]).await.unwrap();
+        assert_eq!(server.seen()[0].path, "/v1/messages");
+    }
+
+    #[tokio::test]
     async fn openai_request_and_reply() {
         init();
         let server = Server::start(vec![Step::Json(200, openai_reply("hi there"), vec![])]).await;
@@ -806,8 +826,12 @@ mod tests {
         init();
         let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
         let server =
-            Server::start(vec![Step::Json(529, overloaded, vec![]), Step::Json(200, anthropic_reply("fine"), vec![])]).await;
-        let reply = build_client(settings(Provider::Anthropic, server.url(""))).unwrap().complete("s", &[Message::user("q")]).await;
+            Server::start(vec![Step::Json(529, overloaded, vec![]), Step::Json(200, anthropic_reply("fine"), vec![])])
+                .await;
+        let reply = build_client(settings(Provider::Anthropic, server.url("")))
+            .unwrap()
+            .complete("s", &[Message::user("q")])
+            .await;
         assert_eq!(reply.unwrap().text, "fine");
         assert_eq!(server.seen().len(), 2);
     }
@@ -816,7 +840,10 @@ mod tests {
     async fn gives_up_after_max_retries() {
         init();
         let server = Server::start((0..3).map(|_| Step::Raw(500, "{\"error\":\"boom\"}")).collect()).await;
-        let error = build_client(settings(Provider::Anthropic, server.url(""))).unwrap().complete("s", &[Message::user("q")]).await;
+        let error = build_client(settings(Provider::Anthropic, server.url("")))
+            .unwrap()
+            .complete("s", &[Message::user("q")])
+            .await;
         let error = error.unwrap_err();
         assert!(matches!(error, LlmError::Status { status: 500, .. }), "{error:?}");
         let message = error.to_string();
@@ -828,9 +855,14 @@ mod tests {
     #[tokio::test]
     async fn client_errors_are_not_retried() {
         init();
-        let body = json!({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: too large"}});
-        let server = Server::start(vec![Step::Json(400, body, vec![]), Step::Json(200, anthropic_reply("x"), vec![])]).await;
-        let error = build_client(settings(Provider::Anthropic, server.url(""))).unwrap().complete("s", &[Message::user("q")]).await;
+        let body =
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: too large"}});
+        let server =
+            Server::start(vec![Step::Json(400, body, vec![]), Step::Json(200, anthropic_reply("x"), vec![])]).await;
+        let error = build_client(settings(Provider::Anthropic, server.url("")))
+            .unwrap()
+            .complete("s", &[Message::user("q")])
+            .await;
         let error = error.unwrap_err();
         assert!(matches!(error, LlmError::Status { status: 400, .. }), "{error:?}");
         assert!(error.to_string().contains("max_tokens: too large"), "{error}");
@@ -868,7 +900,8 @@ mod tests {
     async fn garbage_is_a_bad_response() {
         init();
         for provider in [Provider::Anthropic, Provider::OpenAi] {
-            let server = Server::start(vec![Step::Raw(200, "<html>not an API</html>"), Step::Raw(200, "{\"ok\":true}")]).await;
+            let server =
+                Server::start(vec![Step::Raw(200, "<html>not an API</html>"), Step::Raw(200, "{\"ok\":true}")]).await;
             let client = build_client(settings(provider, server.url(""))).unwrap();
             let error = client.complete("s", &[Message::user("q")]).await.unwrap_err();
             assert!(matches!(error, LlmError::BadResponse { .. }), "{error:?}");

@@ -56,6 +56,15 @@ impl Whitelist {
         Ok(whitelist)
     }
 
+    /// A whitelist of entries that were admitted already.
+    pub fn from_entries(entries: Vec<WhitelistEntry>) -> Whitelist {
+        let mut whitelist = Whitelist::default();
+        for entry in entries {
+            whitelist.add(entry);
+        }
+        whitelist
+    }
+
     /// Adds an entry unless the same domain is already present (the first provenance wins).
     pub fn add(&mut self, entry: WhitelistEntry) {
         if !self.entries.iter().any(|e| e.domain == entry.domain) {

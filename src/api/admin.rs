@@ -10,7 +10,8 @@ use serde_json::{Map, Value, json};
 
 use crate::api::error::ApiError;
 use crate::app::AppState;
-use crate::catalog::{NewToolsetServer, ServerRecord, format_millis};
+use crate::catalog::{GenerationRecord, NewToolsetServer, ServerRecord, format_millis};
+use crate::generate::Job;
 use crate::serve::call::{CallError, Via, result_json};
 use crate::serve::isolate::check_handler;
 use crate::toolset::{ServerId, Toolset};
@@ -18,6 +19,7 @@ use crate::whitelist::Whitelist;
 
 const REGISTER_FIELDS: &[&str] = &["id", "name", "prompt", "tools", "allow_domains", "dry_run", "access_token"];
 const DEFAULT_CALLS_LIMIT: i64 = 50;
+const MAX_PROMPT_CHARS: usize = 32 * 1024;
 const MAX_CALLS_LIMIT: i64 = 1000;
 
 /// `POST /admin/servers`
@@ -55,11 +57,47 @@ pub async fn create_server(
             "missing_field",
             "the body needs \"prompt\" (generate tools from a description) or \"tools\" (a ready toolset)",
         )),
-        (None, Some(_)) => Err(ApiError::unprocessable(
-            "generation_unavailable",
-            "this daemon has no LLM generation configured, so it accepts only toolset registrations: \
-             send {\"tools\": [{name, description, input_schema, handler}], \"allow_domains\": [...]}",
-        )),
+        (None, Some(prompt)) => {
+            let prompt = prompt
+                .as_str()
+                .filter(|p| !p.trim().is_empty())
+                .ok_or_else(|| ApiError::bad_request("invalid_field", "prompt must be a non-empty string"))?;
+            if prompt.chars().count() > MAX_PROMPT_CHARS {
+                return Err(ApiError::unprocessable(
+                    "prompt_too_long",
+                    format!("prompt is longer than {MAX_PROMPT_CHARS} characters; link the documentation instead of pasting it"),
+                ));
+            }
+            let dry_run = optional_bool(body, "dry_run")?;
+            if body.get("access_token").is_some_and(|v| !v.is_null()) {
+                return Err(ApiError::unprocessable("unsupported_field", "access_token is not supported by this version"));
+            }
+            if !state.generator.llm_configured() {
+                return Err(llm_not_configured());
+            }
+            let generation_id =
+                state.catalog.create_prompt_server(&id, &name, prompt, &allow_domains, dry_run).await?;
+            state.generator.spawn(Job {
+                server: id.clone(),
+                generation_id,
+                prompt: prompt.to_string(),
+                allow_domains,
+                dry_run,
+                force: false,
+            });
+            tracing::info!(server_id = %id, generation_id, dry_run, "prompt server registered; generation started");
+            Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({
+                    "id": id,
+                    "name": name,
+                    "status": "pending",
+                    "mcp_path": id.mcp_path(),
+                    "generation_id": generation_id,
+                })),
+            )
+                .into_response())
+        }
         (Some(tools), None) => {
             let tools = tools.as_array().ok_or_else(|| {
                 ApiError::bad_request("invalid_field", "tools must be an array of tool objects")
@@ -148,6 +186,69 @@ pub async fn delete_server(State(state): State<AppState>, Path(id): Path<String>
     }
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RegenerateBody {
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `POST /admin/servers/{id}/regenerate`: a new generation; `{"force": true}` skips the cache.
+pub async fn regenerate_server(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    // An empty body means the defaults, so `curl -X POST .../regenerate` works.
+    let body: RegenerateBody = if body.iter().all(u8::is_ascii_whitespace) {
+        RegenerateBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request("invalid_body", format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {e}")))?
+    };
+    let record = find_server(&state, &id).await?;
+    let Some(prompt) = record.prompt.clone().filter(|_| record.kind == "prompt") else {
+        return Err(ApiError::conflict(
+            "not_generated",
+            format!("server {id:?} was registered as a toolset; there is no prompt to regenerate from"),
+        ));
+    };
+    if !state.generator.llm_configured() {
+        return Err(llm_not_configured());
+    }
+    let generation_id = state
+        .catalog
+        .start_regeneration(&record.id, body.dry_run, body.force)
+        .await?
+        .ok_or_else(|| {
+            ApiError::conflict("generation_running", format!("server {id:?} is already being generated; wait for it to finish"))
+        })?;
+    state.generator.spawn(Job {
+        server: record.id.clone(),
+        generation_id,
+        prompt,
+        allow_domains: record.allow_domains.clone(),
+        dry_run: body.dry_run,
+        force: body.force,
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": record.id, "status": "pending", "mcp_path": record.id.mcp_path(), "generation_id": generation_id})),
+    )
+        .into_response())
+}
+
+fn llm_not_configured() -> ApiError {
+    ApiError::unprocessable(
+        "llm_not_configured",
+        "prompt registrations need an LLM: set [llm] provider (\"anthropic\" or \"openai\") and model \
+         (MCPBOOTD_LLM__PROVIDER, MCPBOOTD_LLM__MODEL) and an API key ([llm] api_key, ANTHROPIC_API_KEY or \
+         OPENAI_API_KEY); toolset registrations ({\"tools\": [...]}) work without one",
+    )
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallBody {
@@ -230,19 +331,8 @@ pub async fn export_server(State(state): State<AppState>, Path(id): Path<String>
 }
 
 fn server_view(record: &ServerRecord) -> Value {
-    let generation = record.generation.as_ref().map(|g| {
-        json!({
-            "id": g.id,
-            "source": g.source,
-            "status": g.status,
-            "error": g.error,
-            "generator_version": g.generator_version,
-            "created_at": format_millis(g.created_at),
-            "finished_at": g.finished_at.map(format_millis),
-        })
-    });
     let (whitelist, tools) = match &record.generation {
-        Some(g) => (json!(g.whitelist), json!(g.tools)),
+        Some(g) => (json!(g.whitelist), tools_view(g)),
         None => (json!([]), json!([])),
     };
     json!({
@@ -250,14 +340,65 @@ fn server_view(record: &ServerRecord) -> Value {
         "name": record.name,
         "kind": record.kind,
         "status": record.status,
+        "serving": record.generation.is_some(),
         "mcp_path": record.id.mcp_path(),
         "prompt": record.prompt,
         "allow_domains": record.allow_domains,
         "whitelist": whitelist,
         "tools": tools,
-        "generation": generation,
+        "generation": record.generation.as_ref().map(generation_view),
+        "latest_generation": record.latest_generation.as_ref().map(generation_view),
         "created_at": format_millis(record.created_at),
         "updated_at": format_millis(record.updated_at),
+    })
+}
+
+fn tools_view(generation: &GenerationRecord) -> Value {
+    let tools: Vec<Value> = generation
+        .tools
+        .tools()
+        .iter()
+        .zip(&generation.tool_extras)
+        .map(|(tool, extras)| {
+            let mut view = json!(tool);
+            if let Some(needs_network) = extras.needs_network {
+                view["needs_network"] = json!(needs_network);
+            }
+            if let Some(self_test) = &extras.self_test {
+                view["self_test"] = self_test.clone();
+            }
+            view
+        })
+        .collect();
+    Value::Array(tools)
+}
+
+fn generation_view(g: &GenerationRecord) -> Value {
+    let d = &g.details;
+    json!({
+        "id": g.id,
+        "source": g.source,
+        "status": g.status,
+        "stage": g.status,
+        "error": g.error,
+        "dry_run": d.dry_run,
+        "force": d.force,
+        "cache_hit": d.cache_hit,
+        "cached_from": d.cached_from,
+        "prompt_hash": d.prompt_hash,
+        "content_hash": d.content_hash,
+        "model": d.model,
+        "generator_version": g.generator_version,
+        "tokens": {"input": d.input_tokens, "output": d.output_tokens, "requests": d.llm_requests},
+        "timings": d.timings,
+        "warnings": d.warnings,
+        "whitelist": g.whitelist,
+        "refused_domains": d.refused_domains,
+        "documents": d.documents,
+        "plan": d.plan,
+        "tools": tools_view(g),
+        "created_at": format_millis(g.created_at),
+        "finished_at": g.finished_at.map(format_millis),
     })
 }
 
@@ -281,6 +422,14 @@ fn optional_string(body: &Map<String, Value>, key: &str) -> Result<Option<String
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be a string"))),
+    }
+}
+
+fn optional_bool(body: &Map<String, Value>, key: &str) -> Result<bool, ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be true or false"))),
     }
 }
 

@@ -51,7 +51,8 @@ impl LlmClient for Anthropic {
     fn complete<'a>(&'a self, system: &'a str, messages: &'a [Message]) -> BoxFuture<'a, Result<Reply, LlmError>> {
         Box::pin(async move {
             let body = request_body(&self.model, self.max_tokens, system, messages);
-            let body = serde_json::to_vec(&body).map_err(|e| self.http.bad_response(format!("cannot encode the request: {e}")))?;
+            let body = serde_json::to_vec(&body)
+                .map_err(|e| self.http.bad_response(format!("cannot encode the request: {e}")))?;
             let reply = self.http.post(&self.headers, Bytes::from(body)).await?;
             let parsed = parse_reply(&reply).map_err(|message| self.http.bad_response(message))?;
             if parsed.stop_reason.as_deref() == Some("max_tokens") {
@@ -70,7 +71,8 @@ fn request_body(model: &str, max_tokens: u32, system: &str, messages: &[Message]
     if !system.is_empty() {
         body.insert("system".into(), json!(system));
     }
-    let messages: Vec<Value> = messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
+    let messages: Vec<Value> =
+        messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
     body.insert("messages".into(), Value::Array(messages));
     Value::Object(body)
 }

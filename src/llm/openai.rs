@@ -48,7 +48,8 @@ impl OpenAi {
 
     async fn send(&self, system: &str, messages: &[Message], completion_field: bool) -> Result<Bytes, LlmError> {
         let body = request_body(&self.model, self.max_tokens, completion_field, system, messages);
-        let body = serde_json::to_vec(&body).map_err(|e| self.http.bad_response(format!("cannot encode the request: {e}")))?;
+        let body =
+            serde_json::to_vec(&body).map_err(|e| self.http.bad_response(format!("cannot encode the request: {e}")))?;
         self.http.post(&self.headers, Bytes::from(body)).await
     }
 }
@@ -101,7 +102,8 @@ fn parse_reply(body: &[u8]) -> Result<Parsed, String> {
     let value: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON ({e})"))?;
     // Some compatible servers report errors with status 200.
     if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
-        let message = error.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| error.to_string());
+        let message =
+            error.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| error.to_string());
         return Err(format!("the API reported an error: {message}"));
     }
     let Some(choice) = value.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {

@@ -215,12 +215,26 @@ pub struct SeenRequest {
 pub struct Upstream {
     pub address: SocketAddr,
     pub seen: Arc<Mutex<Vec<SeenRequest>>>,
+    /// The HTML served at `/docs/page`; tests change it to simulate updated documentation.
+    pub docs: Arc<Mutex<String>>,
 }
 
 impl Upstream {
     pub async fn start() -> Upstream {
         let seen: Arc<Mutex<Vec<SeenRequest>>> = Arc::default();
+        let docs: Arc<Mutex<String>> = Arc::new(Mutex::new("<html><body>No docs yet</body></html>".into()));
+        let docs_page = docs.clone();
         let router = axum::Router::new()
+            .route(
+                "/docs/page",
+                get(move || {
+                    let docs = docs_page.clone();
+                    async move {
+                        let html = docs.lock().unwrap().clone();
+                        ([("content-type", "text/html; charset=utf-8")], html)
+                    }
+                }),
+            )
             .route("/items/{id}", get(item))
             .route("/echo", any(echo))
             .route("/big", get(|| async { "x".repeat(64 * 1024) }))
@@ -236,7 +250,11 @@ impl Upstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await });
-        Upstream { address, seen }
+        Upstream { address, seen, docs }
+    }
+
+    pub fn set_docs(&self, html: &str) {
+        *self.docs.lock().unwrap() = html.to_string();
     }
 
     pub fn requests(&self) -> Vec<SeenRequest> {

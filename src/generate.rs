@@ -313,8 +313,8 @@ impl Inner {
         policy: &Arc<ServerPolicy>,
         finished: &mut FinishedGeneration,
     ) -> (String, Value) {
-        let Some(arguments) = planned.example_args.clone().filter(|_| is_read_only(planned)) else {
-            let reason = if is_read_only(planned) { "the plan gave no example arguments" } else { "the tool writes" };
+        let Some(arguments) = planned.example_args.clone().filter(|_| planned.is_read_only()) else {
+            let reason = if planned.is_read_only() { "the plan gave no example arguments" } else { "the tool writes" };
             return (handler, json!({"status": "skipped", "reason": reason}));
         };
         let first = self.try_tool(&handler, &arguments, policy).await;
@@ -464,7 +464,7 @@ fn annotations_for(tool: &PlannedTool) -> Map<String, Value> {
         .iter()
         .filter_map(|e| e.split_whitespace().next().map(str::to_ascii_uppercase))
         .collect();
-    let read_only = methods.iter().all(|m| matches!(m.as_str(), "GET" | "HEAD" | "OPTIONS"));
+    let read_only = tool.is_read_only();
     let mut annotations = Map::new();
     annotations.insert("readOnlyHint".into(), json!(read_only));
     if !read_only {
@@ -476,14 +476,6 @@ fn annotations_for(tool: &PlannedTool) -> Map<String, Value> {
     }
     annotations.insert("openWorldHint".into(), json!(tool.needs_network));
     annotations
-}
-
-fn is_read_only(tool: &PlannedTool) -> bool {
-    !tool.needs_network
-        || tool
-            .endpoints_used
-            .iter()
-            .all(|e| matches!(e.split_whitespace().next().map(str::to_ascii_uppercase).as_deref(), Some("GET" | "HEAD")))
 }
 
 /// The cache key's prompt part: the prompt and the operator's domains (they shape the plan too).

@@ -65,13 +65,12 @@ pub fn html_to_text(html: &str) -> String {
         i = match markup {
             Markup::Comment { end } | Markup::Declaration { end } => end,
             Markup::Tag(tag) => {
-                let name = tag.name;
                 let mut next = tag.end;
-                if let Some(raw) = RAW_TEXT.iter().find(|r| **r == name).filter(|_| !tag.closing) {
+                if tag.role == Role::RawText && !tag.closing {
                     // Script-like content is not markup: jump to the matching end tag.
-                    next = end_of_raw_text(html, tag.end, raw);
+                    next = end_of_raw_text(html, tag.end, tag.name);
                 } else if let Some((skipped, depth)) = skip.as_mut() {
-                    if name == *skipped {
+                    if tag.name == *skipped {
                         if tag.closing {
                             *depth -= 1;
                             if *depth == 0 {
@@ -96,63 +95,107 @@ pub fn html_to_text(html: &str) -> String {
     writer.finish()
 }
 
-/// Elements whose content is raw text (not markup) and is dropped.
-const RAW_TEXT: &[&str] = &["script", "style", "xmp", "noembed", "noframes", "plaintext"];
-/// Elements dropped with their content (they contain markup, so nesting is counted).
-const DROPPED: &[&str] = &["nav", "header", "footer", "noscript", "svg", "template", "iframe", "object", "canvas"];
+/// What a tag means to the converter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Content is raw text, not markup (`script`, `style`), and is dropped.
+    RawText,
+    /// Dropped with everything inside (page chrome, non-text content); nesting is counted.
+    Dropped,
+    Pre,
+    Code,
+    /// `article`, `main`, `section`: a `header`/`footer` inside them is kept.
+    Sectioning,
+    /// A table cell: ` | ` between cells.
+    Cell,
+    /// A block element standing for this many line breaks (2 = a blank line).
+    Block(u8),
+    /// Everything else: the tag disappears, its text stays.
+    Inline,
+}
 
-/// How many line breaks a block element stands for (2 = a blank line), or 0 for inline ones.
-fn block_breaks(name: &str) -> u8 {
-    match name {
-        "p" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "table" | "section" | "article" | "main" | "aside"
-        | "blockquote" | "ul" | "ol" | "dl" | "figure" | "form" | "fieldset" | "details" | "address" | "header"
-        | "footer" | "hgroup" => 2,
-        "br" | "div" | "li" | "tr" | "dt" | "dd" | "title" | "summary" | "figcaption" | "caption" | "option"
-        | "hr" | "legend" | "center" | "thead" | "tbody" | "tfoot" | "body" | "html" | "head" | "menu"
-        | "textarea" => 1,
-        _ => 0,
+/// The lowercase name and role of a tag, for the names the converter treats specially (other
+/// names come back as `("", Inline)`). One `match` on the lowercased bytes: this runs for every
+/// tag of a page, so it must not scan lists.
+fn tag_role(raw_name: &[u8]) -> (&'static str, Role) {
+    use Role::*;
+    let mut buffer = [0u8; 10];
+    let Some(name) = buffer.get_mut(..raw_name.len()) else { return ("", Inline) };
+    name.copy_from_slice(raw_name);
+    name.make_ascii_lowercase();
+    match &*name {
+        b"script" => ("script", RawText),
+        b"style" => ("style", RawText),
+        b"xmp" => ("xmp", RawText),
+        b"noembed" => ("noembed", RawText),
+        b"noframes" => ("noframes", RawText),
+        b"plaintext" => ("plaintext", RawText),
+        b"nav" => ("nav", Dropped),
+        b"header" => ("header", Dropped),
+        b"footer" => ("footer", Dropped),
+        b"noscript" => ("noscript", Dropped),
+        b"svg" => ("svg", Dropped),
+        b"template" => ("template", Dropped),
+        b"iframe" => ("iframe", Dropped),
+        b"object" => ("object", Dropped),
+        b"canvas" => ("canvas", Dropped),
+        b"pre" => ("pre", Pre),
+        b"code" => ("code", Code),
+        b"article" => ("article", Sectioning),
+        b"main" => ("main", Sectioning),
+        b"section" => ("section", Sectioning),
+        b"td" => ("td", Cell),
+        b"th" => ("th", Cell),
+        b"p" | b"h1" | b"h2" | b"h3" | b"h4" | b"h5" | b"h6" | b"table" | b"aside" | b"blockquote" | b"ul" | b"ol"
+        | b"dl" | b"figure" | b"form" | b"fieldset" | b"details" | b"address" | b"hgroup" => ("", Block(2)),
+        b"br" | b"div" | b"li" | b"tr" | b"dt" | b"dd" | b"title" | b"summary" | b"figcaption" | b"caption"
+        | b"option" | b"hr" | b"legend" | b"center" | b"thead" | b"tbody" | b"tfoot" | b"body" | b"html" | b"head"
+        | b"menu" | b"textarea" => ("", Block(1)),
+        _ => ("", Inline),
     }
 }
 
 fn open_or_close(
-    tag: &Tag<'_>,
+    tag: &Tag,
     html: &str,
     writer: &mut Writer,
     skip: &mut Option<(&'static str, usize)>,
     sectioning: &mut usize,
 ) {
-    let name = tag.name;
+    // A `header`/`footer` inside a sectioning element is that section's own heading, kept as a
+    // paragraph-like block; elsewhere it is the site's banner or footer, dropped.
+    let kept_heading = matches!(tag.name, "header" | "footer") && *sectioning > 0;
     if tag.closing {
-        match name {
-            "pre" => writer.close_pre(),
-            "article" | "main" | "section" => {
+        match tag.role {
+            Role::Pre => writer.close_pre(),
+            Role::Sectioning => {
                 *sectioning = sectioning.saturating_sub(1);
                 writer.block(2);
             }
-            _ => writer.block(block_breaks(name)),
+            Role::Dropped if kept_heading => writer.block(2),
+            Role::Block(breaks) => writer.block(breaks),
+            _ => {}
         }
         return;
     }
-    if let Some(dropped) = DROPPED.iter().find(|d| **d == name) {
-        let kept_heading = matches!(name, "header" | "footer") && *sectioning > 0;
-        if !kept_heading {
-            // `<svg/>` is self-closing (foreign content); it has nothing to drop.
+    match tag.role {
+        Role::Dropped if kept_heading => writer.block(2),
+        Role::Dropped => {
+            // `<svg/>` is self-closing (foreign content): it has nothing to drop.
             if !tag.self_closing {
-                *skip = Some((dropped, 1));
+                *skip = Some((tag.name, 1));
             }
             writer.block(1);
-            return;
         }
-    }
-    match name {
-        "pre" => writer.open_pre(&code_language(attribute(html, tag, "class").as_deref())),
-        "code" => writer.code_in_pre(&code_language(attribute(html, tag, "class").as_deref())),
-        "article" | "main" | "section" => {
+        Role::Pre => writer.open_pre(&code_language(attribute(html, tag, "class").as_deref())),
+        Role::Code => writer.code_in_pre(&code_language(attribute(html, tag, "class").as_deref())),
+        Role::Sectioning => {
             *sectioning += 1;
             writer.block(2);
         }
-        "td" | "th" => writer.cell(),
-        _ => writer.block(block_breaks(name)),
+        Role::Cell => writer.cell(),
+        Role::Block(breaks) => writer.block(breaks),
+        Role::RawText | Role::Inline => {}
     }
 }
 
@@ -414,16 +457,17 @@ impl Writer {
 // Markup scanning
 // ---------------------------------------------------------------------------------------------
 
-enum Markup<'a> {
+enum Markup {
     Comment { end: usize },
     /// `<!doctype …>`, `<![CDATA[…]]>`, `<?…>`: skipped.
     Declaration { end: usize },
-    Tag(Tag<'a>),
+    Tag(Tag),
 }
 
-struct Tag<'a> {
-    /// Lowercase; empty for names longer than any we care about.
-    name: &'a str,
+struct Tag {
+    /// Lowercase, for the names that matter in nesting; empty otherwise (see [`tag_role`]).
+    name: &'static str,
+    role: Role,
     closing: bool,
     self_closing: bool,
     /// Byte range of the attribute text (between the name and the closing `>`).
@@ -432,21 +476,8 @@ struct Tag<'a> {
     end: usize,
 }
 
-/// Interns the lowercase name of a tag among the ones the converter treats specially.
-fn known_name(raw: &[u8]) -> &'static str {
-    const NAMES: &[&str] = &[
-        "script", "style", "xmp", "noembed", "noframes", "plaintext", "nav", "header", "footer", "noscript", "svg",
-        "template", "iframe", "object", "canvas", "pre", "code", "article", "main", "section", "td", "th", "p", "h1",
-        "h2", "h3", "h4", "h5", "h6", "table", "aside", "blockquote", "ul", "ol", "dl", "figure", "form", "fieldset",
-        "details", "address", "hgroup", "br", "div", "li", "tr", "dt", "dd", "title", "summary", "figcaption",
-        "caption", "option", "hr", "legend", "center", "thead", "tbody", "tfoot", "body", "html", "head", "menu",
-        "textarea",
-    ];
-    NAMES.iter().copied().find(|n| n.as_bytes().eq_ignore_ascii_case(raw)).unwrap_or("")
-}
-
 /// The markup starting at `lt` (a `<`), or `None` when this `<` is just text.
-fn markup_at(html: &str, lt: usize) -> Option<Markup<'static>> {
+fn markup_at(html: &str, lt: usize) -> Option<Markup> {
     let bytes = html.as_bytes();
     let after = &bytes[lt + 1..];
     if after.starts_with(b"!--") {
@@ -475,7 +506,7 @@ fn markup_at(html: &str, lt: usize) -> Option<Markup<'static>> {
     while name_end < bytes.len() && !matches!(bytes[name_end], b' ' | b'\t' | b'\n' | b'\r' | b'\x0c' | b'/' | b'>') {
         name_end += 1;
     }
-    let name = known_name(&bytes[name_start..name_end]);
+    let (name, role) = tag_role(&bytes[name_start..name_end]);
     // Find the `>` that ends the tag, skipping quoted attribute values.
     let mut j = name_end;
     let mut quote: Option<u8> = None;
@@ -506,7 +537,7 @@ fn markup_at(html: &str, lt: usize) -> Option<Markup<'static>> {
         }
         j += 1;
     }
-    Some(Markup::Tag(Tag { name, closing, self_closing, attrs: (name_end, attrs_end), end }))
+    Some(Markup::Tag(Tag { name, role, closing, self_closing, attrs: (name_end, attrs_end), end }))
 }
 
 /// Where the raw-text element `name` ends: just past its end tag, or the end of input.
@@ -527,7 +558,7 @@ fn end_of_raw_text(html: &str, from: usize, name: &str) -> usize {
 }
 
 /// The entity-decoded value of attribute `wanted` of a tag.
-fn attribute(html: &str, tag: &Tag<'_>, wanted: &str) -> Option<String> {
+fn attribute(html: &str, tag: &Tag, wanted: &str) -> Option<String> {
     let (start, end) = tag.attrs;
     let attrs = html.get(start..end)?;
     let bytes = attrs.as_bytes();

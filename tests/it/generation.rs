@@ -364,3 +364,38 @@ async fn a_restart_during_generation_marks_it_failed_and_regenerate_recovers() {
     let (status, body) = app.post(&format!("/admin/servers/{id}/regenerate"), &json!({"force": "yes"})).await;
     assert_eq!(status, 400, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_tests_get_one_repair_and_failures_stay_visible() {
+    let llm = ScriptedLlm::start().await;
+    let app = spawn_with_llm(&llm, false, vec![], None).await;
+    let port = app.upstream.address.port();
+    app.upstream.set_docs(&docs_html(port));
+    let plan = plan_json(port);
+    let good = get_item_handler(port);
+    llm.respond_with(move |request| {
+        let first_turn = request.messages().len() == 1;
+        if request.system().contains("You are the planner") {
+            Scripted::text(plan.clone())
+        } else if request.last_user_message().contains("\"name\": \"get_item\"") && first_turn {
+            Scripted::text("throw new Error('broken on purpose');")
+        } else if request.mentions("broken on purpose") {
+            Scripted::text(good.clone())
+        } else {
+            Scripted::text("throw new Error('add is broken');")
+        }
+    });
+    let id = register_prompt(&app, json!({"id": "selftest", "prompt": prompt(&app)})).await;
+    let view = wait_for_status(&app, &id, &["ready", "failed"]).await;
+    assert_eq!(view["status"], "ready", "a tool that fails its self-test is kept: {view:#}");
+    let tools = view["tools"].as_array().unwrap();
+    let get_item = &tools[0]["self_test"];
+    assert_eq!(get_item["status"], "passed", "{get_item}");
+    assert_eq!(get_item["attempts"], 2);
+    assert!(get_item["first_error"].as_str().unwrap().contains("broken on purpose"));
+    let add = &tools[1]["self_test"];
+    assert_eq!(add["status"], "failed", "{add}");
+    assert!(add["error"].as_str().unwrap().contains("add is broken"), "{add}");
+    let repair = llm.requests().into_iter().find(|r| r.mentions("broken on purpose") && r.messages().len() == 3).unwrap();
+    assert!(repair.last_user_message().contains("\"id\":1") || repair.last_user_message().contains("\"id\": 1"), "the repair shows the arguments: {}", repair.last_user_message());
+}

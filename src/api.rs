@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod auth;
 pub mod error;
+pub mod events;
 pub mod health;
 
 use axum::Router;
@@ -20,6 +21,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/servers", post(admin::create_server).get(admin::list_servers))
         .route("/admin/servers/{id}", get(admin::get_server).delete(admin::delete_server))
         .route("/admin/servers/{id}/regenerate", post(admin::regenerate_server))
+        .route("/admin/servers/{id}/events", get(events::server_events))
         .route("/admin/servers/{id}/tools/{tool}/call", post(admin::call_tool))
         .route("/admin/servers/{id}/calls", get(admin::list_calls))
         .route("/admin/servers/{id}/export", get(admin::export_server))

@@ -68,6 +68,28 @@ struct Inner {
     tasks: TaskTracker,
     /// Cancelled at shutdown: running jobs stop and are marked failed (regenerate resumes them).
     cancel: CancellationToken,
+    events: tokio::sync::broadcast::Sender<StatusEvent>,
+}
+
+/// A generation's status changed; published to `GET /admin/servers/{id}/events` subscribers.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusEvent {
+    pub id: ServerId,
+    pub status: String,
+    pub generation_id: i64,
+    pub error: Option<String>,
+}
+
+impl StatusEvent {
+    /// Whether this status ends a generation.
+    pub fn is_final(&self) -> bool {
+        is_final_status(&self.status)
+    }
+}
+
+/// `ready`, `failed` and `planned` end a generation; the other statuses are stages.
+pub fn is_final_status(status: &str) -> bool {
+    matches!(status, "ready" | "failed" | "planned")
 }
 
 /// A stage failure: which stage, and what went wrong.
@@ -97,8 +119,14 @@ impl Generator {
                 permits: Semaphore::new(config.generation.concurrency),
                 tasks: TaskTracker::new(),
                 cancel: CancellationToken::new(),
+                events: tokio::sync::broadcast::channel(256).0,
             }),
         }
+    }
+
+    /// Status changes of every generation, as they happen.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<StatusEvent> {
+        self.inner.events.subscribe()
     }
 
     pub fn llm_configured(&self) -> bool {
@@ -146,6 +174,7 @@ impl Inner {
         if let Err(error) = self.catalog.finish_generation(&job.server, job.generation_id, GenerationOutcome::Failed, &finished).await {
             tracing::error!(%error, "could not mark an interrupted generation");
         }
+        self.publish(job, "failed", finished.error.clone());
         tracing::info!(server_id = %job.server, "generation interrupted by shutdown");
     }
 
@@ -167,6 +196,13 @@ impl Inner {
             tracing::error!(%error, "could not store the generation's result");
             return;
         }
+        let status = match outcome {
+            GenerationOutcome::Ready => "ready",
+            GenerationOutcome::Planned => "planned",
+            GenerationOutcome::Failed => "failed",
+        };
+        // Mount before announcing `ready`, so a client that reacts to the event finds the server.
+        let announce = finished.error.clone();
         if outcome == GenerationOutcome::Ready {
             match self.catalog.get_server(&job.server).await {
                 Ok(Some(record)) => {
@@ -178,6 +214,7 @@ impl Inner {
                 Err(error) => tracing::error!(%error, "could not read the generated server"),
             }
         }
+        self.publish(&job, status, announce);
         tracing::info!(outcome = ?outcome, elapsed_ms = started.elapsed().as_millis() as u64, cache_hit = finished.cached_from.is_some(), "generation finished");
     }
 
@@ -360,7 +397,19 @@ impl Inner {
 
     async fn enter(&self, job: &Job, stage: &'static str) -> Result<(), StageError> {
         tracing::debug!(stage, "generation stage");
-        self.catalog.set_generation_stage(&job.server, job.generation_id, stage).await.map_err(|e| internal(stage, e))
+        self.catalog.set_generation_stage(&job.server, job.generation_id, stage).await.map_err(|e| internal(stage, e))?;
+        self.publish(job, stage, None);
+        Ok(())
+    }
+
+    fn publish(&self, job: &Job, status: &str, error: Option<String>) {
+        // No subscribers is the normal case; the send error only says so.
+        let _ = self.events.send(StatusEvent {
+            id: job.server.clone(),
+            status: status.to_string(),
+            generation_id: job.generation_id,
+            error,
+        });
     }
 }
 

@@ -399,3 +399,57 @@ async fn self_tests_get_one_repair_and_failures_stay_visible() {
     let repair = llm.requests().into_iter().find(|r| r.mentions("broken on purpose") && r.messages().len() == 3).unwrap();
     assert!(repair.last_user_message().contains("\"id\":1") || repair.last_user_message().contains("\"id\": 1"), "the repair shows the arguments: {}", repair.last_user_message());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_streams_as_server_sent_events() {
+    use futures_util::StreamExt;
+    let llm = ScriptedLlm::start().await;
+    let app = spawn_with_llm(&llm, false, vec![], None).await;
+    let port = app.upstream.address.port();
+    app.upstream.set_docs(&docs_html(port));
+    // Hold the planner until the event stream is open, so every stage is observed.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(Some(held));
+    let plan = plan_json(port);
+    let good = get_item_handler(port);
+    llm.respond_with(move |request| {
+        if request.system().contains("You are the planner") {
+            if let Some(held) = held.lock().unwrap().take() {
+                let _ = held.recv_timeout(Duration::from_secs(5));
+            }
+            Scripted::text(plan.clone())
+        } else if request.last_user_message().contains("\"name\": \"get_item\"") {
+            Scripted::text(good.clone())
+        } else {
+            Scripted::text("return args.a + args.b;")
+        }
+    });
+    let id = register_prompt(&app, json!({"id": "streamed", "prompt": prompt(&app)})).await;
+    let response = app.http.get(app.url(&format!("/admin/servers/{id}/events"))).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    release.send(()).unwrap();
+    let mut body = String::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap() {
+        body.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    let events: Vec<(String, Value)> = body
+        .split("\n\n")
+        .filter_map(|block| {
+            let name = block.lines().find_map(|l| l.strip_prefix("event: "))?;
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((name.to_string(), serde_json::from_str(data).unwrap()))
+        })
+        .collect();
+    let statuses: Vec<&str> = events.iter().map(|(_, data)| data["status"].as_str().unwrap()).collect();
+    assert!(statuses.ends_with(&["planning", "compiling", "testing", "ready", "ready"]), "{statuses:?}");
+    let (last_name, last) = events.last().unwrap();
+    assert_eq!(last_name, "done");
+    assert_eq!(last["id"], "streamed");
+    // A finished server answers with its status and `done` at once.
+    let body = app.http.get(app.url(&format!("/admin/servers/{id}/events"))).send().await.unwrap().text().await.unwrap();
+    assert!(body.contains("event: status") && body.contains("event: done") && body.contains("\"ready\""), "{body}");
+    let (status, body) = app.get("/admin/servers/nope/events").await;
+    assert_eq!(status, 404, "{body}");
+}

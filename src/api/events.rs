@@ -1,0 +1,107 @@
+//! `GET /admin/servers/{id}/events`: generation progress as Server-Sent Events.
+//!
+//! The stream starts with the server's current status, then sends a `status` event for every
+//! stage change of its generations, and ends with a `done` event once a generation reaches a
+//! final status (`ready`, `failed`, `planned`). A server that is not generating gets its current
+//! status and `done` at once.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::Stream;
+use tokio::sync::broadcast::{Receiver, error::RecvError};
+
+use crate::api::error::ApiError;
+use crate::app::AppState;
+use crate::catalog::{Catalog, ServerRecord};
+use crate::generate::StatusEvent;
+use crate::toolset::ServerId;
+
+enum Step {
+    /// Send this status; then follow (or finish, if it is final).
+    Emit(StatusEvent, Follow),
+    /// Send `done` with this status and end.
+    Done(StatusEvent),
+    Ended,
+}
+
+struct Follow {
+    id: ServerId,
+    events: Receiver<StatusEvent>,
+    catalog: Catalog,
+}
+
+pub async fn server_events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let id = ServerId::parse(&id)
+        .map_err(|_| ApiError::not_found("server_not_found", format!("no server {id:?}")))?;
+    // Subscribe before reading the current status, so no change falls between the two.
+    let events = state.generator.subscribe();
+    let record = state
+        .catalog
+        .get_server(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("server_not_found", format!("no server {id:?}; GET /admin/servers lists them")))?;
+    let current = current_status(&record);
+    let follow = Follow { id, events, catalog: state.catalog.clone() };
+    let stream = futures_util::stream::unfold(Step::Emit(current, follow), |step| async move {
+        match step {
+            Step::Emit(status, follow) => {
+                let event = to_event("status", &status);
+                let next = if status.is_final() { Step::Done(status) } else { next_step(follow).await };
+                Some((Ok(event), next))
+            }
+            Step::Done(status) => Some((Ok(to_event("done", &status)), Step::Ended)),
+            Step::Ended => None,
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// Waits for the next status change of this server.
+async fn next_step(mut follow: Follow) -> Step {
+    loop {
+        match follow.events.recv().await {
+            Ok(event) if event.id == follow.id => return Step::Emit(event, follow),
+            Ok(_) => continue,
+            // Missed some events: the catalog has the truth.
+            Err(RecvError::Lagged(_)) => match follow.catalog.get_server(&follow.id).await {
+                Ok(Some(record)) => return Step::Emit(current_status(&record), follow),
+                _ => return Step::Ended,
+            },
+            Err(RecvError::Closed) => return Step::Ended,
+        }
+    }
+}
+
+fn current_status(record: &ServerRecord) -> StatusEvent {
+    let generation = record.latest_generation.as_ref().or(record.generation.as_ref());
+    StatusEvent {
+        id: record.id.clone(),
+        status: record.status.clone(),
+        generation_id: generation.map(|g| g.id).unwrap_or(0),
+        error: generation.and_then(|g| g.error.clone()).filter(|_| record.status == "failed"),
+    }
+}
+
+fn to_event(name: &str, status: &StatusEvent) -> Event {
+    let data = serde_json::to_string(status).unwrap_or_else(|_| "{}".into());
+    Event::default().event(name).data(data)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn final_statuses() {
+        for status in ["ready", "failed", "planned"] {
+            assert!(crate::generate::is_final_status(status));
+        }
+        for status in ["pending", "fetching", "planning", "compiling", "testing"] {
+            assert!(!crate::generate::is_final_status(status));
+        }
+    }
+}

@@ -16,6 +16,7 @@ use crate::serve::egress::Egress;
 use crate::serve::isolate::IsolatePool;
 use crate::serve::registry::Registry;
 use crate::generate::Generator;
+use crate::telemetry::metrics::Metrics;
 
 /// Shared state handed to every request handler; cheap to clone.
 #[derive(Clone)]
@@ -25,6 +26,7 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub caller: Caller,
     pub generator: Generator,
+    pub metrics: Arc<Metrics>,
     /// Set once every ready server from the catalog is mounted.
     pub ready: Arc<AtomicBool>,
 }
@@ -41,7 +43,8 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
         config.sandbox.queue,
         tokio::runtime::Handle::current(),
     ));
-    let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone());
+    let metrics = Arc::new(Metrics::default());
+    let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
     let registry = Arc::new(Registry::new(&config, caller.clone()));
     let llm = crate::llm::LlmSettings::from_config(&config.llm)
         .and_then(|settings| settings.map(crate::llm::build_client).transpose())
@@ -49,7 +52,8 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
     if llm.is_none() {
         tracing::info!("no [llm] provider configured: prompt registrations are refused, toolsets work");
     }
-    let generator = Generator::new(&config, catalog.clone(), egress, caller.clone(), registry.clone(), llm);
+    let generator =
+        Generator::new(&config, catalog.clone(), egress, caller.clone(), registry.clone(), llm, metrics.clone());
     for (server, stage) in catalog.fail_interrupted_generations().await? {
         tracing::warn!(server_id = %server, stage, "generation interrupted by a restart was marked failed");
     }
@@ -59,6 +63,7 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
         registry: registry.clone(),
         caller,
         generator,
+        metrics,
         ready: Arc::new(AtomicBool::new(false)),
     };
 

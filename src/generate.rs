@@ -36,6 +36,7 @@ use crate::serve::call::Caller;
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::isolate::{Invocation, Outcome};
 use crate::serve::registry::Registry;
+use crate::telemetry::metrics::Metrics;
 use crate::toolset::{ServerId, ToolSpec, Toolset};
 use crate::whitelist::{Provenance, RefusedDomain, Whitelist, WhitelistEntry, admit};
 
@@ -62,6 +63,7 @@ struct Inner {
     caller: Caller,
     registry: Arc<Registry>,
     llm: Option<Arc<dyn LlmClient>>,
+    metrics: Arc<Metrics>,
     settings: GenerationConfig,
     max_response_bytes: u64,
     permits: Semaphore,
@@ -106,6 +108,7 @@ impl Generator {
         caller: Caller,
         registry: Arc<Registry>,
         llm: Option<Arc<dyn LlmClient>>,
+        metrics: Arc<Metrics>,
     ) -> Generator {
         Generator {
             inner: Arc::new(Inner {
@@ -115,6 +118,7 @@ impl Generator {
                 caller,
                 registry,
                 llm,
+                metrics,
                 settings: config.generation.clone(),
                 permits: Semaphore::new(config.generation.concurrency),
                 tasks: TaskTracker::new(),
@@ -201,6 +205,18 @@ impl Inner {
             GenerationOutcome::Planned => "planned",
             GenerationOutcome::Failed => "failed",
         };
+        let stage_millis: Vec<(String, u64)> = finished
+            .timings
+            .as_object()
+            .map(|timings| {
+                timings
+                    .iter()
+                    .filter(|(name, _)| name.as_str() != "total_ms")
+                    .filter_map(|(name, ms)| Some((name.trim_end_matches("_ms").to_string(), ms.as_u64()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.metrics.record_generation(status, &stage_millis, finished.input_tokens, finished.output_tokens);
         // Mount before announcing `ready`, so a client that reacts to the event finds the server.
         let announce = finished.error.clone();
         if outcome == GenerationOutcome::Ready {

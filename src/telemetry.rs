@@ -1,5 +1,7 @@
 //! Logging set-up and the per-request span.
 
+pub mod metrics;
+
 use std::io::IsTerminal;
 
 use axum::extract::MatchedPath;

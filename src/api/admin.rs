@@ -178,6 +178,7 @@ pub async fn delete_server(State(state): State<AppState>, Path(id): Path<String>
     let id = parse_id(&id)?;
     // Unmount first: from here on the mount answers 404 even while the rows are being deleted.
     state.registry.unmount(&id);
+    state.metrics.forget_server(id.as_str());
     if state.catalog.delete_server(&id).await? {
         tracing::info!(server_id = %id, "server deleted");
         Ok(StatusCode::NO_CONTENT)

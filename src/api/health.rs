@@ -1,4 +1,4 @@
-//! Liveness and readiness probes.
+//! Liveness and readiness probes, and the metrics scrape.
 
 use std::sync::atomic::Ordering;
 
@@ -27,4 +27,16 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
         "mounted": state.registry.len(),
     });
     (status, Json(body))
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    let pool = state.caller.pool().stats();
+    let gauges = crate::telemetry::metrics::Gauges {
+        queue_depth: pool.queued,
+        busy_workers: pool.busy,
+        workers: pool.workers,
+        mounted_servers: state.registry.len(),
+    };
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.render(&gauges))
 }

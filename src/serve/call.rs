@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use crate::catalog::{CallLog, CallRecord, now_millis};
 use crate::config::SandboxConfig;
+use crate::telemetry::metrics::{EgressOutcome, Metrics};
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::isolate::{Invocation, IsolatePool, Outcome, PoolError, SandboxLimits, ToolResult};
 use crate::toolset::{ServerId, ToolSpec};
@@ -54,6 +55,7 @@ pub struct Caller {
     egress: Arc<Egress>,
     call_log: CallLog,
     limits: Arc<SandboxConfig>,
+    metrics: Arc<Metrics>,
 }
 
 impl CallableTool {
@@ -86,8 +88,14 @@ impl CallableTool {
 }
 
 impl Caller {
-    pub fn new(pool: Arc<IsolatePool>, egress: Arc<Egress>, call_log: CallLog, limits: SandboxConfig) -> Caller {
-        Caller { pool, egress, call_log, limits: Arc::new(limits) }
+    pub fn new(
+        pool: Arc<IsolatePool>,
+        egress: Arc<Egress>,
+        call_log: CallLog,
+        limits: SandboxConfig,
+        metrics: Arc<Metrics>,
+    ) -> Caller {
+        Caller { pool, egress, call_log, limits: Arc::new(limits), metrics }
     }
 
     pub fn pool(&self) -> &IsolatePool {
@@ -154,6 +162,7 @@ impl Caller {
                     PoolError::Busy => ("busy", CallError::Busy),
                     PoolError::Closed => ("busy", CallError::ShuttingDown),
                 };
+                self.metrics.record_call(server.as_str(), &tool.spec.name, outcome, started.elapsed());
                 self.call_log.record(CallRecord {
                     execution_id,
                     server_id: server.to_string(),
@@ -177,6 +186,15 @@ impl Caller {
             completion.outcome.as_str()
         };
         tracing::debug!(parent: &span, outcome = outcome_label, elapsed_us = started.elapsed().as_micros() as u64, "call finished");
+        let egress_log = egress.take_log();
+        for request in &egress_log {
+            self.metrics.record_egress(match (request.allowed, &request.reason) {
+                (false, _) => EgressOutcome::Denied,
+                (true, None) => EgressOutcome::Allowed,
+                (true, Some(_)) => EgressOutcome::Error,
+            });
+        }
+        self.metrics.record_call(server.as_str(), &tool.spec.name, outcome_label, started.elapsed());
         self.call_log.record(CallRecord {
             execution_id: execution_id.clone(),
             server_id: server.to_string(),
@@ -189,7 +207,7 @@ impl Caller {
             error: completion.error.clone(),
             fetches: i64::from(completion.fetches),
             console: completion.console.clone(),
-            egress: egress.take_log(),
+            egress: egress_log,
         });
         Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
     }

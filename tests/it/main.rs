@@ -10,6 +10,7 @@ mod generation;
 mod lifecycle;
 mod limits;
 mod load;
+mod observability;
 mod sandbox_escapes;
 mod scripted_llm;
 mod tidy;

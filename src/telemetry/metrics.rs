@@ -1,0 +1,189 @@
+//! Prometheus metrics, rendered as text at `/metrics`.
+//!
+//! Hand-rolled rather than a metrics crate: the set is small and fixed. Labels are bounded by
+//! construction — server ids and tool names (bounded by registrations), outcomes and stages (fixed
+//! sets); never execution ids, URLs or hosts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the call-duration histogram buckets.
+const CALL_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+/// Upper bounds (seconds) of the generation-stage histogram buckets.
+const STAGE_BUCKETS: &[f64] = &[0.01, 0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+
+/// Egress request outcomes.
+#[derive(Debug, Clone, Copy)]
+pub enum EgressOutcome {
+    Allowed,
+    Denied,
+    Error,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    calls: Mutex<BTreeMap<(String, String, &'static str), u64>>,
+    call_duration: Mutex<Histogram>,
+    egress: [AtomicU64; 3],
+    generations: Mutex<BTreeMap<&'static str, u64>>,
+    stage_durations: Mutex<BTreeMap<String, Histogram>>,
+    llm_input_tokens: AtomicU64,
+    llm_output_tokens: AtomicU64,
+}
+
+/// Point-in-time values read at scrape time.
+pub struct Gauges {
+    pub queue_depth: usize,
+    pub busy_workers: usize,
+    pub workers: usize,
+    pub mounted_servers: usize,
+}
+
+#[derive(Default, Clone)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, buckets: &[f64], seconds: f64) {
+        if self.counts.len() != buckets.len() {
+            self.counts = vec![0; buckets.len()];
+        }
+        for (bound, count) in buckets.iter().zip(self.counts.iter_mut()) {
+            if seconds <= *bound {
+                *count += 1;
+            }
+        }
+        self.sum += seconds;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str, buckets: &[f64]) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, bound) in buckets.iter().enumerate() {
+            let count = self.counts.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {count}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", self.count);
+        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{braces} {}", self.count);
+    }
+}
+
+impl Metrics {
+    pub fn record_call(&self, server: &str, tool: &str, outcome: &'static str, duration: Duration) {
+        *lock(&self.calls).entry((server.to_string(), tool.to_string(), outcome)).or_default() += 1;
+        lock(&self.call_duration).observe(CALL_BUCKETS, duration.as_secs_f64());
+    }
+
+    pub fn record_egress(&self, outcome: EgressOutcome) {
+        self.egress[outcome as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn record_generation(&self, outcome: &'static str, stage_millis: &[(String, u64)], input_tokens: u64, output_tokens: u64) {
+        *lock(&self.generations).entry(outcome).or_default() += 1;
+        let mut stages = lock(&self.stage_durations);
+        for (stage, millis) in stage_millis {
+            stages.entry(stage.clone()).or_default().observe(STAGE_BUCKETS, *millis as f64 / 1000.0);
+        }
+        self.llm_input_tokens.fetch_add(input_tokens, Ordering::Relaxed);
+        self.llm_output_tokens.fetch_add(output_tokens, Ordering::Relaxed);
+    }
+
+    /// Forgets a deleted server's series, so label sets do not grow with churn.
+    pub fn forget_server(&self, server: &str) {
+        lock(&self.calls).retain(|(s, _, _), _| s != server);
+    }
+
+    pub fn render(&self, gauges: &Gauges) -> String {
+        let mut out = String::with_capacity(4096);
+        header(&mut out, "mcpbootd_tool_calls_total", "counter", "Tool calls by server, tool and outcome.");
+        for ((server, tool, outcome), count) in lock(&self.calls).iter() {
+            let _ = writeln!(
+                out,
+                "mcpbootd_tool_calls_total{{server=\"{}\",tool=\"{}\",outcome=\"{outcome}\"}} {count}",
+                escape(server),
+                escape(tool)
+            );
+        }
+        header(&mut out, "mcpbootd_tool_call_duration_seconds", "histogram", "Tool call duration, from arguments check to result.");
+        lock(&self.call_duration).render(&mut out, "mcpbootd_tool_call_duration_seconds", "", CALL_BUCKETS);
+
+        header(&mut out, "mcpbootd_isolate_queue_depth", "gauge", "Calls waiting for an isolate worker.");
+        let _ = writeln!(out, "mcpbootd_isolate_queue_depth {}", gauges.queue_depth);
+        header(&mut out, "mcpbootd_isolate_busy_workers", "gauge", "Isolate workers running a call.");
+        let _ = writeln!(out, "mcpbootd_isolate_busy_workers {}", gauges.busy_workers);
+        header(&mut out, "mcpbootd_isolate_workers", "gauge", "Isolate worker threads.");
+        let _ = writeln!(out, "mcpbootd_isolate_workers {}", gauges.workers);
+
+        header(&mut out, "mcpbootd_egress_requests_total", "counter", "Outbound requests from handlers by outcome.");
+        for (label, outcome) in [("allowed", EgressOutcome::Allowed), ("denied", EgressOutcome::Denied), ("error", EgressOutcome::Error)] {
+            let count = self.egress[outcome as usize].load(Ordering::Relaxed);
+            let _ = writeln!(out, "mcpbootd_egress_requests_total{{outcome=\"{label}\"}} {count}");
+        }
+
+        header(&mut out, "mcpbootd_generations_total", "counter", "Finished generations by outcome.");
+        let generations = lock(&self.generations);
+        for outcome in ["ready", "planned", "failed"] {
+            let count = generations.get(outcome).copied().unwrap_or(0);
+            let _ = writeln!(out, "mcpbootd_generations_total{{outcome=\"{outcome}\"}} {count}");
+        }
+        drop(generations);
+        header(&mut out, "mcpbootd_generation_stage_duration_seconds", "histogram", "Time spent per generation stage.");
+        for (stage, histogram) in lock(&self.stage_durations).iter() {
+            histogram.render(&mut out, "mcpbootd_generation_stage_duration_seconds", &format!("stage=\"{}\"", escape(stage)), STAGE_BUCKETS);
+        }
+        header(&mut out, "mcpbootd_llm_tokens_total", "counter", "LLM tokens used by generation.");
+        let _ = writeln!(out, "mcpbootd_llm_tokens_total{{direction=\"input\"}} {}", self.llm_input_tokens.load(Ordering::Relaxed));
+        let _ = writeln!(out, "mcpbootd_llm_tokens_total{{direction=\"output\"}} {}", self.llm_output_tokens.load(Ordering::Relaxed));
+
+        header(&mut out, "mcpbootd_mounted_servers", "gauge", "Servers mounted and serving MCP.");
+        let _ = writeln!(out, "mcpbootd_mounted_servers {}", gauges.mounted_servers);
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Label values as the exposition format requires.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_histograms() {
+        let metrics = Metrics::default();
+        metrics.record_call("s", "t", "ok", Duration::from_millis(3));
+        metrics.record_call("s", "t", "ok", Duration::from_millis(30));
+        metrics.record_egress(EgressOutcome::Denied);
+        metrics.record_generation("ready", &[("planning".into(), 1500)], 10, 20);
+        let text = metrics.render(&Gauges { queue_depth: 1, busy_workers: 2, workers: 2, mounted_servers: 3 });
+        assert!(text.contains("mcpbootd_tool_calls_total{server=\"s\",tool=\"t\",outcome=\"ok\"} 2"));
+        assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"0.005\"} 1"));
+        assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"+Inf\"} 2"));
+        assert!(text.contains("mcpbootd_tool_call_duration_seconds_count 2"));
+        assert!(text.contains("mcpbootd_egress_requests_total{outcome=\"denied\"} 1"));
+        assert!(text.contains("mcpbootd_generation_stage_duration_seconds_bucket{stage=\"planning\",le=\"5\"} 1"));
+        assert!(text.contains("mcpbootd_llm_tokens_total{direction=\"output\"} 20"));
+        assert!(text.contains("mcpbootd_isolate_busy_workers 2"));
+        metrics.forget_server("s");
+        assert!(!metrics.render(&Gauges { queue_depth: 0, busy_workers: 0, workers: 0, mounted_servers: 0 }).contains("server=\"s\""));
+    }
+}

@@ -9,7 +9,7 @@ pub mod health;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
-use axum::routing::{any, get, post};
+use axum::routing::{any, get, post, put};
 
 use crate::app::AppState;
 use crate::serve::mount;
@@ -22,6 +22,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/servers/{id}", get(admin::get_server).delete(admin::delete_server))
         .route("/admin/servers/{id}/regenerate", post(admin::regenerate_server))
         .route("/admin/servers/{id}/events", get(events::server_events))
+        .route("/admin/servers/{id}/access-token", put(admin::put_access_token).delete(admin::delete_access_token))
         .route("/admin/servers/{id}/tools/{tool}/call", post(admin::call_tool))
         .route("/admin/servers/{id}/calls", get(admin::list_calls))
         .route("/admin/servers/{id}/export", get(admin::export_server))

@@ -44,6 +44,7 @@ pub struct Catalog {
 pub struct NewToolsetServer<'a> {
     pub id: &'a ServerId,
     pub name: &'a str,
+    pub access_token_sha256: Option<&'a str>,
     pub allow_domains: &'a [String],
     pub whitelist: &'a Whitelist,
     pub toolset: &'a Toolset,
@@ -72,6 +73,8 @@ pub struct ServerRecord {
     pub status: String,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Hex sha256 of the MCP access token, when the mount requires one.
+    pub access_token_sha256: Option<String>,
     /// The generation being served.
     pub generation: Option<GenerationRecord>,
     /// The newest generation, when it is not the one being served (running, failed or planned).
@@ -208,14 +211,15 @@ impl Catalog {
         let now = now_millis();
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
-            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at)
-             VALUES (?, ?, 'toolset', NULL, ?, 'ready', ?, ?) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
+             VALUES (?, ?, 'toolset', NULL, ?, 'ready', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(new.name)
         .bind(to_json(&new.allow_domains))
         .bind(now)
         .bind(now)
+        .bind(new.access_token_sha256)
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {
@@ -284,7 +288,8 @@ impl Catalog {
 
     pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerRecord>, CatalogError> {
         let row = sqlx::query(
-            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at
+            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at,
+                    access_token_sha256
              FROM servers WHERE id = ?",
         )
         .bind(id.as_str())
@@ -299,7 +304,8 @@ impl Catalog {
     /// Every server with a generation to serve, for mounting at start-up.
     pub async fn ready_servers(&self) -> Result<Vec<ServerRecord>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at
+            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at,
+                    access_token_sha256
              FROM servers WHERE active_generation_id IS NOT NULL ORDER BY id",
         )
         .fetch_all(&self.pool)
@@ -309,6 +315,17 @@ impl Catalog {
             servers.push(self.server_from_row(row).await?);
         }
         Ok(servers)
+    }
+
+    /// Sets (or, with `None`, removes) a server's MCP access token digest. False if no such server.
+    pub async fn set_access_token(&self, id: &ServerId, sha256: Option<&str>) -> Result<bool, CatalogError> {
+        let updated = sqlx::query("UPDATE servers SET access_token_sha256 = ?, updated_at = ? WHERE id = ?")
+            .bind(sha256)
+            .bind(now_millis())
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(updated.rows_affected() > 0)
     }
 
     /// Deletes a server with its generations, tools and call log. Returns false if it did not exist.
@@ -450,6 +467,7 @@ impl Catalog {
             status: row.get("status"),
             created_at: row.get("created_at"),
             updated_at: row.get("updated_at"),
+            access_token_sha256: row.get("access_token_sha256"),
             generation,
             latest_generation,
         })

@@ -1,6 +1,7 @@
 //! mcpbootd: a daemon that hosts MCP servers whose tools are JavaScript handlers run in per-call
 //! isolates. See ARCHITECTURE.md for the map.
 
+pub mod access_token;
 pub mod api;
 pub mod app;
 pub mod catalog;

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::access_token;
 use crate::api::error::ApiError;
 use crate::app::AppState;
 use crate::catalog::{GenerationRecord, NewToolsetServer, ServerRecord, format_millis};
@@ -44,6 +45,10 @@ pub async fn create_server(
         None => ServerId::generate(optional_string(body, "name")?.as_deref()),
     };
     let name = optional_string(body, "name")?.unwrap_or_else(|| id.to_string());
+    let access_token = optional_string(body, "access_token")?
+        .map(|raw| access_token::parse(&raw).map(|t| access_token::digest(&t)))
+        .transpose()
+        .map_err(|m| ApiError::unprocessable("invalid_access_token", m))?;
     let allow_domains = string_list(body, "allow_domains")?;
     let whitelist =
         Whitelist::from_operator_domains(&allow_domains).map_err(|m| ApiError::unprocessable("invalid_domain", m))?;
@@ -69,14 +74,13 @@ pub async fn create_server(
                 ));
             }
             let dry_run = optional_bool(body, "dry_run")?;
-            if body.get("access_token").is_some_and(|v| !v.is_null()) {
-                return Err(ApiError::unprocessable("unsupported_field", "access_token is not supported by this version"));
-            }
             if !state.generator.llm_configured() {
                 return Err(llm_not_configured());
             }
-            let generation_id =
-                state.catalog.create_prompt_server(&id, &name, prompt, &allow_domains, dry_run).await?;
+            let generation_id = state
+                .catalog
+                .create_prompt_server(&id, &name, prompt, &allow_domains, dry_run, access_token.as_deref())
+                .await?;
             state.generator.spawn(Job {
                 server: id.clone(),
                 generation_id,
@@ -110,6 +114,7 @@ pub async fn create_server(
                 .create_toolset_server(NewToolsetServer {
                     id: &id,
                     name: &name,
+                    access_token_sha256: access_token.as_deref(),
                     allow_domains: &allow_domains,
                     whitelist: &whitelist,
                     toolset: &toolset,
@@ -252,6 +257,47 @@ fn llm_not_configured() -> ApiError {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct AccessTokenBody {
+    access_token: String,
+}
+
+/// `PUT /admin/servers/{id}/access-token`: set or rotate the token MCP clients must present.
+/// The old token stops working at once.
+pub async fn put_access_token(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<AccessTokenBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Json(body) = body?;
+    let id = parse_id(&id)?;
+    let token = access_token::parse(&body.access_token).map_err(|m| ApiError::unprocessable("invalid_access_token", m))?;
+    set_access_token(&state, &id, Some(&access_token::digest(&token))).await?;
+    Ok(Json(json!({"id": id, "access_token_set": true})))
+}
+
+/// `DELETE /admin/servers/{id}/access-token`: the mount becomes open again.
+pub async fn delete_access_token(State(state): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    let id = parse_id(&id)?;
+    set_access_token(&state, &id, None).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>) -> Result<(), ApiError> {
+    if !state.catalog.set_access_token(id, digest).await? {
+        return Err(not_found(id));
+    }
+    // Remount so the serving path sees the new token at once.
+    if state.registry.get(id).is_some() {
+        if let Some(record) = state.catalog.get_server(id).await? {
+            state.registry.mount(&record).map_err(ApiError::internal)?;
+        }
+    }
+    tracing::info!(server_id = %id, set = digest.is_some(), "access token changed");
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CallBody {
     #[serde(default = "empty_object")]
     arguments: Value,
@@ -342,6 +388,7 @@ fn server_view(record: &ServerRecord) -> Value {
         "kind": record.kind,
         "status": record.status,
         "serving": record.generation.is_some(),
+        "access_token_set": record.access_token_sha256.is_some(),
         "mcp_path": record.id.mcp_path(),
         "prompt": record.prompt,
         "allow_domains": record.allow_domains,

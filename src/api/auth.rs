@@ -27,30 +27,7 @@ pub async fn require_admin_token(State(state): State<AppState>, request: Request
             "unauthorized",
             "missing admin token: send Authorization: Bearer <token> ([admin] token)",
         )),
-        Some(token) if constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) => Ok(next.run(request).await),
+        Some(token) if crate::access_token::constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) => Ok(next.run(request).await),
         Some(_) => Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", "the admin token is not valid")),
-    }
-}
-
-/// Compares without an early exit, so response timing does not reveal how much of a guess matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0xff);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn constant_time_eq_matches_only_equal_inputs() {
-        assert!(super::constant_time_eq(b"abc", b"abc"));
-        assert!(!super::constant_time_eq(b"abc", b"abd"));
-        assert!(!super::constant_time_eq(b"abc", b"abcd"));
-        assert!(!super::constant_time_eq(b"", b"a"));
-        assert!(super::constant_time_eq(b"", b""));
     }
 }

@@ -70,12 +70,13 @@ impl Catalog {
         prompt: &str,
         allow_domains: &[String],
         dry_run: bool,
+        access_token_sha256: Option<&str>,
     ) -> Result<i64, CatalogError> {
         let now = now_millis();
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
-            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at)
-             VALUES (?, ?, 'prompt', ?, ?, 'pending', ?, ?) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
+             VALUES (?, ?, 'prompt', ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(id.as_str())
         .bind(name)
@@ -83,6 +84,7 @@ impl Catalog {
         .bind(to_json(allow_domains))
         .bind(now)
         .bind(now)
+        .bind(access_token_sha256)
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {

@@ -150,6 +150,20 @@ impl ServerHandler for McpHandler {
 pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
     let mounted = ServerId::parse(&id).ok().and_then(|id| state.registry.get_mounted(&id));
     if let Some(mounted) = mounted {
+        if let Some(expected) = &mounted.server.access_token_sha256 {
+            let presented = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+            if !crate::access_token::verify(presented, expected) {
+                let mut response = (
+                    StatusCode::UNAUTHORIZED,
+                    Json(json!({"error": {"code": "unauthorized", "message": format!(
+                        "server {id:?} requires its access token: send Authorization: Bearer <token>"
+                    )}})),
+                )
+                    .into_response();
+                response.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+                return response;
+            }
+        }
         return mounted.mcp.service.handle(request).await.map(axum::body::Body::new);
     }
     let error = |status: StatusCode, code: &str, message: String| {

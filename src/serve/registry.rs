@@ -20,6 +20,8 @@ pub struct MountedServer {
     pub id: ServerId,
     pub name: String,
     pub generation_id: i64,
+    /// Hex sha256 of the token MCP clients must present, when one is set.
+    pub access_token_sha256: Option<String>,
     pub policy: Arc<ServerPolicy>,
     pub tools: Vec<CallableTool>,
 }
@@ -73,6 +75,7 @@ impl Registry {
             id: record.id.clone(),
             name: record.name.clone(),
             generation_id: generation.id,
+            access_token_sha256: record.access_token_sha256.clone(),
             policy: Arc::new(ServerPolicy {
                 whitelist: generation.whitelist.clone(),
                 max_response_bytes: self.max_response_bytes,

@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod access_tokens;
 mod admin_errors;
 mod egress;
 mod egress_attacks;

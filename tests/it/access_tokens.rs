@@ -1,0 +1,81 @@
+//! Per-server MCP access tokens: required when set, rotatable, never forwarded upstream.
+
+use rmcp::ServiceExt;
+use rmcp::model::ClientConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+
+use crate::helpers::*;
+
+const TOKEN: &str = "first-token-0123456789";
+const ROTATED: &str = "second-token-9876543210";
+
+async fn client_with_token(url: &str, token: &str) -> anyhow::Result<McpClient> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token.to_string());
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    Ok(ClientConfig::default().serve(transport).await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_protected_mounts() {
+    let app = spawn_app().await;
+    let base = app.upstream_url(WEATHER_HOST);
+    app.register(json!({
+        "id": "guarded",
+        "access_token": TOKEN,
+        "allow_domains": [WEATHER_HOST],
+        "tools": [tool("echo", &format!("const r = await fetch('{base}/echo'); return await r.json();"))],
+    }))
+    .await;
+    let url = app.mcp_url("guarded");
+
+    // No token, or a wrong one: 401 with a Bearer challenge.
+    for header in [None, Some("Bearer wrong-token-000000000"), Some(TOKEN)] {
+        let mut request = app
+            .http
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+        if let Some(value) = header {
+            request = request.header("authorization", value);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 401, "{header:?}");
+        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    }
+    assert!(mcp_client(&url).await.is_err());
+
+    // The right token works, and the MCP client's Authorization never reaches the upstream API.
+    let client = client_with_token(&url, TOKEN).await.unwrap();
+    let echoed = mcp_call(&client, "echo", json!({})).await.structured_content.unwrap();
+    assert!(echoed["headers"].get("authorization").is_none(), "the host's token leaked upstream: {echoed}");
+    assert!(!echoed.to_string().contains(TOKEN));
+    client.cancel().await.unwrap();
+
+    let (_, view) = app.get("/admin/servers/guarded").await;
+    assert_eq!(view["access_token_set"], true);
+    assert!(!view.to_string().contains(TOKEN), "the token is never shown");
+
+    // Rotation: the old token stops working at once.
+    let response = app.http.put(app.url("/admin/servers/guarded/access-token")).json(&json!({"access_token": ROTATED})).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(client_with_token(&url, TOKEN).await.is_err());
+    let client = client_with_token(&url, ROTATED).await.unwrap();
+    assert_eq!(client.list_tools(None).await.unwrap().tools.len(), 1);
+    client.cancel().await.unwrap();
+
+    // Removing it opens the mount.
+    let response = app.http.delete(app.url("/admin/servers/guarded/access-token")).send().await.unwrap();
+    assert_eq!(response.status(), 204);
+    mcp_client(&url).await.unwrap().cancel().await.unwrap();
+
+    // Bad tokens are refused with the error shape.
+    let response = app.http.put(app.url("/admin/servers/guarded/access-token")).json(&json!({"access_token": "short"})).send().await.unwrap();
+    assert_eq!(response.status(), 422);
+    error_message(&response.json().await.unwrap());
+    let (status, body) = app.post("/admin/servers", &json!({"access_token": "has spaces in it, no", "tools": [tool("a", "return 1;")]})).await;
+    assert_eq!(status, 422, "{body}");
+    let response = app.http.put(app.url("/admin/servers/missing/access-token")).json(&json!({"access_token": ROTATED})).send().await.unwrap();
+    assert_eq!(response.status(), 404);
+}

@@ -89,22 +89,29 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
 
     let router = crate::api::router(state.clone());
     let grace = Duration::from_millis(config.server.shutdown_grace_ms);
-    let server_registry = registry.clone();
     // Without TCP_NODELAY, small MCP responses wait on Nagle's algorithm (~40 ms with some clients).
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new connections; draining in-flight requests");
-            // Close MCP streams so long-lived connections do not hold the drain open.
-            server_registry.close_all();
-        })
-        .await
-        .context("HTTP server failed")?;
+    let (draining, mut drain_started) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!(grace_ms = grace.as_millis() as u64, "shutting down: no new connections; draining in-flight requests");
+        let _ = draining.send(true);
+    });
+    // In-flight requests get the grace period; after it, the remaining ones are dropped.
+    let deadline = async move {
+        let _ = drain_started.wait_for(|started| *started).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        served = server.into_future() => served.context("HTTP server failed")?,
+        () = deadline => tracing::warn!("requests still running after the shutdown grace period were dropped"),
+    }
+    registry.close_all();
 
-    state.generator.shutdown(grace).await;
+    // Generation jobs are marked failed (resumable with regenerate); they get a short while to write.
+    state.generator.shutdown(Duration::from_secs(5).min(grace)).await;
     pool.close();
     let AppState { caller, generator, .. } = state;
     drop(generator);

@@ -1231,6 +1231,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failed_rewrite_falls_back_to_the_original_page() {
+        // The rewrite targets raw.githubusercontent.com over TLS; the fallback logic is the same
+        // for any pair of URLs, so exercise it with two loopback ones.
+        let server = serve().await;
+        let egress = egress(true);
+        let source = server.url("/guide.md");
+        let parsed = Url::parse(&source).unwrap();
+        let missing = Url::parse(&server.url("/missing")).unwrap();
+        let (document, warnings) = fetch_one(&egress, source.clone(), parsed, Some(missing), &fast()).await.unwrap();
+        assert_eq!(document.url, source);
+        assert_eq!(document.content_type, "text/markdown");
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("/missing") && warnings[0].contains("404") && warnings[0].contains("instead"));
+    }
+
+    #[tokio::test]
     async fn duplicate_urls_are_fetched_once() {
         let server = serve().await;
         let egress = egress(true);

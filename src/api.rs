@@ -5,6 +5,7 @@ pub mod auth;
 pub mod error;
 pub mod events;
 pub mod health;
+pub mod openapi;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -26,6 +27,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/servers/{id}/tools/{tool}/call", post(admin::call_tool))
         .route("/admin/servers/{id}/calls", get(admin::list_calls))
         .route("/admin/servers/{id}/export", get(admin::export_server))
+        .route("/admin/openapi.json", get(openapi::openapi))
         // Metrics name servers and tools, so they sit behind the admin token too when one is set.
         .route("/metrics", get(health::metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_admin_token));

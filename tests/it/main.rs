@@ -12,6 +12,7 @@ mod lifecycle;
 mod limits;
 mod load;
 mod observability;
+mod openapi;
 mod sandbox_escapes;
 mod scripted_llm;
 mod tidy;

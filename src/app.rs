@@ -113,13 +113,8 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
     // Generation jobs are marked failed (resumable with regenerate); they get a short while to write.
     state.generator.shutdown(Duration::from_secs(5).min(grace)).await;
     pool.close();
-    let AppState { caller, generator, .. } = state;
-    drop(generator);
-    caller.call_log().flush().await;
-    drop(caller);
-    drop(registry);
-    // The writer ends once every handle is gone; give it the grace period at most.
-    let _ = tokio::time::timeout(grace, call_log_task).await;
+    state.caller.call_log().close().await;
+    let _ = call_log_task.await;
     catalog.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -552,6 +552,8 @@ pub struct CallLog {
 enum LogMessage {
     Call(Box<CallRecord>),
     Flush(oneshot::Sender<()>),
+    /// Write what is queued and stop (shutdown; other handles may still exist).
+    Close(oneshot::Sender<()>),
 }
 
 /// Calls waiting to be written before new ones are dropped (and counted) rather than queued.
@@ -559,18 +561,23 @@ const CALL_LOG_QUEUE: usize = 16 * 1024;
 const CALL_LOG_BATCH: usize = 512;
 
 impl CallLog {
-    /// Starts the writer task; it ends when every `CallLog` handle has been dropped.
+    /// Starts the writer task; it ends at [`CallLog::close`] or when every handle is dropped.
     pub fn start(catalog: Catalog) -> (CallLog, tokio::task::JoinHandle<()>) {
         let (sender, mut receiver) = mpsc::channel::<LogMessage>(CALL_LOG_QUEUE);
         let task = tokio::spawn(async move {
             let mut buffer = Vec::with_capacity(CALL_LOG_BATCH);
-            while receiver.recv_many(&mut buffer, CALL_LOG_BATCH).await > 0 {
+            let mut closing = false;
+            while !closing && receiver.recv_many(&mut buffer, CALL_LOG_BATCH).await > 0 {
                 let mut calls = Vec::with_capacity(buffer.len());
                 let mut waiters = Vec::new();
                 for message in buffer.drain(..) {
                     match message {
                         LogMessage::Call(call) => calls.push(*call),
                         LogMessage::Flush(done) => waiters.push(done),
+                        LogMessage::Close(done) => {
+                            waiters.push(done);
+                            closing = true;
+                        }
                     }
                 }
                 if !calls.is_empty() {
@@ -595,6 +602,14 @@ impl CallLog {
     pub async fn flush(&self) {
         let (done, wait) = oneshot::channel();
         if self.sender.send(LogMessage::Flush(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+
+    /// Writes everything queued so far and stops the writer; later records are dropped.
+    pub async fn close(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.sender.send(LogMessage::Close(done)).await.is_ok() {
             let _ = wait.await;
         }
     }

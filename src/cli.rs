@@ -1,15 +1,28 @@
-//! Command line: `mcpbootd serve` and `mcpbootd print-config`.
+//! Command line: `mcpbootd serve`, `print-config`, and the client commands that drive a running
+//! daemon's admin API (`register`, `list`, `show`, `call`, `calls`, `delete`, `export`,
+//! `regenerate`). Argument definitions and dispatch only; the client lives in `client`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgGroup, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use url::Url;
 
+use crate::client::commands::{self, Failure, Register, Session};
+use crate::client::{AdminClient, DEFAULT_URL, TOKEN_ENV, parse_base_url};
 use crate::config::{CliOverrides, Config, EXAMPLE_CONFIG};
 
 #[derive(Parser)]
-#[command(name = "mcpbootd", version, about = "Hosts MCP servers whose tools run in per-call JavaScript isolates")]
+#[command(
+    name = "mcpbootd",
+    version,
+    about = "Hosts MCP servers whose tools run in per-call JavaScript isolates",
+    after_help = "Client commands talk to a running daemon at --url / MCPBOOTD_URL and send the admin token \
+                  from MCPBOOTD_ADMIN_TOKEN.\nExit codes: 0 ok, 1 the API answered with an error (or a tool \
+                  result is isError, or a generation failed), 2 usage or local error, 3 daemon unreachable."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -28,10 +41,105 @@ enum Command {
     },
     /// Print the documented example configuration (every key with its default).
     PrintConfig,
+    /// Register a server: generate it from a prompt, or load a toolset file.
+    #[command(group(ArgGroup::new("source").required(true).args(["prompt", "toolset"])))]
+    Register {
+        /// What the server should do, with links to the API's documentation.
+        prompt: Option<String>,
+        /// A registration body such as `mcpbootd export` prints (`-` reads stdin); ready at once.
+        #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
+        toolset: Option<PathBuf>,
+        /// Server id (a-z, 0-9, '-'); generated from the name when left out.
+        #[arg(long)]
+        id: Option<String>,
+        /// Display name.
+        #[arg(long)]
+        name: Option<String>,
+        /// A domain the tools may fetch from, besides those the prompt links (repeatable).
+        #[arg(long = "allow-domain", value_name = "DOMAIN")]
+        allow_domains: Vec<String>,
+        /// Stop after planning: store the plan, mount nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Follow the generation until it is ready or failed, then print the MCP URL.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// List the registered servers.
+    List {
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Show one server: status, whitelist, tools, generation.
+    Show {
+        id: String,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Call a tool through the admin API.
+    Call {
+        id: String,
+        tool: String,
+        /// The tool's arguments as a JSON object; `@FILE` reads a file, `@-` stdin.
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        args: String,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Show a server's call log, newest first.
+    Calls {
+        id: String,
+        /// How many calls (1-1000; the daemon's default is 50).
+        #[arg(long, value_name = "N")]
+        limit: Option<u32>,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Unmount and delete a server.
+    Delete {
+        id: String,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Print a server's toolset as JSON that `register --toolset` accepts.
+    Export {
+        id: String,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Generate a prompt server again; the current tools keep serving until the new ones are ready.
+    Regenerate {
+        id: String,
+        /// Skip the cache: plan and compile again even if nothing changed.
+        #[arg(long)]
+        force: bool,
+        /// Stop after planning.
+        #[arg(long)]
+        dry_run: bool,
+        /// Follow the generation until it is ready or failed.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        conn: Connection,
+    },
+}
+
+/// Options every client command takes.
+#[derive(Args)]
+struct Connection {
+    /// The daemon's base URL.
+    #[arg(long, env = "MCPBOOTD_URL", default_value = DEFAULT_URL, value_parser = parse_base_url)]
+    url: Url,
+    /// Print the API's JSON answers (pretty) instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::PrintConfig => {
             print!("{EXAMPLE_CONFIG}");
@@ -55,6 +163,71 @@ pub fn main() -> ExitCode {
                 }
             }
         }
+        client_command => run_client(client_command, url_origin(&matches)),
+    }
+}
+
+/// Where `--url`'s value came from, for the message when the daemon cannot be reached.
+fn url_origin(matches: &clap::ArgMatches) -> &'static str {
+    let source = matches.subcommand().and_then(|(_, sub)| match sub.try_get_raw("url") {
+        Ok(Some(_)) => sub.value_source("url"),
+        _ => None,
+    });
+    match source {
+        Some(ValueSource::CommandLine) => "from --url",
+        Some(ValueSource::EnvVariable) => "from MCPBOOTD_URL",
+        _ => "the default; set --url or MCPBOOTD_URL",
+    }
+}
+
+/// Runs one client command on a small runtime and turns its outcome into the exit code.
+fn run_client(command: Command, url_origin: &str) -> ExitCode {
+    let (url, json) = match &command {
+        Command::Register { conn, .. }
+        | Command::List { conn }
+        | Command::Show { conn, .. }
+        | Command::Call { conn, .. }
+        | Command::Calls { conn, .. }
+        | Command::Delete { conn, .. }
+        | Command::Export { conn, .. }
+        | Command::Regenerate { conn, .. } => (conn.url.clone(), conn.json),
+        Command::Serve { .. } | Command::PrintConfig => unreachable!("not a client command"),
+    };
+    let token = std::env::var(TOKEN_ENV).ok();
+    let outcome = AdminClient::new(url, url_origin, token.as_deref())
+        .map_err(|e| Failure::Local(e.to_string()))
+        .and_then(|client| {
+            let session = Session { client, json };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Failure::Local(format!("cannot start the async runtime: {e}")))?;
+            runtime.block_on(dispatch(&session, command))
+        });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            failure.report();
+            ExitCode::from(failure.exit_code())
+        }
+    }
+}
+
+async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Register { prompt, toolset, id, name, allow_domains, dry_run, wait, conn: _ } => {
+            commands::register(session, Register { prompt, toolset, id, name, allow_domains, dry_run, wait }).await
+        }
+        Command::List { .. } => commands::list(session).await,
+        Command::Show { id, .. } => commands::show(session, &id).await,
+        Command::Call { id, tool, args, .. } => commands::call(session, &id, &tool, &args).await,
+        Command::Calls { id, limit, .. } => commands::calls(session, &id, limit).await,
+        Command::Delete { id, .. } => commands::delete(session, &id).await,
+        Command::Export { id, .. } => commands::export(session, &id).await,
+        Command::Regenerate { id, force, dry_run, wait, .. } => {
+            commands::regenerate(session, &id, force, dry_run, wait).await
+        }
+        Command::Serve { .. } | Command::PrintConfig => unreachable!("not a client command"),
     }
 }
 
@@ -68,8 +241,18 @@ fn serve(config: Config) -> anyhow::Result<()> {
     })
 }
 
-/// Resolves on SIGTERM or SIGINT.
+/// Resolves on the first SIGTERM or SIGINT; a second one exits the process at once, for an
+/// operator who does not want to wait for the drain.
 async fn shutdown_signal() {
+    next_signal().await;
+    tokio::spawn(async {
+        next_signal().await;
+        eprintln!("mcpbootd: second signal, exiting without waiting for in-flight work");
+        std::process::exit(130);
+    });
+}
+
+async fn next_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -6,6 +6,7 @@ pub mod api;
 pub mod app;
 pub mod catalog;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod generate;
 pub mod llm;

@@ -16,9 +16,16 @@ const MAX_DESCRIPTION_CHARS: usize = 8 * 1024;
 const ANNOTATION_BOOL_KEYS: &[&str] = &["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
 
 /// A server id: `[a-z0-9][a-z0-9-]{0,62}`, used in the mount path `/servers/<id>/mcp`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct ServerId(String);
+
+/// Debug-formats as the quoted id, so messages read `server "hn"`, not `ServerId("hn")`.
+impl fmt::Debug for ServerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 impl ServerId {
     pub fn parse(raw: &str) -> Result<ServerId, String> {

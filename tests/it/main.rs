@@ -5,6 +5,7 @@ mod helpers;
 
 mod access_tokens;
 mod admin_errors;
+mod cli;
 mod egress;
 mod egress_attacks;
 mod generation;
@@ -15,5 +16,6 @@ mod observability;
 mod openapi;
 mod sandbox_escapes;
 mod scripted_llm;
+mod shutdown;
 mod tidy;
 mod toolsets;

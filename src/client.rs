@@ -1,0 +1,358 @@
+//! The admin API client behind the `mcpbootd` client commands: one method per route, errors
+//! shaped by what the command line does with them (exit 1, 3).
+//!
+//! Bodies are JSON built with `serde_json` (the library's reqwest has no `json` feature). Every
+//! failure ends up in [`ClientError`]: the API's own `{"error": {code, message}}`, a daemon that
+//! cannot be reached, or an answer that is not the admin API's JSON.
+
+pub mod commands;
+pub mod output;
+pub mod progress;
+pub mod sse;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde_json::Value;
+use url::Url;
+
+use crate::client::sse::{SseEvent, SseParser};
+
+/// The default daemon address, the same as `[server] listen`'s default.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+/// The environment variable holding the admin token (the daemon accepts it too).
+pub const TOKEN_ENV: &str = "MCPBOOTD_ADMIN_TOKEN";
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a request did not produce the JSON the command wanted.
+#[derive(Debug)]
+pub enum ClientError {
+    /// The daemon answered with an error status; `code` and `message` come from its error body
+    /// (or describe the status when the body was not the API's error shape).
+    Api { status: u16, code: String, message: String },
+    /// No answer: connection refused, unknown host, reset, timeout.
+    Unreachable { url: String, origin: String, cause: String },
+    /// An answer that is not the admin API's JSON (something else listens at the URL).
+    Protocol(String),
+}
+
+impl ClientError {
+    /// 1 when the daemon answered, 3 when it could not be reached.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ClientError::Api { .. } | ClientError::Protocol(_) => 1,
+            ClientError::Unreachable { .. } => 3,
+        }
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Api { status, code, message } => write!(f, "{message} ({code}, HTTP {status})"),
+            ClientError::Unreachable { url, origin, cause } => write!(
+                f,
+                "cannot reach mcpbootd at {url} ({origin}): {cause}; is the daemon running (`mcpbootd serve`), \
+                 and do --url / MCPBOOTD_URL point at it?"
+            ),
+            ClientError::Protocol(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A client for one daemon's `/admin/*` routes.
+pub struct AdminClient {
+    base: Url,
+    origin: String,
+    token: Option<HeaderValue>,
+    http: reqwest::Client,
+}
+
+impl AdminClient {
+    /// `origin` says where `base` came from ("from --url", "from MCPBOOTD_URL", "the default"),
+    /// for the message when the daemon cannot be reached. An empty `token` sends none.
+    pub fn new(base: Url, origin: impl Into<String>, token: Option<&str>) -> Result<AdminClient, ClientError> {
+        crate::app::install_crypto_provider();
+        let token = match token.map(str::trim).filter(|t| !t.is_empty()) {
+            None => None,
+            Some(token) => {
+                let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| ClientError::Protocol(format!("{TOKEN_ENV} contains characters a header cannot carry")))?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!("mcpbootd-cli/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Protocol(format!("cannot build the HTTP client: {e}")))?;
+        Ok(AdminClient { base, origin: origin.into(), token, http })
+    }
+
+    pub fn base(&self) -> &Url {
+        &self.base
+    }
+
+    /// Where MCP hosts reach server `id`.
+    pub fn mcp_url(&self, id: &str) -> String {
+        self.endpoint(&["servers", id, "mcp"]).to_string()
+    }
+
+    /// `POST /admin/servers`: a prompt (202) or a toolset (201) registration body.
+    pub async fn register(&self, body: &Value) -> Result<Value, ClientError> {
+        self.json(Method::POST, &["admin", "servers"], &[], Some(body)).await
+    }
+
+    /// `GET /admin/servers`
+    pub async fn list_servers(&self) -> Result<Value, ClientError> {
+        self.json(Method::GET, &["admin", "servers"], &[], None).await
+    }
+
+    /// `GET /admin/servers/{id}`
+    pub async fn server(&self, id: &str) -> Result<Value, ClientError> {
+        self.json(Method::GET, &["admin", "servers", id], &[], None).await
+    }
+
+    /// `DELETE /admin/servers/{id}`; the API answers 204, so this returns `Value::Null`.
+    pub async fn delete_server(&self, id: &str) -> Result<Value, ClientError> {
+        self.json(Method::DELETE, &["admin", "servers", id], &[], None).await
+    }
+
+    /// `POST /admin/servers/{id}/regenerate`
+    pub async fn regenerate(&self, id: &str, force: bool, dry_run: bool) -> Result<Value, ClientError> {
+        let body = serde_json::json!({"force": force, "dry_run": dry_run});
+        self.json(Method::POST, &["admin", "servers", id, "regenerate"], &[], Some(&body)).await
+    }
+
+    /// `POST /admin/servers/{id}/tools/{tool}/call`
+    pub async fn call_tool(&self, id: &str, tool: &str, arguments: &Value) -> Result<Value, ClientError> {
+        let body = serde_json::json!({"arguments": arguments});
+        self.json(Method::POST, &["admin", "servers", id, "tools", tool, "call"], &[], Some(&body)).await
+    }
+
+    /// `GET /admin/servers/{id}/calls?limit=N`
+    pub async fn calls(&self, id: &str, limit: Option<u32>) -> Result<Value, ClientError> {
+        let limit = limit.map(|n| n.to_string());
+        let query: Vec<(&str, &str)> = limit.iter().map(|n| ("limit", n.as_str())).collect();
+        self.json(Method::GET, &["admin", "servers", id, "calls"], &query, None).await
+    }
+
+    /// `GET /admin/servers/{id}/export`
+    pub async fn export(&self, id: &str) -> Result<Value, ClientError> {
+        self.json(Method::GET, &["admin", "servers", id, "export"], &[], None).await
+    }
+
+    /// `GET /admin/servers/{id}/events` (Server-Sent Events). `None` when the daemon does not
+    /// serve the route (older daemons answer 404), so the caller can poll instead.
+    pub async fn events(&self, id: &str) -> Result<Option<EventStream<'_>>, ClientError> {
+        let url = self.endpoint(&["admin", "servers", id, "events"]);
+        let request = self.request(Method::GET, url).header(ACCEPT, "text/event-stream");
+        let response = self.send(request).await?;
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND || status == StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(self.error_from(response).await);
+        }
+        let is_event_stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_event_stream {
+            return Ok(None);
+        }
+        Ok(Some(EventStream { response, parser: SseParser::default(), queued: VecDeque::new(), client: self }))
+    }
+
+    /// `base` + the given path segments (each percent-encoded), keeping any path prefix of `base`.
+    fn endpoint(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(segments);
+        }
+        url
+    }
+
+    fn request(&self, method: Method, url: Url) -> RequestBuilder {
+        let mut request = self.http.request(method, url);
+        if let Some(token) = &self.token {
+            request = request.header(AUTHORIZATION, token.clone());
+        }
+        request
+    }
+
+    async fn send(&self, request: RequestBuilder) -> Result<Response, ClientError> {
+        request.send().await.map_err(|e| self.transport_error(&e))
+    }
+
+    async fn json(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<Value, ClientError> {
+        let mut url = self.endpoint(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        let mut request = self.request(method, url).header(ACCEPT, "application/json");
+        if let Some(body) = body {
+            let bytes = serde_json::to_vec(body).map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
+            request = request.header(CONTENT_TYPE, "application/json").body(bytes);
+        }
+        let response = self.send(request).await?;
+        if !response.status().is_success() {
+            return Err(self.error_from(response).await);
+        }
+        let bytes = response.bytes().await.map_err(|e| self.transport_error(&e))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&bytes).map_err(|_| {
+            ClientError::Protocol(format!(
+                "the answer from {} is not JSON; is this an mcpbootd daemon? ({})",
+                self.base,
+                snippet(&bytes)
+            ))
+        })
+    }
+
+    /// The API's error object, or a description of the status when the body is something else
+    /// (a proxy's HTML page, an empty 502).
+    async fn error_from(&self, response: Response) -> ClientError {
+        let status = response.status();
+        let bytes = match response.bytes().await {
+            Ok(bytes) => bytes,
+            Err(e) => return self.transport_error(&e),
+        };
+        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+        let error = parsed.as_ref().and_then(|v| v.get("error"));
+        let code = error.and_then(|e| e.get("code")).and_then(Value::as_str);
+        let message = error.and_then(|e| e.get("message")).and_then(Value::as_str);
+        match (code, message) {
+            (Some(code), Some(message)) => {
+                ClientError::Api { status: status.as_u16(), code: code.to_string(), message: message.to_string() }
+            }
+            _ => {
+                let reason = status.canonical_reason().unwrap_or("error").to_lowercase();
+                let body = if bytes.is_empty() { String::new() } else { format!(": {}", snippet(&bytes)) };
+                ClientError::Api {
+                    status: status.as_u16(),
+                    code: "unexpected_response".into(),
+                    message: format!("{} answered {reason}{body}", self.base),
+                }
+            }
+        }
+    }
+
+    fn transport_error(&self, error: &reqwest::Error) -> ClientError {
+        // reqwest's own message is "error sending request for url (...)"; the useful part
+        // ("Connection refused", "dns error") is at the bottom of the source chain.
+        let mut cause: &dyn std::error::Error = error;
+        while let Some(source) = cause.source() {
+            cause = source;
+        }
+        let cause = if error.is_timeout() { "timed out".to_string() } else { cause.to_string() };
+        ClientError::Unreachable { url: self.base.to_string(), origin: self.origin.clone(), cause }
+    }
+}
+
+/// An open `events` stream: Server-Sent Events parsed off the response body as they arrive.
+pub struct EventStream<'a> {
+    response: Response,
+    parser: SseParser,
+    queued: VecDeque<SseEvent>,
+    client: &'a AdminClient,
+}
+
+impl EventStream<'_> {
+    /// The next event, or `None` when the daemon closed the stream. Cancel-safe: an event is
+    /// only taken off the queue in the poll that returns it.
+    pub async fn next(&mut self) -> Result<Option<SseEvent>, ClientError> {
+        loop {
+            if let Some(event) = self.queued.pop_front() {
+                return Ok(Some(event));
+            }
+            match self.response.chunk().await {
+                Ok(Some(chunk)) => self.queued.extend(self.parser.push(&chunk)),
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(self.client.transport_error(&e)),
+            }
+        }
+    }
+}
+
+/// The start of a body, for messages about unexpected answers.
+fn snippet(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    let mut cut: String = text.chars().take(200).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// Parses `--url` / `MCPBOOTD_URL`: an http(s) base URL; `host:port` alone means http.
+pub fn parse_base_url(raw: &str) -> Result<Url, String> {
+    let raw = raw.trim();
+    // `host` or `host:port` alone means http; `mailto:x` and friends stay what they are (refused).
+    let bare_host = !raw.contains("://")
+        && raw.split_once(':').is_none_or(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()));
+    let with_scheme = if bare_host { format!("http://{raw}") } else { raw.to_string() };
+    let url = Url::parse(&with_scheme).map_err(|e| format!("{raw:?} is not a URL ({e}); expected e.g. {DEFAULT_URL}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() || url.host().is_none() {
+        return Err(format!("{raw:?} is not an http:// or https:// URL; expected e.g. {DEFAULT_URL}"));
+    }
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(base: &str) -> AdminClient {
+        AdminClient::new(parse_base_url(base).unwrap(), "the default", None).unwrap()
+    }
+
+    #[test]
+    fn endpoints_keep_the_base_path_and_encode_segments() {
+        assert_eq!(client("http://127.0.0.1:8080").mcp_url("hn"), "http://127.0.0.1:8080/servers/hn/mcp");
+        assert_eq!(client("http://h:1/").mcp_url("hn"), "http://h:1/servers/hn/mcp");
+        assert_eq!(client("https://h/prefix/").mcp_url("hn"), "https://h/prefix/servers/hn/mcp");
+        assert_eq!(client("https://h/prefix").mcp_url("hn"), "https://h/prefix/servers/hn/mcp");
+        let c = client("http://h");
+        assert_eq!(c.endpoint(&["admin", "servers", "a/b?c"]).as_str(), "http://h/admin/servers/a%2Fb%3Fc");
+    }
+
+    #[test]
+    fn base_urls_are_checked() {
+        assert_eq!(parse_base_url("localhost:9000").unwrap().as_str(), "http://localhost:9000/");
+        assert_eq!(parse_base_url("10.0.0.5").unwrap().as_str(), "http://10.0.0.5/");
+        assert_eq!(parse_base_url("https://example.com").unwrap().as_str(), "https://example.com/");
+        assert!(parse_base_url("ftp://example.com").is_err());
+        assert!(parse_base_url("http://").is_err());
+        assert!(parse_base_url("mailto:me@example.com").is_err());
+    }
+
+    #[test]
+    fn exit_codes_follow_the_kind_of_failure() {
+        let api = ClientError::Api { status: 404, code: "server_not_found".into(), message: "no server".into() };
+        assert_eq!(api.exit_code(), 1);
+        assert_eq!(api.to_string(), "no server (server_not_found, HTTP 404)");
+        let down = ClientError::Unreachable { url: "http://x/".into(), origin: "from --url".into(), cause: "refused".into() };
+        assert_eq!(down.exit_code(), 3);
+        assert!(down.to_string().contains("http://x/ (from --url)"));
+    }
+}

@@ -1,0 +1,356 @@
+//! The client commands: each checks its local input, calls the admin API and prints the answer
+//! (human text, or the API's JSON with `--json`), and says how the process should exit.
+//!
+//! Exit codes: 0 ok; 1 the API answered with an error, a tool result is `isError`, or a waited-for
+//! generation failed; 2 a local problem (usage, unreadable file, invalid JSON argument); 3 the
+//! daemon cannot be reached; 130 interrupted while waiting.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::client::output::{self, print_out};
+use crate::client::progress::{self, GenerationEnd};
+use crate::client::{AdminClient, ClientError};
+
+/// What a command needs: the client and the output mode.
+pub struct Session {
+    pub client: AdminClient,
+    pub json: bool,
+}
+
+/// Why a command did not succeed, and so which exit code it gets.
+#[derive(Debug)]
+pub enum Failure {
+    /// The request failed (exit 1 or 3, see [`ClientError::exit_code`]).
+    Client(ClientError),
+    /// A local problem before any request: unreadable file, invalid JSON argument (exit 2).
+    Local(String),
+    /// The request worked and the outcome is a failure: a tool's `isError`, a failed
+    /// generation (exit 1).
+    Failed(String),
+    /// Ctrl-C while waiting for a generation, which goes on in the daemon (exit 130).
+    Interrupted { id: String },
+}
+
+impl Failure {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Client(error) => error.exit_code(),
+            Failure::Local(_) => 2,
+            Failure::Failed(_) => 1,
+            Failure::Interrupted { .. } => 130,
+        }
+    }
+
+    /// Prints the failure to stderr.
+    pub fn report(&self) {
+        match self {
+            Failure::Client(error) => eprintln!("error: {error}"),
+            Failure::Local(message) | Failure::Failed(message) => eprintln!("error: {message}"),
+            Failure::Interrupted { id } => eprintln!(
+                "stopped waiting; the generation goes on in the daemon (follow it with `mcpbootd show {id}`)"
+            ),
+        }
+    }
+}
+
+impl From<ClientError> for Failure {
+    fn from(error: ClientError) -> Failure {
+        Failure::Client(error)
+    }
+}
+
+/// `register`: a prompt to generate from, or a toolset file.
+#[derive(Debug, Default)]
+pub struct Register {
+    pub prompt: Option<String>,
+    /// A registration body (`export` output); `-` reads stdin.
+    pub toolset: Option<PathBuf>,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub allow_domains: Vec<String>,
+    pub dry_run: bool,
+    pub wait: bool,
+}
+
+pub async fn register(session: &Session, register: Register) -> Result<(), Failure> {
+    let body = match (&register.prompt, &register.toolset) {
+        (_, Some(path)) => toolset_body(path, &register)?,
+        (Some(prompt), None) => {
+            let mut body = Map::new();
+            if let Some(id) = &register.id {
+                body.insert("id".into(), json!(id));
+            }
+            if let Some(name) = &register.name {
+                body.insert("name".into(), json!(name));
+            }
+            body.insert("prompt".into(), json!(prompt));
+            if !register.allow_domains.is_empty() {
+                body.insert("allow_domains".into(), json!(register.allow_domains));
+            }
+            if register.dry_run {
+                body.insert("dry_run".into(), json!(true));
+            }
+            Value::Object(body)
+        }
+        (None, None) => return Err(Failure::Local("register needs a prompt or --toolset FILE".into())),
+    };
+    let response = session.client.register(&body).await?;
+    let id = response["id"].as_str().unwrap_or_default().to_string();
+    if response["status"].as_str() == Some("ready") {
+        // A toolset: ready at once.
+        if session.json {
+            print_out(&output::pretty(&response));
+        } else {
+            let tools = output::tool_names(&response["tools"]);
+            print_out(&format!("registered {id}: ready, {} ({})\n", plural(tools.len(), "tool"), tools.join(", ")));
+            print_out(&output::connect_block(&id, &session.client.mcp_url(&id)));
+        }
+        return Ok(());
+    }
+    let generation_id = response["generation_id"].as_i64();
+    if register.wait {
+        if !session.json {
+            eprintln!("registered {id}; generating{}", generation_note(generation_id));
+        }
+        return wait_and_report(session, &id, generation_id).await;
+    }
+    if session.json {
+        print_out(&output::pretty(&response));
+    } else {
+        print_out(&format!(
+            "registered {id}: generating{} in the background\n\
+             follow it with `mcpbootd show {id}` (or register with --wait)\n\
+             MCP URL once ready: {}\n",
+            generation_note(generation_id),
+            session.client.mcp_url(&id),
+        ));
+    }
+    Ok(())
+}
+
+/// `list`
+pub async fn list(session: &Session) -> Result<(), Failure> {
+    let body = session.client.list_servers().await?;
+    print_out(&if session.json { output::pretty(&body) } else { output::servers_table(&body) });
+    Ok(())
+}
+
+/// `show <id>`
+pub async fn show(session: &Session, id: &str) -> Result<(), Failure> {
+    let view = session.client.server(id).await?;
+    let text = if session.json {
+        output::pretty(&view)
+    } else {
+        let id = view["id"].as_str().unwrap_or(id);
+        output::server_summary(&view, &session.client.mcp_url(id))
+    };
+    print_out(&text);
+    Ok(())
+}
+
+/// `call <id> <tool> --args JSON`; `--args @FILE` reads the file, `@-` stdin.
+pub async fn call(session: &Session, id: &str, tool: &str, args: &str) -> Result<(), Failure> {
+    let arguments = parse_arguments(args)?;
+    let response = session.client.call_tool(id, tool, &arguments).await?;
+    print_out(&if session.json { output::pretty(&response) } else { output::call_result(&response) });
+    if response["result"]["isError"].as_bool() == Some(true) {
+        let execution = response["execution_id"].as_str().map(|e| format!("; execution {e}")).unwrap_or_default();
+        let outcome = response["outcome"].as_str().unwrap_or("error");
+        return Err(Failure::Failed(format!(
+            "tool {tool:?} returned an error ({outcome}{execution}); `mcpbootd calls {id}` has the log"
+        )));
+    }
+    Ok(())
+}
+
+/// `calls <id> [--limit N]`
+pub async fn calls(session: &Session, id: &str, limit: Option<u32>) -> Result<(), Failure> {
+    let body = session.client.calls(id, limit).await?;
+    print_out(&if session.json { output::pretty(&body) } else { output::calls_table(&body) });
+    Ok(())
+}
+
+/// `delete <id>`. The API answers 204 without a body; `--json` prints `{"id", "deleted": true}`
+/// so scripts always get JSON.
+pub async fn delete(session: &Session, id: &str) -> Result<(), Failure> {
+    session.client.delete_server(id).await?;
+    print_out(&if session.json { output::pretty(&json!({"id": id, "deleted": true})) } else { format!("deleted {id}") });
+    Ok(())
+}
+
+/// `export <id>`: the registration body, always JSON (it is meant for `register --toolset`).
+pub async fn export(session: &Session, id: &str) -> Result<(), Failure> {
+    let body = session.client.export(id).await?;
+    print_out(&output::pretty(&body));
+    Ok(())
+}
+
+/// `regenerate <id> [--force] [--dry-run] [--wait]`
+pub async fn regenerate(session: &Session, id: &str, force: bool, dry_run: bool, wait: bool) -> Result<(), Failure> {
+    let response = session.client.regenerate(id, force, dry_run).await?;
+    let id = response["id"].as_str().unwrap_or(id).to_string();
+    let generation_id = response["generation_id"].as_i64();
+    if wait {
+        if !session.json {
+            eprintln!("regenerating {id}{}", generation_note(generation_id));
+        }
+        return wait_and_report(session, &id, generation_id).await;
+    }
+    if session.json {
+        print_out(&output::pretty(&response));
+    } else {
+        print_out(&format!(
+            "regenerating {id}{} in the background; the current tools keep serving until it is ready\n\
+             follow it with `mcpbootd show {id}` (or regenerate with --wait)\n",
+            generation_note(generation_id),
+        ));
+    }
+    Ok(())
+}
+
+/// Follows the generation (Ctrl-C stops waiting, not the generation) and prints how it ended.
+async fn wait_and_report(session: &Session, id: &str, generation_id: Option<i64>) -> Result<(), Failure> {
+    let end = tokio::select! {
+        end = progress::follow(&session.client, id, generation_id) => end?,
+        _ = tokio::signal::ctrl_c() => return Err(Failure::Interrupted { id: id.to_string() }),
+    };
+    report_end(session, id, generation_id, &end)
+}
+
+fn report_end(session: &Session, id: &str, generation_id: Option<i64>, end: &GenerationEnd) -> Result<(), Failure> {
+    if session.json {
+        print_out(&output::pretty(&end.view));
+    }
+    match end.status.as_str() {
+        "failed" => {
+            let error = end.error.as_deref().unwrap_or("no error recorded");
+            if !session.json {
+                eprintln!("details: `mcpbootd show {id}`");
+            }
+            let which = generation_id.map(|g| format!("generation {g}")).unwrap_or_else(|| "the generation".into());
+            Err(Failure::Failed(format!("{which} of {id} failed: {error}")))
+        }
+        _ if session.json => Ok(()),
+        "planned" => {
+            let planned = output::generation_by_id(&end.view, generation_id).map(output::planned_tools).unwrap_or_default();
+            let mut text = format!("planned {id} (dry run): {}; nothing was mounted\n", plural(planned.len(), "tool"));
+            for (name, description) in planned {
+                text.push_str(&format!("  {name}  {description}\n"));
+            }
+            text.push_str(&format!("generate it for real with `mcpbootd regenerate {id} --wait`\n"));
+            print_out(&text);
+            Ok(())
+        }
+        _ => {
+            let tools = output::tool_names(&end.view["tools"]);
+            print_out(&format!("{id} is ready: {} ({})\n", plural(tools.len(), "tool"), tools.join(", ")));
+            print_out(&output::connect_block(id, &session.client.mcp_url(id)));
+            Ok(())
+        }
+    }
+}
+
+/// A toolset file as a registration body, with `--id`, `--name` and `--allow-domain` applied.
+fn toolset_body(path: &Path, register: &Register) -> Result<Value, Failure> {
+    let shown = path.display();
+    let text = read_input(path).map_err(|e| Failure::Local(format!("cannot read {shown}: {e}")))?;
+    let mut body: Value =
+        serde_json::from_str(&text).map_err(|e| Failure::Local(format!("{shown} is not valid JSON: {e}")))?;
+    let Some(object) = body.as_object_mut() else {
+        return Err(Failure::Local(format!(
+            "{shown} must hold a JSON object like `mcpbootd export` prints: {{\"id\", \"name\", \"allow_domains\", \"tools\"}}"
+        )));
+    };
+    if let Some(id) = &register.id {
+        object.insert("id".into(), json!(id));
+    }
+    if let Some(name) = &register.name {
+        object.insert("name".into(), json!(name));
+    }
+    if !register.allow_domains.is_empty() {
+        let domains = object.entry("allow_domains").or_insert_with(|| json!([]));
+        if domains.is_null() {
+            *domains = json!([]);
+        }
+        if let Some(list) = domains.as_array_mut() {
+            for domain in &register.allow_domains {
+                if !list.iter().any(|d| d.as_str() == Some(domain)) {
+                    list.push(json!(domain));
+                }
+            }
+        }
+    }
+    Ok(body)
+}
+
+/// `--args`: a JSON object, inline or `@FILE` / `@-`.
+fn parse_arguments(raw: &str) -> Result<Value, Failure> {
+    let (text, source) = match raw.strip_prefix('@') {
+        Some(path) => {
+            let text = read_input(Path::new(path)).map_err(|e| Failure::Local(format!("cannot read --args file {path}: {e}")))?;
+            (text, format!("--args file {path}"))
+        }
+        None => (raw.to_string(), "--args".to_string()),
+    };
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| Failure::Local(format!("{source} is not valid JSON ({e}); expected an object like '{{\"id\": 1}}'")))?;
+    if !value.is_object() {
+        return Err(Failure::Local(format!("{source} must be a JSON object like '{{\"id\": 1}}', not {value}")));
+    }
+    Ok(value)
+}
+
+/// A file's text; `-` is stdin.
+fn read_input(path: &Path) -> std::io::Result<String> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path)
+    }
+}
+
+fn generation_note(generation_id: Option<i64>) -> String {
+    generation_id.map(|g| format!(" (generation {g})")).unwrap_or_default()
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_must_be_a_json_object() {
+        assert_eq!(parse_arguments("{\"a\": 1}").unwrap(), json!({"a": 1}));
+        for bad in ["{", "[1]", "3", "nope"] {
+            let error = parse_arguments(bad).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{bad}");
+        }
+        assert!(matches!(parse_arguments("@/nonexistent/args.json"), Err(Failure::Local(m)) if m.contains("cannot read")));
+    }
+
+    #[test]
+    fn toolset_files_take_overrides() {
+        let dir = std::env::temp_dir().join(format!("mcpbootd-cli-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("toolset.json");
+        std::fs::write(&file, r#"{"id": "a", "name": "A", "allow_domains": ["x.test"], "tools": []}"#).unwrap();
+        let register = Register {
+            id: Some("b".into()),
+            allow_domains: vec!["x.test".into(), "y.test".into()],
+            ..Register::default()
+        };
+        let body = toolset_body(&file, &register).unwrap();
+        assert_eq!(body, json!({"id": "b", "name": "A", "allow_domains": ["x.test", "y.test"], "tools": []}));
+        std::fs::write(&file, "[]").unwrap();
+        assert_eq!(toolset_body(&file, &register).unwrap_err().exit_code(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,484 @@
+//! Human output of the client commands: tables, the server summary, tool results, the MCP client
+//! config snippet. Pure functions from the API's JSON to text, so they are easy to test; fields the
+//! daemon does not send are left out rather than shown empty.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// Writes to stdout, ignoring a closed pipe (`mcpbootd list | head -1`) instead of panicking.
+pub fn print_out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = stdout.write_all(b"\n");
+    }
+    let _ = stdout.flush();
+}
+
+/// `--json` output: the API's body, pretty.
+pub fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// `list`: ID, NAME, STATUS, TOOLS, MCP PATH, CREATED.
+pub fn servers_table(body: &Value) -> String {
+    let servers = array(&body["servers"]);
+    if servers.is_empty() {
+        return "no servers; register one with `mcpbootd register`\n".into();
+    }
+    let rows = servers
+        .iter()
+        .map(|s| {
+            vec![
+                text(&s["id"]),
+                text(&s["name"]),
+                text(&s["status"]),
+                text(&s["tool_count"]),
+                text(&s["mcp_path"]),
+                timestamp(&s["created_at"]),
+            ]
+        })
+        .collect();
+    table(&["ID", "NAME", "STATUS", "TOOLS", "MCP PATH", "CREATED"], rows)
+}
+
+/// `calls`: TIME, TOOL, OUTCOME, DURATION, FETCHES, ERROR (first line).
+pub fn calls_table(body: &Value) -> String {
+    let calls = array(&body["calls"]);
+    if calls.is_empty() {
+        return "no calls yet\n".into();
+    }
+    let rows = calls
+        .iter()
+        .map(|c| {
+            let duration = c["duration_us"].as_u64().map(micros).unwrap_or_default();
+            let error = c["error"].as_str().map(|e| shorten(e.lines().next().unwrap_or(""), 100)).unwrap_or_default();
+            vec![timestamp(&c["started_at"]), text(&c["tool"]), text(&c["outcome"]), duration, text(&c["fetches"]), error]
+        })
+        .collect();
+    table(&["TIME", "TOOL", "OUTCOME", "DURATION", "FETCHES", "ERROR"], rows)
+}
+
+/// `show`: status, error, prompt, whitelist with provenance, refused domains, tools with their
+/// self-tests, and the generation's metadata (plus the newest attempt when it is not the one
+/// serving, e.g. a failed or running regeneration).
+pub fn server_summary(view: &Value, mcp_url: &str) -> String {
+    let mut out = String::new();
+    let serving = view["serving"].as_bool().unwrap_or(false);
+    let latest = view.get("latest_generation").filter(|g| !g.is_null());
+    let active = view.get("generation").filter(|g| !g.is_null());
+    field(&mut out, "id", &text(&view["id"]));
+    field(&mut out, "name", &text(&view["name"]));
+    field(&mut out, "kind", &text(&view["kind"]));
+    field(&mut out, "status", &text(&view["status"]));
+    if let Some(error) = latest.or(active).and_then(|g| g["error"].as_str()) {
+        field(&mut out, "error", error);
+    }
+    let note = if serving { "" } else { "  (not serving yet)" };
+    field(&mut out, "mcp url", &format!("{mcp_url}{note}"));
+    field(&mut out, "created", &timestamp(&view["created_at"]));
+    field(&mut out, "updated", &timestamp(&view["updated_at"]));
+    if let Some(prompt) = view["prompt"].as_str() {
+        field(&mut out, "prompt", &prompt.trim().replace('\n', "\n             "));
+    }
+
+    let whitelist = array(&view["whitelist"]);
+    if whitelist.is_empty() {
+        let domains = array(&view["allow_domains"]);
+        if !domains.is_empty() {
+            let list: Vec<String> = domains.iter().map(text).collect();
+            field(&mut out, "allowed", &list.join(", "));
+        }
+    } else {
+        let _ = writeln!(out, "\nwhitelist:");
+        let rows = whitelist
+            .iter()
+            .map(|w| vec![text(&w["domain"]), text(&w["source"]), text(&w["detail"])])
+            .collect();
+        indent(&mut out, &table(&["DOMAIN", "SOURCE", "DETAIL"], rows));
+    }
+    if let Some(refused) = latest.or(active).map(|g| array(&g["refused_domains"])).filter(|r| !r.is_empty()) {
+        let _ = writeln!(out, "\nrefused domains:");
+        let rows = refused
+            .iter()
+            .map(|r| vec![text(&r["domain"]), text(&r["source"]), text(&r["reason"]), text(&r["detail"])])
+            .collect();
+        indent(&mut out, &table(&["DOMAIN", "SOURCE", "REASON", "DETAIL"], rows));
+    }
+
+    let tools = array(&view["tools"]);
+    if !tools.is_empty() {
+        let _ = writeln!(out, "\ntools ({}):", tools.len());
+        tool_list(&mut out, tools);
+    }
+    if let Some(generation) = active {
+        let _ = writeln!(out, "\ngeneration {} ({}, serving):", text(&generation["id"]), text(&generation["status"]));
+        generation_details(&mut out, generation);
+    }
+    if let Some(generation) = latest {
+        let _ = writeln!(out, "\nlatest generation {} ({}):", text(&generation["id"]), text(&generation["status"]));
+        generation_details(&mut out, generation);
+        if !serving {
+            let planned = planned_tools(generation);
+            if !planned.is_empty() {
+                let _ = writeln!(out, "  planned tools:");
+                for (name, description) in planned {
+                    let _ = writeln!(out, "    {name}  {description}");
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `call`: the text items of the result, other items described, and `structuredContent`
+/// pretty when the text does not already say the same.
+pub fn call_result(response: &Value) -> String {
+    let result = &response["result"];
+    let mut out = String::new();
+    let mut texts = Vec::new();
+    for item in array(&result["content"]) {
+        match item["type"].as_str() {
+            Some("text") => {
+                let t = item["text"].as_str().unwrap_or_default();
+                texts.push(t);
+                out.push_str(t);
+            }
+            Some(kind @ ("image" | "audio")) => {
+                let size = item["data"].as_str().map(|d| d.len() * 3 / 4).unwrap_or(0);
+                let _ = write!(out, "[{kind}: {}, {size} bytes]", text(&item["mimeType"]));
+            }
+            Some("resource_link") => {
+                let _ = write!(out, "[resource link: {}]", text(&item["uri"]));
+            }
+            Some("resource") => {
+                let resource = &item["resource"];
+                match resource["text"].as_str() {
+                    Some(t) => out.push_str(t),
+                    None => {
+                        let _ = write!(out, "[resource: {}]", text(&resource["uri"]));
+                    }
+                }
+            }
+            _ => out.push_str(&item.to_string()),
+        }
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    if let Some(structured) = result.get("structuredContent").filter(|s| !s.is_null()) {
+        let repeated = texts.iter().any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == structured));
+        if !repeated {
+            let _ = writeln!(out, "structured content:\n{}", pretty(structured));
+        }
+    }
+    out
+}
+
+/// The ready-to-paste MCP host configuration for one server (`url` transport).
+pub fn mcp_config(id: &str, mcp_url: &str) -> Value {
+    json!({"mcpServers": {id: {"url": mcp_url}}})
+}
+
+/// The end of a successful registration: where MCP hosts connect and the config to paste.
+pub fn connect_block(id: &str, mcp_url: &str) -> String {
+    format!("MCP URL: {mcp_url}\n\nMCP client config:\n{}\n", pretty(&mcp_config(id, mcp_url)))
+}
+
+/// `name: description` of the tools a generation's plan holds (a dry run mounts none).
+pub fn planned_tools(generation: &Value) -> Vec<(String, String)> {
+    array(&generation["plan"]["tools"])
+        .iter()
+        .map(|t| (text(&t["name"]), first_line(&text(&t["description"]))))
+        .collect()
+}
+
+/// The generation with this id in a server view (serving or newest), if the view has it.
+pub fn generation_by_id(view: &Value, id: Option<i64>) -> Option<&Value> {
+    let candidates = [&view["latest_generation"], &view["generation"]];
+    match id {
+        Some(id) => candidates.into_iter().find(|g| g["id"].as_i64() == Some(id)),
+        None => candidates.into_iter().find(|g| g.is_object()),
+    }
+}
+
+/// Tool names of a view or a toolset registration answer (`tools` as objects or names).
+pub fn tool_names(tools: &Value) -> Vec<String> {
+    array(tools).iter().map(|t| t.as_str().map(str::to_string).unwrap_or_else(|| text(&t["name"]))).collect()
+}
+
+/// A wall time the way the progress display shows it: `0.4s`, `12s`, `2m05s`.
+pub fn seconds(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if secs < 10.0 {
+        format!("{secs:.1}s")
+    } else if secs < 60.0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}m{:02}s", duration.as_secs() / 60, duration.as_secs() % 60)
+    }
+}
+
+fn tool_list(out: &mut String, tools: &[Value]) {
+    let width = tools.iter().map(|t| text(&t["name"]).chars().count()).max().unwrap_or(0);
+    for tool in tools {
+        let name = text(&tool["name"]);
+        let _ = writeln!(out, "  {name:<width$}  {}", first_line(&text(&tool["description"])));
+        if let Some(test) = tool.get("self_test").filter(|t| t.is_object()) {
+            let status = text(&test["status"]);
+            let detail = test["error"].as_str().or(test["reason"].as_str()).map(|d| format!(": {}", first_line(d)));
+            let repaired = if status == "passed" && test["attempts"].as_u64() > Some(1) { " after a repair" } else { "" };
+            let _ = writeln!(out, "  {:<width$}  self-test: {status}{repaired}{}", "", detail.unwrap_or_default());
+        }
+    }
+}
+
+fn generation_details(out: &mut String, g: &Value) {
+    let mut facts = Vec::new();
+    if let Some(model) = g["model"].as_str() {
+        facts.push(format!("model {model}"));
+    }
+    if g["source"].as_str() == Some("toolset") {
+        facts.push("registered as a toolset".into());
+    } else {
+        let cache = match g["cached_from"].as_i64() {
+            Some(from) => format!("cache hit (from generation {from})"),
+            None if g["cache_hit"].as_bool() == Some(true) => "cache hit".into(),
+            None => "cache miss".into(),
+        };
+        facts.push(cache);
+        let tokens = &g["tokens"];
+        if tokens.is_object() {
+            facts.push(format!(
+                "{} tokens in, {} out, {} LLM requests",
+                text(&tokens["input"]),
+                text(&tokens["output"]),
+                text(&tokens["requests"])
+            ));
+        }
+    }
+    if g["dry_run"].as_bool() == Some(true) {
+        facts.push("dry run".into());
+    }
+    if !facts.is_empty() {
+        let _ = writeln!(out, "  {}", facts.join(" · "));
+    }
+    if let Some(error) = g["error"].as_str() {
+        let _ = writeln!(out, "  error: {error}");
+    }
+    if let Some(timings) = g["timings"].as_object().filter(|t| !t.is_empty()) {
+        let mut parts: Vec<String> = timings
+            .iter()
+            .filter(|(k, _)| k.as_str() != "total_ms")
+            .map(|(k, v)| format!("{} {}", k.trim_end_matches("_ms"), millis(v)))
+            .collect();
+        if let Some(total) = timings.get("total_ms") {
+            parts.push(format!("total {}", millis(total)));
+        }
+        let _ = writeln!(out, "  timings: {}", parts.join(" · "));
+    }
+    let started = timestamp(&g["created_at"]);
+    let finished = timestamp(&g["finished_at"]);
+    if !started.is_empty() {
+        let until = if finished.is_empty() { String::new() } else { format!(", finished {finished}") };
+        let _ = writeln!(out, "  started {started}{until}");
+    }
+    let documents = array(&g["documents"]);
+    if !documents.is_empty() {
+        let _ = writeln!(out, "  documents:");
+        for d in documents {
+            let mut notes = vec![format!("{} chars", text(&d["chars"]))];
+            if d["truncated"].as_bool() == Some(true) {
+                notes.push("truncated".into());
+            }
+            if d["summarised"].as_bool() == Some(true) {
+                notes.push("summarised".into());
+            }
+            let _ = writeln!(out, "    {}  ({})", text(&d["url"]), notes.join(", "));
+        }
+    }
+    let warnings = array(&g["warnings"]);
+    if !warnings.is_empty() {
+        let _ = writeln!(out, "  warnings:");
+        for w in warnings {
+            let _ = writeln!(out, "    - {}", text(w));
+        }
+    }
+}
+
+/// Columns padded to their widest cell, two spaces apart; the last column is not padded.
+fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ", width = widths[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn field(out: &mut String, label: &str, value: &str) {
+    if !value.is_empty() {
+        let _ = writeln!(out, "{:<11}  {value}", format!("{label}:"));
+    }
+}
+
+fn indent(out: &mut String, block: &str) {
+    for line in block.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+}
+
+fn array(value: &Value) -> &[Value] {
+    value.as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+/// A JSON scalar as a table cell: strings without quotes, null as empty.
+fn text(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `2025-01-02T03:04:05.678Z` as `2025-01-02 03:04:05`; anything else as it is.
+fn timestamp(value: &Value) -> String {
+    let raw = text(value);
+    match (raw.get(..10), raw.get(10..11), raw.get(11..19)) {
+        (Some(date), Some("T"), Some(time)) if raw.ends_with('Z') => format!("{date} {time}"),
+        _ => raw,
+    }
+}
+
+fn micros(us: u64) -> String {
+    match us {
+        0..1_000 => format!("{us}µs"),
+        1_000..1_000_000 => format!("{:.1}ms", us as f64 / 1e3),
+        _ => format!("{:.2}s", us as f64 / 1e6),
+    }
+}
+
+fn millis(value: &Value) -> String {
+    match value.as_u64() {
+        Some(ms) if ms < 1_000 => format!("{ms}ms"),
+        Some(ms) => format!("{:.1}s", ms as f64 / 1e3),
+        None => text(value),
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or("").to_string()
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(max - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_columns_and_leave_the_last_one_unpadded() {
+        let body = json!({"servers": [
+            {"id": "hn", "name": "Hacker News", "status": "ready", "tool_count": 2, "mcp_path": "/servers/hn/mcp",
+             "created_at": "2025-01-02T03:04:05.678Z"},
+            {"id": "weather-long", "name": "w", "status": "planning", "tool_count": 0, "mcp_path": "/servers/weather-long/mcp",
+             "created_at": "2025-01-02T03:04:06.000Z"},
+        ]});
+        let expected = "\
+ID            NAME         STATUS    TOOLS  MCP PATH                   CREATED
+hn            Hacker News  ready     2      /servers/hn/mcp            2025-01-02 03:04:05
+weather-long  w            planning  0      /servers/weather-long/mcp  2025-01-02 03:04:06
+";
+        assert_eq!(servers_table(&body), expected);
+        assert!(servers_table(&json!({"servers": []})).starts_with("no servers"));
+    }
+
+    #[test]
+    fn calls_table_shows_durations_and_the_first_error_line() {
+        let body = json!({"calls": [
+            {"started_at": "2025-01-02T03:04:05.678Z", "tool": "get", "outcome": "error", "duration_us": 1500,
+             "fetches": 1, "error": "boom\n    at line 2"},
+            {"started_at": "2025-01-02T03:04:04.000Z", "tool": "add", "outcome": "ok", "duration_us": 420, "fetches": 0, "error": null},
+        ]});
+        let table = calls_table(&body);
+        assert!(table.lines().next().unwrap().starts_with("TIME"), "{table}");
+        assert!(table.contains("1.5ms") && table.contains("420µs") && table.contains("boom"), "{table}");
+        assert!(!table.contains("at line 2"), "{table}");
+    }
+
+    #[test]
+    fn call_results_print_text_and_structured_content_once() {
+        let structured = json!({"a": 1});
+        let response = json!({"result": {"content": [{"type": "text", "text": pretty(&structured)}],
+                                          "structuredContent": structured, "isError": false}});
+        assert_eq!(call_result(&response), "{\n  \"a\": 1\n}\n");
+        let response = json!({"result": {"content": [{"type": "text", "text": "summary"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}],
+                                          "structuredContent": {"b": 2}}});
+        assert_eq!(call_result(&response), "summary\n[image: image/png, 3 bytes]\nstructured content:\n{\n  \"b\": 2\n}\n");
+    }
+
+    #[test]
+    fn the_config_snippet_names_the_server_and_its_url() {
+        let snippet = mcp_config("hn", "http://127.0.0.1:8080/servers/hn/mcp");
+        assert_eq!(snippet, json!({"mcpServers": {"hn": {"url": "http://127.0.0.1:8080/servers/hn/mcp"}}}));
+    }
+
+    #[test]
+    fn summaries_show_whitelist_provenance_tools_and_generation_facts() {
+        let view = json!({
+            "id": "hn", "name": "HN", "kind": "prompt", "status": "ready", "serving": true,
+            "prompt": "Create tools", "allow_domains": [],
+            "whitelist": [{"domain": "api.example.com", "source": "prompt"}],
+            "tools": [{"name": "get_item", "description": "Fetch one item", "self_test": {"status": "passed", "attempts": 2}}],
+            "generation": {"id": 3, "source": "prompt", "status": "ready", "error": null, "model": "m", "cache_hit": false,
+                           "tokens": {"input": 10, "output": 5, "requests": 2}, "timings": {"planning_ms": 1200, "total_ms": 1500},
+                           "refused_domains": [{"domain": "github.io", "source": "discovered", "reason": "public suffix"}],
+                           "documents": [], "warnings": []},
+            "created_at": "2025-01-02T03:04:05.678Z", "updated_at": "2025-01-02T03:04:05.678Z",
+        });
+        let summary = server_summary(&view, "http://h/servers/hn/mcp");
+        for needle in [
+            "status:      ready",
+            "api.example.com  prompt",
+            "github.io  discovered  public suffix",
+            "get_item  Fetch one item",
+            "self-test: passed after a repair",
+            "cache miss · 10 tokens in, 5 out, 2 LLM requests",
+            "timings: planning 1.2s · total 1.5s",
+        ] {
+            assert!(summary.contains(needle), "{needle:?} missing in\n{summary}");
+        }
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(seconds(Duration::from_millis(400)), "0.4s");
+        assert_eq!(seconds(Duration::from_secs(12)), "12s");
+        assert_eq!(seconds(Duration::from_secs(125)), "2m05s");
+    }
+}

@@ -1,0 +1,216 @@
+//! `--wait`: follows a generation through its stages until it is ready, planned or failed.
+//!
+//! Status comes from the daemon's `GET /admin/servers/{id}/events` stream; a daemon without that
+//! route (404), a stream that is not SSE, or one that breaks off before the end falls back to
+//! polling `GET /admin/servers/{id}` every 250 ms, so older daemons work too. On a terminal the
+//! progress is a spinner line on stderr that updates in place, with one line per finished stage;
+//! elsewhere it is one plain `stage: <status>` line per change.
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::client::output::{generation_by_id, seconds};
+use crate::client::{AdminClient, ClientError};
+
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+const SPINNER_TICK: Duration = Duration::from_millis(100);
+const SPINNER_FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/// How a generation ended, with the server view fetched after the end.
+#[derive(Debug)]
+pub struct GenerationEnd {
+    /// `ready`, `planned` or `failed`.
+    pub status: String,
+    pub error: Option<String>,
+    pub view: Value,
+}
+
+/// Statuses after which a generation does not change any more.
+pub fn is_final(status: &str) -> bool {
+    matches!(status, "ready" | "planned" | "failed")
+}
+
+/// Follows generation `generation_id` of server `id` (the newest one when `None`) to its end,
+/// showing progress on stderr.
+pub async fn follow(client: &AdminClient, id: &str, generation_id: Option<i64>) -> Result<GenerationEnd, ClientError> {
+    let mut display = Display::new(std::io::stderr().is_terminal());
+    if let Some(end) = follow_events(client, id, generation_id, &mut display).await? {
+        let view = client.server(id).await?;
+        let error = end.error.or_else(|| generation_error(&view, generation_id));
+        display.finish(&end.status);
+        return Ok(GenerationEnd { status: end.status, error, view });
+    }
+    let mut first = true;
+    loop {
+        if !first {
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        first = false;
+        let view = client.server(id).await?;
+        let status = view["status"].as_str().unwrap_or("unknown").to_string();
+        if is_final(&status) {
+            display.finish(&status);
+            let error = generation_error(&view, generation_id);
+            return Ok(GenerationEnd { status, error, view });
+        }
+        display.stage(&status);
+    }
+}
+
+/// One `status` or `done` event.
+struct Update {
+    status: String,
+    error: Option<String>,
+}
+
+/// Reads the events stream until the generation ends. `Ok(None)` means "poll instead": no
+/// stream, or it ended or broke before a final status.
+async fn follow_events(
+    client: &AdminClient,
+    id: &str,
+    generation_id: Option<i64>,
+    display: &mut Display,
+) -> Result<Option<Update>, ClientError> {
+    let mut events = match client.events(id).await {
+        Ok(Some(events)) => events,
+        Ok(None) | Err(ClientError::Unreachable { .. }) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    loop {
+        let event = match events.next().await {
+            Ok(Some(event)) => event,
+            Ok(None) | Err(_) => return Ok(None),
+        };
+        if event.event != "status" && event.event != "done" {
+            continue;
+        }
+        let Ok(data) = serde_json::from_str::<Value>(&event.data) else { continue };
+        let Some(status) = data["status"].as_str() else { continue };
+        // A stream may report an older generation (the one serving) before ours starts.
+        let ours = match (generation_id, data["generation_id"].as_i64()) {
+            (Some(wanted), Some(got)) => wanted == got,
+            _ => true,
+        };
+        if !ours {
+            if event.event == "done" {
+                return Ok(None);
+            }
+            continue;
+        }
+        if is_final(status) {
+            let error = data["error"].as_str().map(str::to_string);
+            return Ok(Some(Update { status: status.to_string(), error }));
+        }
+        if event.event == "done" {
+            return Ok(None);
+        }
+        display.stage(status);
+    }
+}
+
+fn generation_error(view: &Value, generation_id: Option<i64>) -> Option<String> {
+    generation_by_id(view, generation_id).and_then(|g| g["error"].as_str()).map(str::to_string)
+}
+
+/// The progress display on stderr.
+struct Display {
+    started: Instant,
+    /// The stage in progress and when it began.
+    current: Option<(String, Instant)>,
+    spinner: Option<Spinner>,
+}
+
+/// A task redrawing the spinner line; it shares the line's state and stderr's lock with
+/// [`Display`] so stage lines and redraws never interleave.
+struct Spinner {
+    line: Arc<Mutex<Option<(String, Instant)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Display {
+    fn new(tty: bool) -> Display {
+        let spinner = tty.then(|| {
+            let line: Arc<Mutex<Option<(String, Instant)>>> = Arc::default();
+            let shared = line.clone();
+            let task = tokio::spawn(async move {
+                let mut tick = tokio::time::interval(SPINNER_TICK);
+                for frame in SPINNER_FRAMES.iter().cycle() {
+                    tick.tick().await;
+                    let guard = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some((stage, since)) = guard.as_ref() {
+                        let mut stderr = std::io::stderr().lock();
+                        let _ = write!(stderr, "\r\x1b[2K{frame} {stage} ({})", whole_seconds(since.elapsed()));
+                        let _ = stderr.flush();
+                    }
+                }
+            });
+            Spinner { line, task }
+        });
+        Display { started: Instant::now(), current: None, spinner }
+    }
+
+    /// A stage began (repeats of the current one are ignored).
+    fn stage(&mut self, status: &str) {
+        if self.current.as_ref().is_some_and(|(s, _)| s == status) {
+            return;
+        }
+        let now = Instant::now();
+        let previous = self.current.replace((status.to_string(), now));
+        match &self.spinner {
+            Some(spinner) => {
+                let mut line = spinner.line.lock().unwrap_or_else(|e| e.into_inner());
+                let mut stderr = std::io::stderr().lock();
+                if let Some((stage, since)) = previous {
+                    let _ = writeln!(stderr, "\r\x1b[2K✓ {stage:<10} {}", seconds(now - since));
+                }
+                let _ = write!(stderr, "\r\x1b[2K{} {status} (0s)", SPINNER_FRAMES[0]);
+                let _ = stderr.flush();
+                *line = Some((status.to_string(), now));
+            }
+            None => eprintln!("stage: {status}"),
+        }
+    }
+
+    /// The generation ended with `status`: close the last stage and stop the spinner.
+    fn finish(&mut self, status: &str) {
+        let previous = self.current.take();
+        let Some(spinner) = self.spinner.take() else {
+            eprintln!("stage: {status}");
+            return;
+        };
+        spinner.task.abort();
+        let mut line = spinner.line.lock().unwrap_or_else(|e| e.into_inner());
+        *line = None;
+        let mut stderr = std::io::stderr().lock();
+        let _ = write!(stderr, "\r\x1b[2K");
+        let failed = status == "failed";
+        if let Some((stage, since)) = previous {
+            let mark = if failed { '✗' } else { '✓' };
+            let _ = writeln!(stderr, "{mark} {stage:<10} {}", seconds(since.elapsed()));
+        }
+        let mark = if failed { '✗' } else { '✓' };
+        let _ = writeln!(stderr, "{mark} {status} after {}", seconds(self.started.elapsed()));
+        let _ = stderr.flush();
+    }
+}
+
+impl Drop for Display {
+    /// Interrupted (Ctrl-C, an error): leave the terminal with a clean line.
+    fn drop(&mut self) {
+        if let Some(spinner) = self.spinner.take() {
+            spinner.task.abort();
+            let _guard = spinner.line.lock().unwrap_or_else(|e| e.into_inner());
+            let mut stderr = std::io::stderr().lock();
+            let _ = write!(stderr, "\r\x1b[2K");
+            let _ = stderr.flush();
+        }
+    }
+}
+
+fn whole_seconds(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    if secs < 60 { format!("{secs}s") } else { format!("{}m{:02}s", secs / 60, secs % 60) }
+}

@@ -19,6 +19,7 @@ fn free_port() -> u16 {
 }
 
 async fn start_daemon(grace_ms: u64) -> Daemon {
+    mcpbootd::app::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_mcpbootd"))
@@ -119,4 +120,70 @@ async fn the_grace_period_bounds_the_drain_and_a_second_signal_exits_at_once() {
     signal(&daemon.child, "INT");
     let exit = wait_exit(&mut daemon.child, Duration::from_secs(3)).await.expect("the second signal exits at once");
     assert_ne!(exit.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_json_lines_with_request_context_and_no_secrets() {
+    mcpbootd::app::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let log_path = dir.path().join("stderr.log");
+    let token = "admin-secret-token-1234567890";
+    let llm_key = "sk-llm-secret-abcdef";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpbootd"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("MCPBOOTD_CATALOG__PATH", dir.path().join("c.db"))
+        .env("MCPBOOTD_ADMIN_TOKEN", token)
+        .env("MCPBOOTD_LLM__PROVIDER", "anthropic")
+        .env("MCPBOOTD_LLM__MODEL", "m")
+        .env("ANTHROPIC_API_KEY", llm_key)
+        .env("MCPBOOTD_LOG__LEVEL", "debug")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let mut ready = false;
+    for _ in 0..500 {
+        if http.get(format!("{url}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(ready);
+    let response = http
+        .post(format!("{url}/admin/servers"))
+        .bearer_auth(token)
+        .json(&json!({"id": "logged", "tools": [tool("hi", "console.log('hello'); return 'hi';")]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let response = http
+        .post(format!("{url}/admin/servers/logged/tools/hi/call"))
+        .bearer_auth(token)
+        .json(&json!({"arguments": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    signal(&child, "TERM");
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)).await.unwrap().code(), Some(0));
+
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(!log.contains(token), "the admin token appeared in the log");
+    assert!(!log.contains(llm_key), "the LLM key appeared in the log");
+    let lines: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect();
+    let registered = lines.iter().find(|l| l["message"] == "toolset server registered").expect("registration logged");
+    assert_eq!(registered["span"]["route"], "/admin/servers");
+    let call = lines.iter().find(|l| l["message"] == "call finished").expect("call logged at debug");
+    let call_span = &call["span"];
+    assert_eq!(call_span["server_id"], "logged");
+    assert_eq!(call_span["tool"], "hi");
+    assert!(call_span["execution_id"].as_str().is_some_and(|id| id.len() >= 32), "{call}");
+    let spans = call["spans"].to_string();
+    assert!(spans.contains("/admin/servers/{id}/tools/{tool}/call"), "the request span names the matched route: {spans}");
 }

@@ -128,12 +128,15 @@ impl ServerHandler for McpHandler {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         match self.server.call(&self.caller, &request.name, arguments, Via::Mcp).await {
             Ok(output) => {
-                let result: CallToolResult = serde_json::from_value(result_json(&output.result))
+                let mut result: CallToolResult = serde_json::from_value(result_json(&output.result))
                     .unwrap_or_else(|e| {
                         CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
                             "the tool returned a result that is not valid MCP content: {e}"
                         ))])
                     });
+                // Protocol 2026-07-28 requires `resultType`; deserialising leaves it unset, and
+                // rmcp strips it again for clients on older protocol versions.
+                result.result_type = Some(rmcp::model::ResultType::COMPLETE);
                 Ok(result.into())
             }
             Err(CallError::UnknownTool(name)) => Err(ErrorData::invalid_params(

@@ -16,6 +16,7 @@ mod observability;
 mod openapi;
 mod sandbox_escapes;
 mod scripted_llm;
+mod sdk_clients;
 mod shutdown;
 mod tidy;
 mod toolsets;

@@ -10,41 +10,29 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::routing::{get, post};
-use mcpbootd::config::{CliOverrides, Config};
 use serde_json::{Value, json};
+
+mod support;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     let rounds = if quick { 5 } else { 20 };
-    mcpbootd::app::install_crypto_provider();
     let upstream = start_upstream().await?;
     let llm_requests = Arc::new(AtomicU64::new(0));
     let llm = start_instant_llm(upstream.port(), llm_requests.clone()).await?;
 
-    let dir = tempfile::tempdir()?;
-    let env = vec![
-        ("MCPBOOTD_CATALOG__PATH".to_string(), dir.path().join("bench.db").display().to_string()),
-        ("MCPBOOTD_EGRESS__RESOLVE__docs.bench.test".to_string(), "127.0.0.1".to_string()),
-        ("MCPBOOTD_EGRESS__RESOLVE__api.bench.test".to_string(), "127.0.0.1".to_string()),
-        ("MCPBOOTD_EGRESS__ALLOW_PRIVATE_NETWORKS".to_string(), "true".to_string()),
-        ("MCPBOOTD_LLM__PROVIDER".to_string(), "anthropic".to_string()),
-        ("MCPBOOTD_LLM__MODEL".to_string(), "bench-model".to_string()),
-        ("MCPBOOTD_LLM__BASE_URL".to_string(), format!("http://{llm}")),
-        ("MCPBOOTD_LLM__API_KEY".to_string(), "k".to_string()),
-        ("MCPBOOTD_LOG__LEVEL".to_string(), "warn".to_string()),
-    ];
-    let config = Config::load(None, env, &CliOverrides::default())?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let address = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(mcpbootd::app::run(config, listener, async move {
-        let _ = stopped.await;
-    }));
+    let daemon = support::start_daemon(vec![
+        ("MCPBOOTD_EGRESS__RESOLVE__docs.bench.test", "127.0.0.1".to_string()),
+        ("MCPBOOTD_EGRESS__RESOLVE__api.bench.test", "127.0.0.1".to_string()),
+        ("MCPBOOTD_LLM__PROVIDER", "anthropic".to_string()),
+        ("MCPBOOTD_LLM__MODEL", "bench-model".to_string()),
+        ("MCPBOOTD_LLM__BASE_URL", format!("http://{llm}")),
+        ("MCPBOOTD_LLM__API_KEY", "k".to_string()),
+    ])
+    .await?;
+    let address = daemon.address;
     let http = reqwest::Client::new();
-    while http.get(format!("http://{address}/readyz")).send().await.map(|r| r.status() != 200).unwrap_or(true) {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 
     let port = upstream.port();
     let pages: Vec<String> = (1..=3).map(|n| format!("http://docs.bench.test:{port}/page/{n}")).collect();
@@ -66,9 +54,7 @@ async fn main() -> anyhow::Result<()> {
     }
     report("prompt -> ready, instant LLM (daemon overhead)", fresh, Duration::from_secs(1));
     report("cached re-registration -> ready (0 LLM requests)", cached, Duration::from_millis(100));
-    let _ = stop.send(());
-    daemon.await??;
-    Ok(())
+    daemon.stop().await
 }
 
 async fn register_until_ready(

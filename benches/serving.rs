@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::routing::get;
-use mcpbootd::config::{CliOverrides, Config};
 use mcpbootd::serve::isolate::{FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, SandboxLimits};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
+
+mod support;
 
 struct NoNetwork;
 
@@ -49,7 +50,6 @@ async fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     let iterations = if quick { 300 } else { 3000 };
     let throughput_window = if quick { Duration::from_secs(2) } else { Duration::from_secs(5) };
-    mcpbootd::app::install_crypto_provider();
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     println!("mcpbootd serving benchmark: {cpus} CPUs, {iterations} iterations per latency figure\n");
 
@@ -74,25 +74,13 @@ async fn main() -> anyhow::Result<()> {
 
     // 2. The daemon on a port-0 listener with a loopback upstream.
     let upstream = start_upstream().await?;
-    let dir = tempfile::tempdir()?;
-    let env = vec![
-        ("MCPBOOTD_CATALOG__PATH".to_string(), dir.path().join("bench.db").display().to_string()),
-        ("MCPBOOTD_EGRESS__RESOLVE__api.bench.test".to_string(), "127.0.0.1".to_string()),
-        ("MCPBOOTD_EGRESS__ALLOW_PRIVATE_NETWORKS".to_string(), "true".to_string()),
-        ("MCPBOOTD_SANDBOX__QUEUE".to_string(), "4096".to_string()),
-        ("MCPBOOTD_LOG__LEVEL".to_string(), "warn".to_string()),
-    ];
-    let config = Config::load(None, env, &CliOverrides::default())?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let address = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let daemon = tokio::spawn(mcpbootd::app::run(config, listener, async move {
-        let _ = stopped.await;
-    }));
+    let daemon = support::start_daemon(vec![
+        ("MCPBOOTD_EGRESS__RESOLVE__api.bench.test", "127.0.0.1".to_string()),
+        ("MCPBOOTD_SANDBOX__QUEUE", "4096".to_string()),
+    ])
+    .await?;
+    let address = daemon.address;
     let http = reqwest::Client::new();
-    while http.get(format!("http://{address}/readyz")).send().await.map(|r| r.status() != 200).unwrap_or(true) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     let upstream_url = format!("http://api.bench.test:{}/item", upstream.port());
     let registration = json!({
         "id": "bench",
@@ -183,9 +171,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let _ = client.cancel().await;
-    let _ = stop.send(());
-    daemon.await??;
-    Ok(())
+    daemon.stop().await
 }
 
 async fn connect(url: &str) -> anyhow::Result<rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>> {

@@ -36,7 +36,7 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
     install_crypto_provider();
     let config = Arc::new(config);
     let catalog = Catalog::open(&config.catalog.path).await?;
-    let (call_log, call_log_task) = CallLog::start(catalog.clone());
+    let (call_log, call_log_task) = CallLog::start(catalog.clone(), config.catalog.max_calls_per_server);
     let egress = Arc::new(Egress::new(&config).context("cannot build the egress HTTP client")?);
     let pool = Arc::new(IsolatePool::new(
         config.worker_threads(),

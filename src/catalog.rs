@@ -394,6 +394,20 @@ impl Catalog {
         Ok(calls)
     }
 
+    /// Keeps the newest `keep` calls of a server; egress rows go with their calls (cascade).
+    async fn prune_calls(&self, server: &str, keep: u64) -> Result<(), CatalogError> {
+        sqlx::query(
+            "DELETE FROM calls WHERE server_id = ? AND rowid IN (
+                 SELECT rowid FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
+        )
+        .bind(server)
+        .bind(server)
+        .bind(keep as i64)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// Writes a batch of calls in one transaction. Calls of a server deleted meanwhile are dropped.
     async fn insert_calls(&self, batch: &[CallRecord]) -> Result<(), CatalogError> {
         let mut tx = self.pool.begin().await?;
@@ -562,7 +576,7 @@ const CALL_LOG_BATCH: usize = 512;
 
 impl CallLog {
     /// Starts the writer task; it ends at [`CallLog::close`] or when every handle is dropped.
-    pub fn start(catalog: Catalog) -> (CallLog, tokio::task::JoinHandle<()>) {
+    pub fn start(catalog: Catalog, max_calls_per_server: u64) -> (CallLog, tokio::task::JoinHandle<()>) {
         let (sender, mut receiver) = mpsc::channel::<LogMessage>(CALL_LOG_QUEUE);
         let task = tokio::spawn(async move {
             let mut buffer = Vec::with_capacity(CALL_LOG_BATCH);
@@ -583,6 +597,14 @@ impl CallLog {
                 if !calls.is_empty() {
                     if let Err(error) = catalog.insert_calls(&calls).await {
                         tracing::error!(%error, calls = calls.len(), "could not write the call log");
+                    }
+                    let mut servers: Vec<&str> = calls.iter().map(|c| c.server_id.as_str()).collect();
+                    servers.sort_unstable();
+                    servers.dedup();
+                    for server in servers {
+                        if let Err(error) = catalog.prune_calls(server, max_calls_per_server).await {
+                            tracing::error!(%error, server_id = server, "could not prune the call log");
+                        }
                     }
                 }
                 for waiter in waiters {

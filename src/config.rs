@@ -62,6 +62,8 @@ pub struct AdminConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct CatalogConfig {
     pub path: PathBuf,
+    /// Calls kept in the call log per server; older ones (and their egress rows) are pruned.
+    pub max_calls_per_server: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -189,7 +191,7 @@ impl Default for ServerConfig {
 
 impl Default for CatalogConfig {
     fn default() -> Self {
-        CatalogConfig { path: PathBuf::from("./data/mcpbootd.db") }
+        CatalogConfig { path: PathBuf::from("./data/mcpbootd.db"), max_calls_per_server: 10_000 }
     }
 }
 
@@ -380,6 +382,11 @@ impl Config {
                     key.to_uppercase()
                 )));
             }
+        }
+        if self.catalog.max_calls_per_server == 0 {
+            return Err(ConfigError::Invalid(
+                "[catalog] max_calls_per_server must be at least 1 (MCPBOOTD_CATALOG__MAX_CALLS_PER_SERVER)".into(),
+            ));
         }
         if sandbox.stack_kb * 1024 > 8 * 1024 * 1024 {
             return Err(ConfigError::Invalid(

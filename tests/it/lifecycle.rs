@@ -77,3 +77,25 @@ async fn mcp_mounts_check_the_host_header() {
     assert_eq!(send("evil.example").await.unwrap().status(), 403);
     assert_eq!(send("localhost").await.unwrap().status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_call_log_keeps_the_newest_calls_per_server() {
+    let app = spawn_app_with(AppOptions {
+        env: vec![("MCPBOOTD_CATALOG__MAX_CALLS_PER_SERVER".into(), "3".into())],
+        ..AppOptions::default()
+    })
+    .await;
+    app.register(json!({"id": "chatty", "tools": [{
+        "name": "echo", "description": "echo", "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "handler": "return args.n;"
+    }]}))
+    .await;
+    for n in 0..5 {
+        // One at a time, so each call lands in its own batch and the pruning runs in between.
+        app.admin_call("chatty", "echo", json!({"n": n})).await;
+        app.get("/admin/servers/chatty/calls?limit=1").await;
+    }
+    let (_, calls) = app.get("/admin/servers/chatty/calls?limit=100").await;
+    let calls = calls["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+}

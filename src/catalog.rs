@@ -237,19 +237,7 @@ impl Catalog {
         .fetch_one(&mut *tx)
         .await?;
         for (position, tool) in new.toolset.tools().iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations)
-                 VALUES (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(generation_id)
-            .bind(position as i64)
-            .bind(&tool.name)
-            .bind(&tool.description)
-            .bind(to_json(&tool.input_schema))
-            .bind(&tool.handler)
-            .bind(tool.annotations.as_ref().map(to_json))
-            .execute(&mut *tx)
-            .await?;
+            insert_tool(&mut tx, generation_id, position, tool, &ToolExtras::default()).await?;
         }
         sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
             .bind(generation_id)
@@ -551,6 +539,33 @@ impl Catalog {
             },
         })
     }
+}
+
+/// One tool row of a generation, inside the caller's transaction.
+pub(crate) async fn insert_tool(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    generation_id: i64,
+    position: usize,
+    tool: &ToolSpec,
+    extras: &ToolExtras,
+) -> Result<(), CatalogError> {
+    sqlx::query(
+        "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations,
+             needs_network, self_test)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(generation_id)
+    .bind(position as i64)
+    .bind(&tool.name)
+    .bind(&tool.description)
+    .bind(to_json(&tool.input_schema))
+    .bind(&tool.handler)
+    .bind(tool.annotations.as_ref().map(to_json))
+    .bind(extras.needs_network)
+    .bind(extras.self_test.as_ref().map(to_json))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Handle to the background call-log writer.

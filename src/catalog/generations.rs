@@ -281,22 +281,7 @@ impl Catalog {
         .execute(&mut *tx)
         .await?;
         for (position, (tool, extras)) in finished.tools.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations,
-                     needs_network, self_test)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(generation_id)
-            .bind(position as i64)
-            .bind(&tool.name)
-            .bind(&tool.description)
-            .bind(to_json(&tool.input_schema))
-            .bind(&tool.handler)
-            .bind(tool.annotations.as_ref().map(to_json))
-            .bind(extras.needs_network)
-            .bind(extras.self_test.as_ref().map(to_json))
-            .execute(&mut *tx)
-            .await?;
+            super::insert_tool(&mut tx, generation_id, position, tool, extras).await?;
         }
         let activate = outcome == GenerationOutcome::Ready;
         sqlx::query(

@@ -249,15 +249,12 @@ async fn the_admin_token_comes_from_the_environment() {
 
 /// The daemon with a scripted LLM (as in generation.rs) and docs served by the fake upstream.
 async fn spawn_with_llm(llm: &ScriptedLlm) -> TestApp {
-    let env = vec![
-        ("MCPBOOTD_LLM__PROVIDER".to_string(), "anthropic".to_string()),
-        ("MCPBOOTD_LLM__MODEL".to_string(), "test-model".to_string()),
-        ("MCPBOOTD_LLM__BASE_URL".to_string(), llm.base_url_anthropic()),
-        ("MCPBOOTD_LLM__API_KEY".to_string(), "test-key".to_string()),
+    let mut env = llm.daemon_env(false);
+    env.extend([
         ("MCPBOOTD_LLM__TIMEOUT_MS".to_string(), "2000".to_string()),
         ("MCPBOOTD_LLM__MAX_RETRIES".to_string(), "0".to_string()),
         (format!("MCPBOOTD_EGRESS__RESOLVE__{DOCS_HOST}"), "127.0.0.1".to_string()),
-    ];
+    ]);
     let app = spawn_app_with(AppOptions { env, ..AppOptions::default() }).await;
     app.upstream.set_docs("<html><body><h1>Calculator</h1><p>Adds numbers.</p></body></html>");
     app

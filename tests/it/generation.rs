@@ -12,16 +12,12 @@ const DOCS_HOST: &str = "docs.weather.test";
 
 /// The daemon with an LLM pointed at `llm` (Anthropic wire format unless `openai`).
 async fn spawn_with_llm(llm: &ScriptedLlm, openai: bool, extra: Vec<(String, String)>, upstream: Option<Upstream>) -> TestApp {
-    let (provider, base) = if openai { ("openai", llm.base_url_openai()) } else { ("anthropic", llm.base_url_anthropic()) };
-    let mut env = vec![
-        ("MCPBOOTD_LLM__PROVIDER".to_string(), provider.to_string()),
-        ("MCPBOOTD_LLM__MODEL".to_string(), "test-model".to_string()),
-        ("MCPBOOTD_LLM__BASE_URL".to_string(), base),
-        ("MCPBOOTD_LLM__API_KEY".to_string(), "test-key".to_string()),
+    let mut env = llm.daemon_env(openai);
+    env.extend([
         ("MCPBOOTD_LLM__TIMEOUT_MS".to_string(), "2000".to_string()),
         ("MCPBOOTD_LLM__MAX_RETRIES".to_string(), "2".to_string()),
         (format!("MCPBOOTD_EGRESS__RESOLVE__{DOCS_HOST}"), "127.0.0.1".to_string()),
-    ];
+    ]);
     env.extend(extra);
     spawn_app_with(AppOptions { env, upstream, ..AppOptions::default() }).await
 }
@@ -344,13 +340,8 @@ async fn a_restart_during_generation_marks_it_failed_and_regenerate_recovers() {
     let (data_dir, upstream) = (app.data_dir.clone(), app.upstream.clone());
     app.stop().await;
 
-    let (provider, base) = ("anthropic", llm.base_url_anthropic());
-    let env = vec![
-        ("MCPBOOTD_LLM__PROVIDER".to_string(), provider.to_string()),
-        ("MCPBOOTD_LLM__MODEL".to_string(), "test-model".to_string()),
-        ("MCPBOOTD_LLM__BASE_URL".to_string(), base),
-        (format!("MCPBOOTD_EGRESS__RESOLVE__{DOCS_HOST}"), "127.0.0.1".to_string()),
-    ];
+    let mut env = llm.daemon_env(false);
+    env.push((format!("MCPBOOTD_EGRESS__RESOLVE__{DOCS_HOST}"), "127.0.0.1".to_string()));
     let app = spawn_app_with(AppOptions { env, data_dir: Some(data_dir), upstream: Some(upstream) }).await;
     let view = wait_for_status(&app, &id, &["failed"]).await;
     let error = view["latest_generation"]["error"].as_str().unwrap();

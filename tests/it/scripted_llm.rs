@@ -197,6 +197,17 @@ impl ScriptedLlm {
     pub fn base_url_openai(&self) -> String {
         format!("http://{}/v1", self.address)
     }
+
+    /// `MCPBOOTD_LLM__*` settings that point a daemon at this server, in either wire format.
+    pub fn daemon_env(&self, openai: bool) -> Vec<(String, String)> {
+        let (provider, base) = if openai { ("openai", self.base_url_openai()) } else { ("anthropic", self.base_url_anthropic()) };
+        vec![
+            ("MCPBOOTD_LLM__PROVIDER".to_string(), provider.to_string()),
+            ("MCPBOOTD_LLM__MODEL".to_string(), "test-model".to_string()),
+            ("MCPBOOTD_LLM__BASE_URL".to_string(), base),
+            ("MCPBOOTD_LLM__API_KEY".to_string(), "test-key".to_string()),
+        ]
+    }
 }
 
 impl Drop for ScriptedLlm {

@@ -339,18 +339,20 @@ impl Catalog {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        let mut calls = Vec::with_capacity(rows.len());
-        for row in rows {
-            let execution_id: String = row.get("execution_id");
-            let egress = sqlx::query(
-                "SELECT method, host, path, allowed, status, bytes, duration_us, reason
-                 FROM egress WHERE execution_id = ? ORDER BY seq",
-            )
-            .bind(&execution_id)
-            .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .map(|e| EgressRecord {
+        // All egress rows of those calls in one query, rather than one query per call.
+        let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
+        let egress_rows = sqlx::query(
+            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason FROM egress
+             WHERE execution_id IN (
+                 SELECT execution_id FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?)
+             ORDER BY execution_id, seq",
+        )
+        .bind(id.as_str())
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        for e in egress_rows {
+            egress_by_call.entry(e.get("execution_id")).or_default().push(EgressRecord {
                 method: e.get("method"),
                 host: e.get("host"),
                 path: e.get("path"),
@@ -359,8 +361,12 @@ impl Catalog {
                 bytes: e.get("bytes"),
                 duration_us: e.get("duration_us"),
                 reason: e.get("reason"),
-            })
-            .collect();
+            });
+        }
+        let mut calls = Vec::with_capacity(rows.len());
+        for row in rows {
+            let execution_id: String = row.get("execution_id");
+            let egress = egress_by_call.remove(&execution_id).unwrap_or_default();
             calls.push(CallRecord {
                 execution_id,
                 server_id: row.get("server_id"),

@@ -135,7 +135,7 @@ impl Caller {
         arguments: Value,
         via: Via,
     ) -> Result<CallOutput, CallError> {
-        let encoded_len = serde_json::to_vec(&arguments).map(|v| v.len()).unwrap_or(usize::MAX);
+        let encoded_len = encoded_len(&arguments);
         if encoded_len > self.limits.max_argument_bytes {
             return Err(CallError::InvalidArguments(format!(
                 "arguments are {encoded_len} bytes; the limit is {} ([sandbox] max_argument_bytes)",
@@ -213,6 +213,25 @@ impl Caller {
     }
 }
 
+/// The JSON size of a value, counted without building the text (this runs on every call).
+fn encoded_len(value: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
 impl Via {
     fn label(self) -> &'static str {
         match self {
@@ -231,4 +250,16 @@ pub fn result_json(result: &ToolResult) -> Value {
     }
     object.insert("isError".into(), Value::Bool(result.is_error));
     Value::Object(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn encoded_len_matches_the_serialised_size() {
+        for value in [json!({}), json!({"a": [1, 2, "ü"], "b": null}), json!("x".repeat(1000))] {
+            assert_eq!(super::encoded_len(&value), serde_json::to_vec(&value).unwrap().len());
+        }
+    }
 }

@@ -66,7 +66,6 @@ const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie", "proxy-authoriz
 /// The daemon-wide egress engine: one HTTP client with the vetting resolver.
 pub struct Egress {
     client: reqwest::Client,
-    resolve: Arc<BTreeMap<String, IpAddr>>,
     allow_private_networks: bool,
     max_redirects: u32,
     read_timeout: Duration,
@@ -112,7 +111,7 @@ impl Egress {
             settings.resolve.iter().map(|(host, ip)| (host.to_ascii_lowercase(), *ip)).collect::<BTreeMap<_, _>>(),
         );
         let resolver = VettingResolver {
-            resolve: resolve.clone(),
+            resolve,
             allow_private_networks: settings.allow_private_networks,
         };
         let client = reqwest::Client::builder()
@@ -126,7 +125,6 @@ impl Egress {
             .build()?;
         Ok(Egress {
             client,
-            resolve,
             allow_private_networks: settings.allow_private_networks,
             max_redirects: settings.max_redirects,
             read_timeout: Duration::from_millis(settings.read_timeout_ms),
@@ -262,13 +260,7 @@ impl Egress {
                 return Err(deny(format!("{ip} is not a public address")));
             }
         }
-        if let CanonicalHost::Domain(name) = &host {
-            if let Some(ip) = self.resolve.get(name) {
-                if !self.allow_private_networks && !is_global(*ip) {
-                    return Err(deny(format!("[egress.resolve] maps it to {ip}, which is not a public address")));
-                }
-            }
-        }
+        // Names (mapped or not) are vetted by `VettingResolver`, the one resolver the client uses.
         Ok(host)
     }
 

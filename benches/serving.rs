@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::routing::get;
-use mcpbootd::serve::isolate::{FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, SandboxLimits};
+use mcpbootd::serve::isolate::{FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings, SandboxLimits};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -54,7 +54,7 @@ async fn main() -> anyhow::Result<()> {
     println!("mcpbootd serving benchmark: {cpus} CPUs, {iterations} iterations per latency figure\n");
 
     // 1. Isolate create + run + drop through the pool, one at a time.
-    let pool = IsolatePool::new(1, 16, tokio::runtime::Handle::current());
+    let pool = IsolatePool::new(PoolSettings::with_workers(1), tokio::runtime::Handle::current());
     let handler: Arc<str> = Arc::from("return { sum: args.a + args.b };");
     let mut samples = Vec::with_capacity(iterations);
     for _ in 0..iterations {
@@ -65,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
             fetch: Arc::new(NoNetwork),
         };
         let started = Instant::now();
-        let completion = pool.run(invocation).await.map_err(|_| anyhow::anyhow!("pool refused"))?;
+        let completion = pool.run("bench", invocation).await.map_err(|_| anyhow::anyhow!("pool refused"))?;
         samples.push(started.elapsed());
         assert_eq!(completion.outcome.as_str(), "ok");
     }

@@ -38,11 +38,7 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
     let catalog = Catalog::open(&config.catalog.path).await?;
     let (call_log, call_log_task) = CallLog::start(catalog.clone(), config.catalog.max_calls_per_server);
     let egress = Arc::new(Egress::new(&config).context("cannot build the egress HTTP client")?);
-    let pool = Arc::new(IsolatePool::new(
-        config.worker_threads(),
-        config.sandbox.queue,
-        tokio::runtime::Handle::current(),
-    ));
+    let pool = Arc::new(IsolatePool::new(config.pool_settings(), tokio::runtime::Handle::current()));
     let metrics = Arc::new(Metrics::default());
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
     let registry = Arc::new(Registry::new(&config, caller.clone()));

@@ -81,8 +81,16 @@ pub struct SandboxConfig {
     pub max_console_bytes: usize,
     /// Isolate worker threads; 0 means one per CPU.
     pub workers: usize,
-    /// Calls that may wait for a worker before new calls get a "busy" error.
+    /// Calls in flight (running or waiting on a fetch or timer), daemon-wide and per server.
+    pub max_in_flight: usize,
+    pub max_in_flight_per_server: usize,
+    /// Calls that may wait for a slot, daemon-wide and per server, and for how long, before
+    /// calls get a "busy" error.
     pub queue: usize,
+    pub max_queued_per_server: usize,
+    pub queue_timeout_ms: u64,
+    /// Memory all isolates in flight may use together.
+    pub memory_budget_mb: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -209,7 +217,12 @@ impl Default for SandboxConfig {
             max_argument_bytes: 1024 * 1024,
             max_console_bytes: 64 * 1024,
             workers: 0,
+            max_in_flight: 4096,
+            max_in_flight_per_server: 1024,
             queue: 256,
+            max_queued_per_server: 64,
+            queue_timeout_ms: 5_000,
+            memory_budget_mb: 1024,
         }
     }
 }
@@ -375,6 +388,11 @@ impl Config {
             ("max_response_bytes", sandbox.max_response_bytes),
             ("max_result_bytes", sandbox.max_result_bytes as u64),
             ("queue", sandbox.queue as u64),
+            ("max_in_flight", sandbox.max_in_flight as u64),
+            ("max_in_flight_per_server", sandbox.max_in_flight_per_server as u64),
+            ("max_queued_per_server", sandbox.max_queued_per_server as u64),
+            ("queue_timeout_ms", sandbox.queue_timeout_ms),
+            ("memory_budget_mb", sandbox.memory_budget_mb),
         ] {
             if value == 0 {
                 return Err(ConfigError::Invalid(format!(
@@ -387,6 +405,13 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "[catalog] max_calls_per_server must be at least 1 (MCPBOOTD_CATALOG__MAX_CALLS_PER_SERVER)".into(),
             ));
+        }
+        if sandbox.memory_budget_mb < sandbox.memory_mb {
+            return Err(ConfigError::Invalid(format!(
+                "[sandbox] memory_budget_mb ({}) must be at least memory_mb ({}): the budget is shared by all \
+                 calls in flight, and one call may use memory_mb",
+                sandbox.memory_budget_mb, sandbox.memory_mb
+            )));
         }
         if sandbox.stack_kb * 1024 > 8 * 1024 * 1024 {
             return Err(ConfigError::Invalid(
@@ -422,6 +447,23 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// How the isolate pool is sized.
+    pub fn pool_settings(&self) -> crate::serve::isolate::PoolSettings {
+        let sandbox = &self.sandbox;
+        crate::serve::isolate::PoolSettings {
+            workers: self.worker_threads(),
+            admission: crate::serve::isolate::AdmissionLimits {
+                max_in_flight: sandbox.max_in_flight,
+                max_in_flight_per_tenant: sandbox.max_in_flight_per_server,
+                max_queued: sandbox.queue,
+                max_queued_per_tenant: sandbox.max_queued_per_server,
+                queue_timeout: std::time::Duration::from_millis(sandbox.queue_timeout_ms),
+            },
+            memory_budget_bytes: usize::try_from(sandbox.memory_budget_mb.saturating_mul(1024 * 1024))
+                .unwrap_or(usize::MAX),
+        }
     }
 
     pub fn worker_threads(&self) -> usize {

@@ -330,7 +330,7 @@ pub async fn call_tool(
             format!("server {id:?} has no tool {name:?}; GET /admin/servers/{id} lists its tools"),
         ),
         CallError::InvalidArguments(m) => ApiError::unprocessable("invalid_arguments", m),
-        CallError::Busy => ApiError::unavailable("busy", e.to_string()),
+        CallError::Busy(_) => ApiError::unavailable("busy", e.to_string()),
         CallError::ShuttingDown => ApiError::unavailable("shutting_down", e.to_string()),
     })?;
     Ok(Json(json!({

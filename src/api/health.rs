@@ -36,6 +36,9 @@ pub async fn metrics(State(state): State<AppState>) -> impl axum::response::Into
         queue_depth: pool.queued,
         busy_workers: pool.busy,
         workers: pool.workers,
+        in_flight_calls: pool.in_flight,
+        memory_bytes: pool.memory_bytes,
+        memory_budget_bytes: pool.memory_budget_bytes,
         mounted_servers: state.registry.len(),
     };
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.render(&gauges))

@@ -36,8 +36,9 @@ pub enum CallError {
     UnknownTool(String),
     #[error("invalid arguments: {0}")]
     InvalidArguments(String),
-    #[error("all isolate workers are busy and the call queue is full; retry shortly")]
-    Busy,
+    /// Admission refused the call; the text says which limit and which setting.
+    #[error("busy: {0}")]
+    Busy(String),
     #[error("the daemon is shutting down")]
     ShuttingDown,
 }
@@ -155,11 +156,11 @@ impl Caller {
             fetch: egress.clone(),
         };
         let span = tracing::info_span!("call", server_id = %server, tool = %tool.spec.name, execution_id = %execution_id);
-        let completion = match self.pool.run(invocation).instrument(span.clone()).await {
+        let completion = match self.pool.run(server.as_str(), invocation).instrument(span.clone()).await {
             Ok(completion) => completion,
             Err(error) => {
                 let (outcome, call_error) = match error {
-                    PoolError::Busy => ("busy", CallError::Busy),
+                    PoolError::Busy(busy) => ("busy", CallError::Busy(busy.to_string())),
                     PoolError::Closed => ("busy", CallError::ShuttingDown),
                 };
                 self.metrics.record_call(server.as_str(), &tool.spec.name, outcome, started.elapsed());

@@ -17,44 +17,62 @@
 //! tearing everything down takes about 0.22 ms (1.5 ms when parsing the prelude source; see
 //! `quickjs.rs`).
 //!
-//! # Why dedicated worker threads
+//! # Why dedicated worker threads, each driving many calls
 //!
 //! QuickJS is a synchronous interpreter: a handler that spins runs on whatever thread called
 //! it until the interrupt handler stops it. Running that on tokio reactor threads would
-//! stall unrelated I/O, so [`IsolatePool`] owns a bounded set of OS threads
-//! (`mcpbootd-isolate-N`) with large native stacks, fed through a bounded queue; when the
-//! queue is full callers get [`PoolError::Busy`] immediately instead of piling up. Network
-//! I/O for `fetch` still happens on the tokio runtime: the worker spawns the
-//! [`FetchHost::fetch`] future there and waits for its completion on a per-call channel.
+//! stall unrelated I/O, so [`IsolatePool`] owns a small set of OS threads
+//! (`mcpbootd-isolate-N`, one per core by default) with large native stacks.
+//!
+//! Most handlers spend nearly all of their time waiting for an upstream API, not running
+//! JavaScript, so a call must not hold a thread while it waits. Each worker runs a
+//! single-threaded tokio runtime, and each call is a task on it: JavaScript runs in short
+//! *turns*, and between turns — while `await fetch(...)` or a `setTimeout` is pending — the
+//! call is parked and the worker runs other calls' turns. Thousands of calls can be in
+//! flight on two threads; what bounds them is memory (each parked isolate keeps its heap,
+//! about 0.25 MiB for a small handler), which is why admission counts it (`admission.rs`).
+//! Network I/O for `fetch` happens on the daemon's multi-thread runtime: the call spawns the
+//! [`FetchHost::fetch`] future there and is woken when it completes.
+//!
+//! A fresh runtime per call is kept even though a runtime per thread would be smaller:
+//! memory limit, interrupt handler, job queue and GC are per runtime, so sharing one would
+//! give up per-call memory limits, let one latched interrupt stop every call on the thread,
+//! and leave shared half-built state after an out-of-memory or stack overflow. The
+//! measurements behind this choice are in ARCHITECTURE.md.
 //!
 //! # The event loop
 //!
-//! A call evaluates the prelude, compiles the handler, calls it and then drives a small
-//! explicit loop on the worker thread: run all pending promise jobs; stop if the handler's
-//! promise settled; otherwise block on the per-call channel until the next timer is due or
-//! a fetch completes (never past the wall deadline), hand the result to JS, repeat. If the
-//! promise is pending while no fetch or timer is outstanding, nothing can ever settle it and
-//! the call ends at once as [`Outcome::Timeout`] rather than holding a worker until the
-//! wall deadline. When the promise settles the call is over: fetches still in flight are
-//! aborted and pending timers dropped. An exception escaping a `setTimeout` callback ends
-//! the call as [`Outcome::Error`] (as an uncaught exception ends a Node process).
+//! A call's first turn evaluates the prelude, compiles the handler, calls it and runs every
+//! promise job that follows; most pure handlers finish there. Otherwise the call parks until
+//! a fetch completes, the next timer is due or the wall deadline passes, and the next turn
+//! hands the result to JS and runs jobs again, and so on. If the promise is pending while no
+//! fetch or timer is outstanding, nothing can ever settle it and the call ends at once as
+//! [`Outcome::Timeout`] rather than holding memory until the wall deadline. When the promise
+//! settles the call is over: fetches still in flight are aborted and pending timers
+//! dropped; the same happens when the caller goes away (the call's future is dropped). An
+//! exception escaping a `setTimeout` callback ends the call as [`Outcome::Error`] (as an
+//! uncaught exception ends a Node process).
 //!
 //! # How limits are enforced
 //!
-//! * **CPU** — time spent running JS, i.e. wall time minus the time the loop spent blocked
-//!   waiting for fetches and timers; enforced by QuickJS's interrupt handler, which the
-//!   interpreter polls regularly (also inside regular-expression backtracking). It is
-//!   measured with the monotonic clock, so time the OS gives other threads while the handler
-//!   runs counts as well; it is an execution-time budget, not `getrusage` CPU time.
-//! * **Wall** — a deadline from call start; enforced by the interrupt handler and by the
-//!   loop never waiting past it. Outcome [`Outcome::Timeout`].
+//! * **CPU** — the sum of the call's turns (time parked does not count); enforced by
+//!   QuickJS's interrupt handler, which the interpreter polls regularly (also inside
+//!   regular-expression backtracking). It is measured with the monotonic clock, so time the
+//!   OS gives other threads while the handler runs counts as well; it is an execution-time
+//!   budget, not `getrusage` CPU time. It also bounds how long one turn can keep the other
+//!   calls on its worker waiting.
+//! * **Wall** — a deadline from call start, parked time included; enforced by the interrupt
+//!   handler and by never parking past it. Outcome [`Outcome::Timeout`].
 //! * **Memory** — the runtime's allocator refuses allocations beyond
 //!   [`SandboxLimits::memory_bytes`] (QuickJS's own `set_memory_limit` stays in place, set a
-//!   little higher, as a backstop). Because the refusal happens in Rust, it is recorded even
-//!   if JS catches the resulting error.
-//! * **Stack** — QuickJS's `set_max_stack_size`; in addition the worker paints a strip of
-//!   its native stack just beyond QuickJS's limit and treats any change to it as "the stack
-//!   limit was hit", so a handler that catches the `RangeError` is still stopped.
+//!   little higher, as a backstop), and beyond what the daemon-wide [`IsolateMemory`] has
+//!   left. Because the refusal happens in Rust, it is recorded even if JS catches the
+//!   resulting error.
+//! * **Stack** — QuickJS's `set_max_stack_size`; in addition every turn paints a strip of
+//!   the worker's native stack just beyond QuickJS's limit and treats any change to it as
+//!   "the stack limit was hit", so a handler that catches the `RangeError` is still stopped.
+//!   Both are re-established at the start of every turn, since other calls' turns use the
+//!   same stack in between.
 //! * **fetch / timers / result size / console** — counted in Rust.
 //!
 //! Every limit is latched in Rust state the moment it is hit. From then on the interrupt
@@ -88,11 +106,13 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
+mod admission;
 mod engine;
 mod natives;
 mod normalize;
@@ -104,11 +124,65 @@ mod stack_guard;
 mod tests;
 
 pub use engine::{Engine, HostContext};
-pub use pool::{IsolatePool, PoolError, PoolStats};
+pub use admission::{AdmissionLimits, Blocked, Busy};
+pub use pool::{IsolatePool, PoolError, PoolSettings, PoolStats};
 pub use quickjs::{PreludeLoad, QuickJsEngine};
 
 /// Largest handler source accepted by [`check_handler`] (and by the engine at run time).
 pub const MAX_HANDLER_BYTES: usize = 512 * 1024;
+
+/// Isolate memory across the daemon: every call's allocator draws on it (in chunks), and
+/// admission holds new calls back while it is nearly used up.
+#[derive(Debug)]
+pub struct IsolateMemory {
+    limit: usize,
+    used: AtomicUsize,
+    /// Highest `used` since the last [`IsolateMemory::take_peak`].
+    peak: AtomicUsize,
+}
+
+impl IsolateMemory {
+    pub fn new(limit: usize) -> Arc<IsolateMemory> {
+        Arc::new(IsolateMemory {
+            limit,
+            used: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Takes `bytes` if they fit under the limit.
+    fn take(&self, bytes: usize) -> bool {
+        let taken = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|total| *total <= self.limit)
+            });
+        match taken {
+            Ok(before) => {
+                self.peak.fetch_max(before + bytes, Ordering::Relaxed);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn give_back(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// The peak since the last call, resetting it to the current use.
+    fn take_peak(&self) -> usize {
+        self.peak.swap(self.used(), Ordering::Relaxed)
+    }
+}
 
 /// Per-call resource limits.
 #[derive(Debug, Clone, PartialEq, Eq)]

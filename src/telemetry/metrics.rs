@@ -39,6 +39,9 @@ pub struct Gauges {
     pub queue_depth: usize,
     pub busy_workers: usize,
     pub workers: usize,
+    pub in_flight_calls: usize,
+    pub memory_bytes: usize,
+    pub memory_budget_bytes: usize,
     pub mounted_servers: usize,
 }
 
@@ -115,9 +118,15 @@ impl Metrics {
         header(&mut out, "mcpbootd_tool_call_duration_seconds", "histogram", "Tool call duration, from arguments check to result.");
         lock(&self.call_duration).render(&mut out, "mcpbootd_tool_call_duration_seconds", "", CALL_BUCKETS);
 
-        header(&mut out, "mcpbootd_isolate_queue_depth", "gauge", "Calls waiting for an isolate worker.");
+        header(&mut out, "mcpbootd_isolate_queue_depth", "gauge", "Calls waiting to be admitted.");
         let _ = writeln!(out, "mcpbootd_isolate_queue_depth {}", gauges.queue_depth);
-        header(&mut out, "mcpbootd_isolate_busy_workers", "gauge", "Isolate workers running a call.");
+        header(&mut out, "mcpbootd_isolate_in_flight_calls", "gauge", "Calls admitted and not finished, running or parked on a fetch or timer.");
+        let _ = writeln!(out, "mcpbootd_isolate_in_flight_calls {}", gauges.in_flight_calls);
+        header(&mut out, "mcpbootd_isolate_memory_bytes", "gauge", "Isolate memory in use across all calls.");
+        let _ = writeln!(out, "mcpbootd_isolate_memory_bytes {}", gauges.memory_bytes);
+        header(&mut out, "mcpbootd_isolate_memory_budget_bytes", "gauge", "Daemon-wide isolate memory budget ([sandbox] memory_budget_mb).");
+        let _ = writeln!(out, "mcpbootd_isolate_memory_budget_bytes {}", gauges.memory_budget_bytes);
+        header(&mut out, "mcpbootd_isolate_busy_workers", "gauge", "Isolate workers running JavaScript right now.");
         let _ = writeln!(out, "mcpbootd_isolate_busy_workers {}", gauges.busy_workers);
         header(&mut out, "mcpbootd_isolate_workers", "gauge", "Isolate worker threads.");
         let _ = writeln!(out, "mcpbootd_isolate_workers {}", gauges.workers);
@@ -174,7 +183,7 @@ mod tests {
         metrics.record_call("s", "t", "ok", Duration::from_millis(30));
         metrics.record_egress(EgressOutcome::Denied);
         metrics.record_generation("ready", &[("planning".into(), 1500)], 10, 20);
-        let text = metrics.render(&Gauges { queue_depth: 1, busy_workers: 2, workers: 2, mounted_servers: 3 });
+        let text = metrics.render(&Gauges { queue_depth: 1, busy_workers: 2, workers: 2, in_flight_calls: 5, memory_bytes: 1, memory_budget_bytes: 2, mounted_servers: 3 });
         assert!(text.contains("mcpbootd_tool_calls_total{server=\"s\",tool=\"t\",outcome=\"ok\"} 2"));
         assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"0.005\"} 1"));
         assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"+Inf\"} 2"));
@@ -184,6 +193,6 @@ mod tests {
         assert!(text.contains("mcpbootd_llm_tokens_total{direction=\"output\"} 20"));
         assert!(text.contains("mcpbootd_isolate_busy_workers 2"));
         metrics.forget_server("s");
-        assert!(!metrics.render(&Gauges { queue_depth: 0, busy_workers: 0, workers: 0, mounted_servers: 0 }).contains("server=\"s\""));
+        assert!(!metrics.render(&Gauges { queue_depth: 0, busy_workers: 0, workers: 0, in_flight_calls: 0, memory_bytes: 0, memory_budget_bytes: 0, mounted_servers: 0 }).contains("server=\"s\""));
     }
 }

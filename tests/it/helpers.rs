@@ -244,6 +244,10 @@ impl Upstream {
                 tokio::time::sleep(std::time::Duration::from_secs(20)).await;
                 "late"
             }))
+            .route("/sleep/{ms}", get(|UrlPath(ms): UrlPath<u64>| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                Json(json!({"slept_ms": ms}))
+            }))
             .route("/drip", get(drip))
             .route("/concurrent", get(concurrent))
             .with_state(seen.clone());

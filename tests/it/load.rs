@@ -1,9 +1,10 @@
-//! Isolation under load: spinning handlers on every worker do not stall the daemon, queued calls
-//! wait for a worker, and calls past the queue bound fail fast with a clear "busy" error.
+//! Isolation under load: spinning handlers on every worker do not stall the daemon, calls past the
+//! in-flight cap wait in the queue, calls past the queue bound fail fast with a clear "busy" error,
+//! and one server's calls parked on a slow upstream do not hold up another server.
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::helpers::*;
 
@@ -12,6 +13,7 @@ async fn every_worker_spinning_leaves_admin_and_health_responsive() {
     let app = spawn_app_with(AppOptions {
         env: vec![
             ("MCPBOOTD_SANDBOX__WORKERS".into(), "2".into()),
+            ("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT".into(), "2".into()),
             ("MCPBOOTD_SANDBOX__QUEUE".into(), "2".into()),
             ("MCPBOOTD_SANDBOX__CPU_MS".into(), "1500".into()),
         ],
@@ -41,6 +43,7 @@ async fn every_worker_spinning_leaves_admin_and_health_responsive() {
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["code"], "busy");
     assert!(error_message(&body).contains("busy"));
+    assert!(error_message(&body).contains("[sandbox] queue"), "{body}");
     let busy_latency = started.elapsed();
 
     // The daemon itself keeps answering while every worker spins.
@@ -62,11 +65,75 @@ async fn every_worker_spinning_leaves_admin_and_health_responsive() {
     }
     for queued in queued {
         let (status, body) = queued.await.unwrap();
-        assert_eq!(status, 200, "a queued call waits for a worker instead of failing: {body}");
+        assert_eq!(status, 200, "a queued call waits for a slot instead of failing: {body}");
         assert_eq!(body["result"]["content"][0]["text"], "done");
     }
     let (_, calls) = app.get("/admin/servers/load/calls").await;
     let outcomes: Vec<&str> = calls["calls"].as_array().unwrap().iter().map(|c| c["outcome"].as_str().unwrap()).collect();
     assert_eq!(outcomes.iter().filter(|o| **o == "busy").count(), 1, "{outcomes:?}");
     assert_eq!(outcomes.iter().filter(|o| **o == "limit").count(), 2, "{outcomes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_parked_on_a_slow_upstream_do_not_hold_up_another_server() {
+    let app = spawn_app_with(AppOptions {
+        env: vec![
+            ("MCPBOOTD_SANDBOX__WORKERS".into(), "1".into()),
+            ("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT_PER_SERVER".into(), "40".into()),
+            ("MCPBOOTD_SANDBOX__MAX_QUEUED_PER_SERVER".into(), "2".into()),
+        ],
+        ..AppOptions::default()
+    })
+    .await;
+    let slow_url = format!("{}/sleep/1500", app.upstream_url(WEATHER_HOST));
+    app.register(json!({"id": "slow", "allow_domains": [WEATHER_HOST], "tools": [
+        tool("wait", &format!("const r = await fetch('{slow_url}'); return await r.json();")),
+    ]}))
+    .await;
+    app.register(json!({"id": "quick", "tools": [tool("pure", "return args.n * 2;")]})).await;
+
+    // 40 calls park on the slow upstream (the server's cap), 2 more wait in its queue.
+    let parked: Vec<_> = (0..42)
+        .map(|_| {
+            let http = app.http.clone();
+            let url = app.url("/admin/servers/slow/tools/wait/call");
+            tokio::spawn(async move {
+                let response = http.post(url).json(&json!({"arguments": {}})).send().await.unwrap();
+                (response.status().as_u16(), response.json::<Value>().await.unwrap())
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        if metrics.contains("mcpbootd_isolate_in_flight_calls 40") && metrics.contains("mcpbootd_isolate_queue_depth 2") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slow server never reached its cap:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Its next call is refused at once, naming the setting...
+    let (status, body) = app.admin_call("slow", "wait", json!({})).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(error_message(&body).contains("max_queued_per_server"), "{body}");
+    // ...and over MCP it is a tool error the model can read.
+    let client = app.mcp("slow").await;
+    let refused = mcp_call(&client, "wait", json!({})).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(text_of(&refused).starts_with("busy: "), "{}", text_of(&refused));
+
+    // The other server's calls run on the same single worker while all of that is parked.
+    let quick = app.mcp("quick").await;
+    for n in 0..20 {
+        let result = mcp_call(&quick, "pure", json!({"n": n})).await;
+        assert_eq!(text_of(&result), (n * 2).to_string());
+    }
+    assert!(parked.iter().all(|call| !call.is_finished()), "the quick calls finished while the slow ones were parked");
+
+    for call in parked {
+        let (status, body) = call.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["outcome"], "ok", "{body}");
+    }
 }

@@ -1,21 +1,28 @@
 //! The boundary between the pool and a JavaScript engine.
 
-use super::{CompileError, Completion, Invocation};
+use std::sync::Arc;
+
+use futures_util::future::LocalBoxFuture;
+
+use super::{CompileError, Completion, Invocation, IsolateMemory};
 
 /// What the pool gives an engine for one call.
-pub struct HostContext<'a> {
-    /// Where `FetchHost` futures are spawned.
-    pub runtime: &'a tokio::runtime::Handle,
-    /// Returns true once nobody is waiting for the result any more (the caller's future was
-    /// dropped); the engine may stop early. Polled between event-loop turns, not inside JS.
-    pub cancelled: &'a (dyn Fn() -> bool + 'a),
+pub struct HostContext {
+    /// Where `FetchHost` futures are spawned (the daemon's multi-thread runtime).
+    pub runtime: tokio::runtime::Handle,
+    /// The daemon-wide isolate memory every call draws on.
+    pub memory: Arc<IsolateMemory>,
 }
 
 /// A JavaScript engine able to run tool handlers.
 ///
-/// Implementations must honour every field of [`super::SandboxLimits`], must not panic on
-/// anything the handler does, and must run the whole call — including waiting for fetches —
-/// on the calling thread (a pool worker), never on the tokio runtime.
+/// Implementations must honour every field of [`super::SandboxLimits`] and must not panic on
+/// anything the handler does. [`Engine::execute`] returns a future that the pool polls on
+/// one worker thread, never moving it to another: JavaScript may run only inside its polls
+/// (and each poll only as long as the CPU limit allows), and while the handler waits for a
+/// fetch or a timer the future must be pending without blocking the thread, so the worker
+/// can run other calls. Dropping the future abandons the call: the engine must then free
+/// the isolate and stop its fetches.
 pub trait Engine: Send + Sync + 'static {
     /// Short name for logs, e.g. `"quickjs"`.
     fn name(&self) -> &'static str;
@@ -24,5 +31,5 @@ pub trait Engine: Send + Sync + 'static {
     fn check(&self, source: &str) -> Result<(), CompileError>;
 
     /// Run one invocation to completion in a fresh isolate.
-    fn execute(&self, invocation: Invocation, host: &HostContext<'_>) -> Completion;
+    fn execute(&self, invocation: Invocation, host: HostContext) -> LocalBoxFuture<'static, Completion>;
 }

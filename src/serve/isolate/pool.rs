@@ -1,69 +1,128 @@
-//! A bounded pool of isolate worker threads.
+//! Isolate worker threads, each driving many calls at once.
+//!
+//! Every worker is an OS thread (`mcpbootd-isolate-N`, with a large native stack for QuickJS)
+//! running a single-threaded tokio runtime and a `LocalSet`. Each call is one local task: it
+//! runs JavaScript in short turns and parks between them while it waits for fetches (which
+//! run on the daemon's multi-thread runtime) or timers, so one worker holds thousands of
+//! parked calls and keeps running the ones that have work. Isolates are `!Send` and never
+//! leave the worker that created them.
+//!
+//! A call reaches a worker through [`Admission`] (slots, memory and a fair queue, see
+//! `admission.rs`), and is handed to the worker that is not running JavaScript right now
+//! and has the fewest calls, so a worker stuck in a long turn (bounded by the CPU limit)
+//! does not collect new work.
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
-use tokio::sync::oneshot;
+use futures_util::FutureExt;
+use tokio::sync::{mpsc, oneshot};
 
+use super::admission::{Admission, AdmissionLimits, Busy, Permit, Refused};
 use super::engine::{Engine, HostContext};
 use super::quickjs::QuickJsEngine;
 use super::stack_guard;
-use super::{Completion, Invocation, Outcome};
+use super::{Completion, Invocation, IsolateMemory, Outcome};
 
 /// Native stack of each worker. QuickJS's stack limit (`SandboxLimits::stack_bytes`) is
 /// clamped to fit well inside it.
 pub(super) const WORKER_STACK_BYTES: usize = 8 * 1024 * 1024;
 
+/// How often freed isolate memory is handed back to the operating system, and how much must
+/// have been freed since the last time for it to be worth the walk over the heap.
+const TRIM_INTERVAL: Duration = Duration::from_secs(2);
+const TRIM_THRESHOLD: usize = 32 * 1024 * 1024;
+
 /// Why [`IsolatePool::run`] did not run the invocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PoolError {
-    /// Every worker is busy and the queue is full.
-    Busy,
+    /// The call was refused by admission control; the reason names the limit.
+    Busy(Busy),
     /// The pool was closed (or its workers are gone).
     Closed,
 }
 
 impl fmt::Display for PoolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            PoolError::Busy => "all isolate workers are busy and the queue is full",
-            PoolError::Closed => "the isolate pool is closed",
-        })
+        match self {
+            PoolError::Busy(busy) => busy.fmt(f),
+            PoolError::Closed => f.write_str("the isolate pool is closed"),
+        }
     }
 }
 
 impl std::error::Error for PoolError {}
 
+/// How the pool is sized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// Worker threads (at least one).
+    pub workers: usize,
+    pub admission: AdmissionLimits,
+    /// Daemon-wide isolate memory, shared by every call in flight.
+    pub memory_budget_bytes: usize,
+}
+
+impl PoolSettings {
+    /// `workers` threads with default admission limits and a 1 GiB memory budget.
+    pub fn with_workers(workers: usize) -> Self {
+        Self {
+            workers,
+            admission: AdmissionLimits::default(),
+            memory_budget_bytes: 1024 * 1024 * 1024,
+        }
+    }
+}
+
 /// A snapshot of the pool's load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolStats {
     pub workers: usize,
-    /// Workers currently running an invocation.
+    /// Workers running JavaScript right now.
     pub busy: usize,
-    /// Invocations waiting for a worker.
+    /// Calls admitted and not finished: running or parked on a fetch or timer.
+    pub in_flight: usize,
+    /// Calls waiting to be admitted.
     pub queued: usize,
+    /// Isolate memory in use, daemon-wide, and the budget.
+    pub memory_bytes: usize,
+    pub memory_budget_bytes: usize,
 }
 
 struct Job {
     invocation: Invocation,
     reply: oneshot::Sender<Completion>,
+    permit: Permit,
 }
 
+/// What the pool knows about one worker, to choose where a call goes.
 #[derive(Default)]
-struct Counters {
-    busy: AtomicUsize,
-    queued: AtomicUsize,
+struct WorkerLoad {
+    /// Calls handed to this worker and not finished.
+    calls: AtomicUsize,
+    /// The worker is inside a call's turn (running JavaScript).
+    running: AtomicBool,
 }
 
-/// Runs invocations on `workers` dedicated threads named `mcpbootd-isolate-N`.
+struct Worker {
+    jobs: mpsc::UnboundedSender<Job>,
+    load: Arc<WorkerLoad>,
+}
+
+/// Runs invocations on dedicated worker threads; see the module doc.
 pub struct IsolatePool {
-    /// `None` once closed: dropping the sender lets workers drain the queue and exit.
-    sender: Mutex<Option<Sender<Job>>>,
-    counters: Arc<Counters>,
-    workers: usize,
+    /// Emptied on close: dropping the senders lets workers finish their calls and exit.
+    workers: Mutex<Vec<Worker>>,
+    loads: Vec<Arc<WorkerLoad>>,
+    admission: Arc<Admission>,
+    memory: Arc<IsolateMemory>,
+    trimmer: tokio::task::JoinHandle<()>,
 }
 
 impl fmt::Debug for IsolatePool {
@@ -75,15 +134,9 @@ impl fmt::Debug for IsolatePool {
 }
 
 impl IsolatePool {
-    /// A pool of QuickJS workers. `queue_capacity` invocations may wait for a worker
-    /// (0: only when a worker is idle); `runtime` is where fetches run.
-    pub fn new(workers: usize, queue_capacity: usize, runtime: tokio::runtime::Handle) -> Self {
-        Self::with_engine(
-            Arc::new(QuickJsEngine::new()),
-            workers,
-            queue_capacity,
-            runtime,
-        )
+    /// A pool of QuickJS workers; `runtime` is where fetches run.
+    pub fn new(settings: PoolSettings, runtime: tokio::runtime::Handle) -> Self {
+        Self::with_engine(Arc::new(QuickJsEngine::new()), settings, runtime)
     }
 
     /// A pool running a given engine.
@@ -93,68 +146,96 @@ impl IsolatePool {
     /// If the operating system refuses to create a worker thread.
     pub fn with_engine(
         engine: Arc<dyn Engine>,
-        workers: usize,
-        queue_capacity: usize,
+        settings: PoolSettings,
         runtime: tokio::runtime::Handle,
     ) -> Self {
-        let workers = workers.max(1);
-        let (sender, receiver) = crossbeam_channel::bounded(queue_capacity);
-        let counters = Arc::new(Counters::default());
-        for index in 0..workers {
-            let receiver = receiver.clone();
-            let engine = Arc::clone(&engine);
-            let runtime = runtime.clone();
-            let counters = Arc::clone(&counters);
+        let memory = IsolateMemory::new(settings.memory_budget_bytes);
+        let mut workers = Vec::new();
+        for index in 0..settings.workers.max(1) {
+            let (jobs, inbox) = mpsc::unbounded_channel();
+            let load = Arc::new(WorkerLoad::default());
+            let host = WorkerHost {
+                engine: Arc::clone(&engine),
+                runtime: runtime.clone(),
+                memory: Arc::clone(&memory),
+                load: Arc::clone(&load),
+            };
             // Detached: workers exit on their own once the pool is closed and drained.
             std::thread::Builder::new()
                 .name(format!("mcpbootd-isolate-{index}"))
                 .stack_size(WORKER_STACK_BYTES)
-                .spawn(move || worker(receiver, engine.as_ref(), &runtime, &counters))
+                .spawn(move || worker(inbox, host))
                 .expect("failed to spawn an isolate worker thread");
+            workers.push(Worker { jobs, load });
         }
+        let trimmer = runtime.spawn(trim_freed_memory(Arc::clone(&memory)));
         Self {
-            sender: Mutex::new(Some(sender)),
-            counters,
-            workers,
+            loads: workers.iter().map(|w| Arc::clone(&w.load)).collect(),
+            workers: Mutex::new(workers),
+            admission: Admission::new(settings.admission, Arc::clone(&memory)),
+            memory,
+            trimmer,
         }
     }
 
-    /// Runs an invocation on the next free worker. Returns [`PoolError::Busy`] at once if
-    /// the queue is full rather than waiting for room in it.
-    pub async fn run(&self, invocation: Invocation) -> Result<Completion, PoolError> {
+    /// Runs an invocation for `tenant` (the server the tool belongs to). Waits in the fair
+    /// queue when the daemon or the tenant is at capacity, and fails at once with
+    /// [`PoolError::Busy`] when the queue is full too.
+    ///
+    /// Dropping the returned future abandons the call: a queued call leaves the queue, a
+    /// running one is stopped at its next await with its fetches and timers dropped.
+    pub async fn run(&self, tenant: &str, invocation: Invocation) -> Result<Completion, PoolError> {
+        let permit = self.admission.acquire(tenant).await.map_err(|refused| match refused {
+            Refused::Busy(busy) => PoolError::Busy(busy),
+            Refused::Closed => PoolError::Closed,
+        })?;
         let (reply, completion) = oneshot::channel();
         {
-            let sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
-            let Some(sender) = sender.as_ref() else {
-                return Err(PoolError::Closed);
+            let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+            let worker = least_loaded(&workers).ok_or(PoolError::Closed)?;
+            worker.load.calls.fetch_add(1, Ordering::SeqCst);
+            let job = Job {
+                invocation,
+                reply,
+                permit,
             };
-            // Counted before sending so a worker's decrement can never run first.
-            self.counters.queued.fetch_add(1, Ordering::SeqCst);
-            if let Err(e) = sender.try_send(Job { invocation, reply }) {
-                self.counters.queued.fetch_sub(1, Ordering::SeqCst);
-                return Err(match e {
-                    TrySendError::Full(_) => PoolError::Busy,
-                    TrySendError::Disconnected(_) => PoolError::Closed,
-                });
+            if worker.jobs.send(job).is_err() {
+                worker.load.calls.fetch_sub(1, Ordering::SeqCst);
+                return Err(PoolError::Closed);
             }
         }
         completion.await.map_err(|_| PoolError::Closed)
     }
 
     pub fn stats(&self) -> PoolStats {
+        let (in_flight, queued) = self.admission.counts();
         PoolStats {
-            workers: self.workers,
-            busy: self.counters.busy.load(Ordering::SeqCst),
-            queued: self.counters.queued.load(Ordering::SeqCst),
+            workers: self.loads.len(),
+            busy: self
+                .loads
+                .iter()
+                .filter(|load| load.running.load(Ordering::Relaxed))
+                .count(),
+            in_flight,
+            queued,
+            memory_bytes: self.memory.used(),
+            memory_budget_bytes: self.memory.limit(),
         }
     }
 
-    /// Stops accepting invocations; workers finish what is queued and exit.
+    /// The admission limits the pool was built with.
+    pub fn admission_limits(&self) -> &AdmissionLimits {
+        self.admission.limits()
+    }
+
+    /// Stops accepting invocations and fails queued ones; running calls finish.
     pub fn close(&self) {
-        self.sender
+        self.admission.close();
+        self.workers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take();
+            .clear();
+        self.trimmer.abort();
     }
 }
 
@@ -164,37 +245,125 @@ impl Drop for IsolatePool {
     }
 }
 
-fn worker(
-    jobs: Receiver<Job>,
-    engine: &dyn Engine,
-    runtime: &tokio::runtime::Handle,
-    counters: &Counters,
-) {
+/// The worker that is not inside a turn and has the fewest calls.
+fn least_loaded(workers: &[Worker]) -> Option<&Worker> {
+    workers.iter().min_by_key(|worker| {
+        (
+            worker.load.running.load(Ordering::Relaxed),
+            worker.load.calls.load(Ordering::Relaxed),
+        )
+    })
+}
+
+/// What a worker thread needs to run calls.
+struct WorkerHost {
+    engine: Arc<dyn Engine>,
+    runtime: tokio::runtime::Handle,
+    memory: Arc<IsolateMemory>,
+    load: Arc<WorkerLoad>,
+}
+
+fn worker(mut jobs: mpsc::UnboundedReceiver<Job>, host: WorkerHost) {
     stack_guard::register_worker_thread(WORKER_STACK_BYTES);
-    while let Ok(Job { invocation, reply }) = jobs.recv() {
-        counters.queued.fetch_sub(1, Ordering::SeqCst);
-        if reply.is_closed() {
-            // The caller gave up while the job was queued.
-            continue;
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start an isolate worker's event loop");
+            return;
         }
-        counters.busy.fetch_add(1, Ordering::SeqCst);
-        let completion = {
-            let cancelled = || reply.is_closed();
-            let host = HostContext {
-                runtime,
-                cancelled: &cancelled,
-            };
-            // An engine bug must cost one call, not the worker thread.
-            catch_unwind(AssertUnwindSafe(|| engine.execute(invocation, &host))).unwrap_or_else(
-                |_| {
-                    Completion::failed(
-                        Outcome::Error,
-                        "internal isolate error: the engine panicked",
-                    )
-                },
-            )
+    };
+    let calls = tokio::task::LocalSet::new();
+    let host = Arc::new(host);
+    calls.block_on(&runtime, async {
+        while let Some(job) = jobs.recv().await {
+            tokio::task::spawn_local(run_job(job, Arc::clone(&host)));
+            // Let the new call run its first turn before taking the next job, so that a
+            // burst of jobs is spread over the workers rather than collected by one.
+            tokio::task::yield_now().await;
+        }
+    });
+    // Closed: let the calls still in flight finish.
+    runtime.block_on(calls);
+}
+
+async fn run_job(job: Job, host: Arc<WorkerHost>) {
+    let Job {
+        invocation,
+        reply,
+        permit,
+    } = job;
+    let mut reply = reply;
+    if !reply.is_closed() {
+        let context = HostContext {
+            runtime: host.runtime.clone(),
+            memory: Arc::clone(&host.memory),
         };
-        counters.busy.fetch_sub(1, Ordering::SeqCst);
-        let _ = reply.send(completion);
+        let call = Turns {
+            call: host.engine.execute(invocation, context),
+            load: &host.load,
+        };
+        // An engine bug must cost one call, not the worker thread.
+        let call = AssertUnwindSafe(call).catch_unwind();
+        let finished = tokio::select! {
+            biased;
+            completion = call => Some(completion),
+            // The caller went away: dropping the call frees its isolate and stops its fetches.
+            () = reply.closed() => None,
+        };
+        if let Some(completion) = finished {
+            let completion = completion.unwrap_or_else(|_| {
+                Completion::failed(Outcome::Error, "internal isolate error: the engine panicked")
+            });
+            let _ = reply.send(completion);
+        }
+    }
+    host.load.calls.fetch_sub(1, Ordering::SeqCst);
+    // Only now, with the isolate freed, may the next call take the slot and the memory.
+    drop(permit);
+}
+
+/// Marks the worker as running JavaScript while the call's future is polled (a turn).
+struct Turns<'a, F> {
+    call: F,
+    load: &'a WorkerLoad,
+}
+
+impl<F: Future + Unpin> Future for Turns<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.load.running.store(true, Ordering::Relaxed);
+        let polled = Pin::new(&mut self.call).poll(cx);
+        self.load.running.store(false, Ordering::Relaxed);
+        polled
     }
 }
+
+/// Freed isolate memory stays in the allocator's per-thread arenas; after a burst of parked
+/// calls that would keep the daemon's resident size at its peak. Hand it back now and then.
+async fn trim_freed_memory(memory: Arc<IsolateMemory>) {
+    let mut interval = tokio::time::interval(TRIM_INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let used = memory.used();
+        let peak = memory.take_peak();
+        if peak.saturating_sub(used) >= TRIM_THRESHOLD {
+            let _ = tokio::task::spawn_blocking(release_free_memory).await;
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn release_free_memory() {
+    // SAFETY: malloc_trim only walks glibc's own heap structures, under their locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_free_memory() {}

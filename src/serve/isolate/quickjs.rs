@@ -1,8 +1,8 @@
 //! The QuickJS engine (quickjs-ng through `rquickjs`).
 //!
-//! A plain synchronous `rquickjs::Runtime` per call; the whole call — prelude, handler,
-//! event loop, result serialisation — runs inside one `Context::with` on the worker thread
-//! (see `call.rs`). The prelude (`prelude.js`) is compiled to bytecode once per process and
+//! A plain synchronous `rquickjs::Runtime` per call, driven by an `async fn` on the worker
+//! thread: JavaScript runs in short turns inside `Context::with`, and the call parks between
+//! them while it waits for fetches and timers (see `call.rs`). The prelude (`prelude.js`) is compiled to bytecode once per process and
 //! loaded from bytecode into every fresh context.
 //!
 //! Measured on the development machine (release build, 2 vCPUs), per call for
@@ -15,6 +15,7 @@ use std::ffi::CStr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use futures_util::future::LocalBoxFuture;
 use rquickjs::context::intrinsic;
 use rquickjs::{Context, Ctx, Error, Function, Runtime, Value, qjs};
 
@@ -118,8 +119,8 @@ impl Engine for QuickJsEngine {
         check_syntax(source)
     }
 
-    fn execute(&self, invocation: Invocation, host: &HostContext<'_>) -> Completion {
-        call::execute(self.prelude_bytecode, invocation, host)
+    fn execute(&self, invocation: Invocation, host: HostContext) -> LocalBoxFuture<'static, Completion> {
+        Box::pin(call::execute(self.prelude_bytecode, invocation, host))
     }
 }
 

@@ -26,10 +26,22 @@ struct HostState {
     requests: Mutex<Vec<FetchRequest>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Fetch futures not yet finished or dropped (an aborted fetch is dropped).
+    live: AtomicUsize,
+}
+
+/// Counts a fetch future as live until it is dropped, however it ends.
+struct Live(Arc<HostState>);
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Answers by host: `denied.test` is refused, `down.test` fails, `hang.test` never answers,
-/// `slow.test` answers after 40 ms, anything else echoes the request back as JSON.
+/// `slow.test` answers after 40 ms, `wait.test/<ms>` after that many milliseconds, anything
+/// else echoes the request back as JSON.
 #[derive(Clone, Default)]
 struct FakeHost(Arc<HostState>);
 
@@ -47,7 +59,10 @@ impl FetchHost for FakeHost {
     ) -> BoxFuture<'static, Result<FetchResponse, FetchError>> {
         let state = Arc::clone(&self.0);
         state.requests.lock().unwrap().push(request.clone());
+        state.live.fetch_add(1, Ordering::SeqCst);
+        let live = Live(Arc::clone(&state));
         Box::pin(async move {
+            let _live = live;
             let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             state.max_in_flight.fetch_max(now, Ordering::SeqCst);
             let host = url::Url::parse(&request.url)
@@ -64,6 +79,10 @@ impl FetchHost for FakeHost {
                 _ => {
                     if host == "slow.test" {
                         tokio::time::sleep(Duration::from_millis(40)).await;
+                    }
+                    if host == "wait.test" {
+                        let ms = request.url.rsplit('/').next().and_then(|ms| ms.parse().ok());
+                        tokio::time::sleep(Duration::from_millis(ms.unwrap_or(0))).await;
                     }
                     let echo = json!({
                         "method": request.method,
@@ -106,24 +125,47 @@ fn invocation(
     }
 }
 
+fn host_context() -> HostContext {
+    HostContext {
+        runtime: tokio_runtime().handle().clone(),
+        memory: IsolateMemory::new(1 << 30),
+    }
+}
+
+/// Runs a call's future on the current thread, as a pool worker does.
+fn drive<T>(call: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("worker-like runtime")
+        .block_on(call)
+}
+
 /// Runs one invocation directly on a worker-like thread (large stack, registered with the
 /// stack guard), bypassing the pool so tests do not queue behind each other.
 fn execute(invocation: Invocation) -> Completion {
-    let handle = tokio_runtime().handle().clone();
+    execute_with(QuickJsEngine::new(), invocation)
+}
+
+fn execute_with(engine: QuickJsEngine, invocation: Invocation) -> Completion {
     std::thread::Builder::new()
         .stack_size(WORKER_STACK_BYTES)
         .spawn(move || {
             stack_guard::register_worker_thread(WORKER_STACK_BYTES);
-            let cancelled = || false;
-            let host = HostContext {
-                runtime: &handle,
-                cancelled: &cancelled,
-            };
-            QuickJsEngine::new().execute(invocation, &host)
+            drive(engine.execute(invocation, host_context()))
         })
         .unwrap()
         .join()
         .unwrap()
+}
+
+/// A pool of `workers` threads admitting at most `in_flight` calls, with room for `queue`.
+fn pool(workers: usize, in_flight: usize, queue: usize) -> IsolatePool {
+    let mut settings = PoolSettings::with_workers(workers);
+    settings.admission.max_in_flight = in_flight;
+    settings.admission.max_queued = queue;
+    settings.admission.max_queued_per_tenant = queue;
+    IsolatePool::new(settings, tokio_runtime().handle().clone())
 }
 
 fn run_with(handler: &str, limits: SandboxLimits) -> Completion {
@@ -784,26 +826,15 @@ fn web_apis_behave() {
 #[test]
 fn prelude_loads_from_bytecode_and_source_alike() {
     assert_eq!(QuickJsEngine::new().prelude_load(), PreludeLoad::Bytecode);
-    let handle = tokio_runtime().handle().clone();
-    let engine = QuickJsEngine::with_prelude(PreludeLoad::Source);
-    let c = std::thread::spawn(move || {
-        let cancelled = || false;
-        let host = HostContext {
-            runtime: &handle,
-            cancelled: &cancelled,
-        };
-        engine.execute(
-            invocation(
-                "return new URL('https://x.test/p').pathname;",
-                json!({}),
-                SandboxLimits::default(),
-                &FakeHost::default(),
-            ),
-            &host,
-        )
-    })
-    .join()
-    .unwrap();
+    let c = execute_with(
+        QuickJsEngine::with_prelude(PreludeLoad::Source),
+        invocation(
+            "return new URL('https://x.test/p').pathname;",
+            json!({}),
+            SandboxLimits::default(),
+            &FakeHost::default(),
+        ),
+    );
     assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "/p"));
 }
 
@@ -865,70 +896,55 @@ fn check_handler_rejects_modules() {
 
 // ---- pool ------------------------------------------------------------------------------
 
+/// Polls `condition` until it holds, failing the test after five seconds.
+#[track_caller]
+fn wait_until(what: &str, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 #[test]
 fn pool_is_busy_when_the_queue_is_full() {
     let rt = tokio_runtime();
-    let pool = Arc::new(IsolatePool::new(1, 1, rt.handle().clone()));
+    let pool = Arc::new(pool(1, 1, 1));
     let host = FakeHost::default();
     let spin = invocation("while (true) {}", json!({}), fast_limits(), &host);
-    let quick = invocation(
-        "return 'quick';",
-        json!({}),
-        SandboxLimits::default(),
-        &host,
-    );
+    let quick = invocation("return 'quick';", json!({}), SandboxLimits::default(), &host);
 
     let first = rt.spawn({
         let pool = Arc::clone(&pool);
         let spin = spin.clone();
-        async move { pool.run(spin).await }
+        async move { pool.run("a", spin).await }
     });
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while pool.stats().busy == 0 {
-        assert!(Instant::now() < deadline, "worker never started");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("the spinner runs", || pool.stats().busy == 1);
     let second = rt.spawn({
         let pool = Arc::clone(&pool);
         let quick = quick.clone();
-        async move { pool.run(quick).await }
+        async move { pool.run("b", quick).await }
     });
-    while pool.stats().queued == 0 {
-        assert!(Instant::now() < deadline, "job never queued");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert_eq!(
-        pool.stats(),
-        PoolStats {
-            workers: 1,
-            busy: 1,
-            queued: 1
-        }
-    );
-    assert_eq!(
-        rt.block_on(pool.run(quick.clone())).unwrap_err(),
-        PoolError::Busy
-    );
+    wait_until("a call is queued", || pool.stats().queued == 1);
+    let stats = pool.stats();
+    assert_eq!((stats.workers, stats.busy, stats.in_flight, stats.queued), (1, 1, 1, 1));
+    let busy = rt.block_on(pool.run("c", quick.clone())).unwrap_err();
+    assert!(matches!(busy, PoolError::Busy(Busy::Queue { limit: 1 })), "{busy:?}");
+    assert!(busy.to_string().contains("[sandbox] queue"), "{busy}");
 
     assert_eq!(rt.block_on(first).unwrap().unwrap().outcome, Outcome::Limit);
     assert_eq!(rt.block_on(second).unwrap().unwrap().outcome, Outcome::Ok);
-    assert_eq!(
-        pool.stats(),
-        PoolStats {
-            workers: 1,
-            busy: 0,
-            queued: 0
-        }
-    );
+    wait_until("the pool is idle", || pool.stats().in_flight == 0);
+    assert_eq!(pool.stats().queued, 0);
 
     pool.close();
-    assert_eq!(rt.block_on(pool.run(quick)).unwrap_err(), PoolError::Closed);
+    assert_eq!(rt.block_on(pool.run("a", quick)).unwrap_err(), PoolError::Closed);
 }
 
 #[test]
 fn pool_keeps_serving_while_a_worker_spins() {
     let rt = tokio_runtime();
-    let pool = Arc::new(IsolatePool::new(2, 8, rt.handle().clone()));
+    let pool = Arc::new(pool(2, 100, 8));
     let host = FakeHost::default();
     let limits = SandboxLimits {
         cpu: Duration::from_millis(800),
@@ -937,27 +953,18 @@ fn pool_keeps_serving_while_a_worker_spins() {
     let spinner = rt.spawn({
         let pool = Arc::clone(&pool);
         let spin = invocation("for (;;) {}", json!({}), limits, &host);
-        async move { pool.run(spin).await }
+        async move { pool.run("a", spin).await }
     });
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while pool.stats().busy == 0 {
-        assert!(Instant::now() < deadline, "the spinner never started");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("the spinner runs", || pool.stats().busy == 1);
     let started = Instant::now();
     for i in 0..5 {
         let c = rt
-            .block_on(pool.run(invocation(
-                "return args.i * 2;",
-                json!({ "i": i }),
-                SandboxLimits::default(),
-                &host,
-            )))
+            .block_on(pool.run(
+                "b",
+                invocation("return args.i * 2;", json!({ "i": i }), SandboxLimits::default(), &host),
+            ))
             .unwrap();
-        assert_eq!(
-            (c.outcome, text(&c)),
-            (Outcome::Ok, (i * 2).to_string().as_str())
-        );
+        assert_eq!((c.outcome, text(&c)), (Outcome::Ok, (i * 2).to_string().as_str()));
     }
     let quick_total = started.elapsed();
     assert!(
@@ -966,6 +973,181 @@ fn pool_keeps_serving_while_a_worker_spins() {
     );
     let spun = rt.block_on(spinner).unwrap().unwrap();
     assert_eq!(spun.outcome, Outcome::Limit);
+}
+
+/// Runs `count` copies of `invocation` through `pool` at once and returns their completions.
+fn run_concurrently(pool: &Arc<IsolatePool>, tenant: &str, count: usize, invocation: &Invocation) -> Vec<Completion> {
+    let rt = tokio_runtime();
+    let tasks: Vec<_> = (0..count)
+        .map(|_| {
+            let pool = Arc::clone(pool);
+            let invocation = invocation.clone();
+            let tenant = tenant.to_owned();
+            rt.spawn(async move { pool.run(&tenant, invocation).await })
+        })
+        .collect();
+    tasks
+        .into_iter()
+        .map(|task| rt.block_on(task).unwrap().unwrap())
+        .collect()
+}
+
+#[test]
+fn calls_waiting_on_fetches_do_not_hold_a_worker() {
+    // 200 calls each awaiting a 300 ms upstream on two workers: holding a worker per call
+    // would take 200 × 300 ms / 2 = 30 s; parked calls overlap their waits.
+    let pool = Arc::new(pool(2, 1000, 0));
+    let host = FakeHost::default();
+    let call = invocation(
+        "const r = await fetch('https://wait.test/300'); return (await r.json()).method;",
+        json!({}),
+        SandboxLimits::default(),
+        &host,
+    );
+    let started = Instant::now();
+    let completions = run_concurrently(&pool, "a", 200, &call);
+    let elapsed = started.elapsed();
+    for c in &completions {
+        assert_eq!((c.outcome, text(c)), (Outcome::Ok, "GET"), "{c:?}");
+    }
+    assert!(elapsed < Duration::from_secs(10), "200 parked calls took {elapsed:?}");
+    // Far more fetches were in flight at once than there are workers (how many overlap
+    // depends on how fast this build creates isolates).
+    let overlapping = host.0.max_in_flight.load(Ordering::SeqCst);
+    assert!(overlapping >= 50, "only {overlapping} fetches overlapped");
+    // Parked time is not CPU time.
+    assert!(completions.iter().all(|c| c.cpu_time < Duration::from_millis(250)), "{completions:?}");
+}
+
+#[test]
+fn timers_park_too() {
+    let pool = Arc::new(pool(1, 1000, 0));
+    let call = invocation(
+        "await new Promise(r => setTimeout(r, 200)); return 'late';",
+        json!({}),
+        SandboxLimits::default(),
+        &FakeHost::default(),
+    );
+    let started = Instant::now();
+    let completions = run_concurrently(&pool, "a", 50, &call);
+    assert!(completions.iter().all(|c| c.outcome == Outcome::Ok && text(c) == "late"));
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[test]
+fn the_cpu_limit_ends_a_spinner_while_other_calls_on_its_worker_are_parked() {
+    let rt = tokio_runtime();
+    let pool = Arc::new(pool(1, 1000, 0));
+    let host = FakeHost::default();
+    let parked: Vec<_> = (0..20)
+        .map(|i| {
+            let pool = Arc::clone(&pool);
+            let call = invocation(
+                "const r = await fetch('https://wait.test/400'); return args.i;",
+                json!({ "i": i }),
+                SandboxLimits::default(),
+                &host,
+            );
+            rt.spawn(async move { pool.run("parked", call).await })
+        })
+        .collect();
+    wait_until("the calls are parked", || host.0.in_flight.load(Ordering::SeqCst) == 20);
+    let spin = invocation(
+        "await fetch('https://wait.test/1'); for (;;) {}",
+        json!({}),
+        SandboxLimits {
+            cpu: Duration::from_millis(200),
+            ..SandboxLimits::default()
+        },
+        &host,
+    );
+    let spun = rt.block_on(pool.run("spinner", spin)).unwrap();
+    assert_limit(&spun, "CPU time limit exceeded");
+    for (i, call) in parked.into_iter().enumerate() {
+        let c = rt.block_on(call).unwrap().unwrap();
+        assert_eq!((c.outcome, text(&c)), (Outcome::Ok, i.to_string().as_str()));
+    }
+}
+
+#[test]
+fn a_cancelled_call_drops_its_fetches_and_timers() {
+    let rt = tokio_runtime();
+    let pool = Arc::new(pool(1, 1000, 0));
+    let host = FakeHost::default();
+    let call = invocation(
+        "setTimeout(() => {}, 60000); await fetch('https://hang.test/'); return 1;",
+        json!({}),
+        SandboxLimits::default(),
+        &host,
+    );
+    let task = rt.spawn({
+        let pool = Arc::clone(&pool);
+        async move { pool.run("a", call).await }
+    });
+    wait_until("the fetch is in flight", || host.0.live.load(Ordering::SeqCst) == 1);
+    assert_eq!(pool.stats().in_flight, 1);
+    task.abort();
+    wait_until("the fetch is dropped", || host.0.live.load(Ordering::SeqCst) == 0);
+    wait_until("the slot is free", || pool.stats().in_flight == 0);
+}
+
+#[test]
+fn a_call_past_the_daemon_memory_budget_ends_cleanly() {
+    let rt = tokio_runtime();
+    let mut settings = PoolSettings::with_workers(1);
+    settings.memory_budget_bytes = 8 * 1024 * 1024;
+    let pool = IsolatePool::new(settings, rt.handle().clone());
+    let host = FakeHost::default();
+    let hog = invocation(
+        "const a = []; for (;;) a.push('x'.repeat(1024) + a.length);",
+        json!({}),
+        SandboxLimits::default(),
+        &host,
+    );
+    let c = rt.block_on(pool.run("a", hog)).unwrap();
+    assert_limit(&c, "the daemon's isolate memory is exhausted");
+    assert!(c.error.as_deref().unwrap_or("").contains("[sandbox] memory_budget_mb"), "{c:?}");
+    // Everything it held was given back: the next call runs.
+    assert_eq!(pool.stats().memory_bytes, 0);
+    let c = rt
+        .block_on(pool.run("a", invocation("return 'fine';", json!({}), SandboxLimits::default(), &host)))
+        .unwrap();
+    assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "fine"));
+}
+
+#[test]
+fn one_server_at_its_cap_does_not_hold_up_another() {
+    let rt = tokio_runtime();
+    let mut settings = PoolSettings::with_workers(1);
+    settings.admission.max_in_flight_per_tenant = 50;
+    settings.admission.max_queued_per_tenant = 1;
+    let pool = Arc::new(IsolatePool::new(settings, rt.handle().clone()));
+    let host = FakeHost::default();
+    let hang = invocation("await fetch('https://hang.test/'); return 1;", json!({}), fast_limits(), &host);
+    let parked: Vec<_> = (0..51)
+        .map(|_| {
+            let pool = Arc::clone(&pool);
+            let hang = hang.clone();
+            rt.spawn(async move { pool.run("noisy", hang).await })
+        })
+        .collect();
+    wait_until("the noisy server is at its cap", || {
+        let stats = pool.stats();
+        stats.in_flight == 50 && stats.queued == 1
+    });
+    let refused = rt.block_on(pool.run("noisy", hang.clone())).unwrap_err();
+    assert!(matches!(refused, PoolError::Busy(Busy::TenantQueue { limit: 1 })), "{refused:?}");
+    for i in 0..20 {
+        let c = rt
+            .block_on(pool.run("quiet", invocation("return args.i;", json!({ "i": i }), SandboxLimits::default(), &host)))
+            .unwrap();
+        assert_eq!(c.outcome, Outcome::Ok);
+    }
+    for call in parked {
+        // The wall limit of fast_limits ends them.
+        let c = rt.block_on(call).unwrap().unwrap();
+        assert_eq!(c.outcome, Outcome::Timeout, "{c:?}");
+    }
 }
 
 /// A stand-in engine: records the worker thread's name, or panics on request.
@@ -980,22 +1162,25 @@ impl Engine for ProbeEngine {
         Ok(())
     }
 
-    fn execute(&self, invocation: Invocation, _host: &HostContext<'_>) -> Completion {
-        if &*invocation.handler == "panic" {
-            panic!("engine bug");
-        }
-        let name = std::thread::current().name().unwrap_or("").to_owned();
-        self.0.lock().unwrap().push(name);
-        Completion {
-            result: ToolResult::text("ok", false),
-            outcome: Outcome::Ok,
-            error: None,
-            console: String::new(),
-            fetches: 0,
-            fetch_denied: false,
-            cpu_time: Duration::ZERO,
-            wall_time: Duration::ZERO,
-        }
+    fn execute(&self, invocation: Invocation, _host: HostContext) -> futures_util::future::LocalBoxFuture<'static, Completion> {
+        let names = Arc::clone(&self.0);
+        Box::pin(async move {
+            if &*invocation.handler == "panic" {
+                panic!("engine bug");
+            }
+            let name = std::thread::current().name().unwrap_or("").to_owned();
+            names.lock().unwrap().push(name);
+            Completion {
+                result: ToolResult::text("ok", false),
+                outcome: Outcome::Ok,
+                error: None,
+                console: String::new(),
+                fetches: 0,
+                fetch_denied: false,
+                cpu_time: Duration::ZERO,
+                wall_time: Duration::ZERO,
+            }
+        })
     }
 }
 
@@ -1005,27 +1190,18 @@ fn workers_are_named_and_survive_engine_panics() {
     let names = Arc::new(Mutex::new(Vec::new()));
     let pool = IsolatePool::with_engine(
         Arc::new(ProbeEngine(Arc::clone(&names))),
-        1,
-        4,
+        PoolSettings::with_workers(1),
         rt.handle().clone(),
     );
     let host = FakeHost::default();
     let c = rt
-        .block_on(pool.run(invocation(
-            "panic",
-            json!({}),
-            SandboxLimits::default(),
-            &host,
-        )))
+        .block_on(pool.run("a", invocation("panic", json!({}), SandboxLimits::default(), &host)))
         .unwrap();
     assert_eq!(c.outcome, Outcome::Error);
     assert!(c.result.is_error);
     let c = rt
-        .block_on(pool.run(invocation("x", json!({}), SandboxLimits::default(), &host)))
+        .block_on(pool.run("a", invocation("x", json!({}), SandboxLimits::default(), &host)))
         .unwrap();
     assert_eq!(c.outcome, Outcome::Ok);
-    assert_eq!(
-        *names.lock().unwrap(),
-        vec!["mcpbootd-isolate-0".to_owned()]
-    );
+    assert_eq!(*names.lock().unwrap(), vec!["mcpbootd-isolate-0".to_owned()]);
 }

@@ -1,13 +1,25 @@
 //! One call: per-call state, the natives that need it, and the event loop.
+//!
+//! The call is an `async fn` polled on one pool worker thread. JavaScript runs only in
+//! *turns*: short synchronous stretches inside `Context::with` (start the handler, deliver a
+//! fetch result, fire a timer, run the promise jobs that follow). Between turns the call is
+//! parked at an `.await` on its inbox or its next timer, holding no thread, and the worker
+//! runs other calls' turns. Every turn re-establishes what QuickJS and the guards assume
+//! about the native stack (its stack top, the canary strip) because another call's turn may
+//! have run on the same stack in between; CPU time is the sum of the turns.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rquickjs::{Array, ArrayBuffer, Ctx, Error, Exception, Function, Object, Runtime, Value};
+use rquickjs::{
+    Array, ArrayBuffer, Context, Ctx, Error, Exception, Function, Object, Persistent, Promise,
+    Runtime, Value, qjs,
+};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use url::Url;
 
@@ -34,8 +46,6 @@ const MAX_TIMER_DELAY: Duration = Duration::from_millis(i32::MAX as u64);
 /// Pending promise jobs run between two explicit limit checks (each job is also covered by
 /// the interrupt handler; this only bounds how late a latched limit is noticed).
 const JOBS_PER_CHECK: u32 = 256;
-/// Longest the event loop blocks before checking `HostContext::cancelled` again.
-const CANCEL_POLL: Duration = Duration::from_millis(250);
 const CONSOLE_TRUNCATED: &str = "[console output truncated: max_console_bytes reached]\n";
 
 /// The first limit a call ran into.
@@ -44,6 +54,8 @@ enum LimitHit {
     Wall,
     Cpu,
     Memory,
+    /// The daemon-wide isolate memory budget (bytes) could not cover an allocation.
+    DaemonMemory(usize),
     Stack,
     Fetches,
     Timers,
@@ -71,6 +83,11 @@ impl LimitHit {
             LimitHit::Memory => format!(
                 "memory limit exceeded: the handler needed more than {} bytes (limit `memory_bytes`)",
                 limits.memory_bytes
+            ),
+            LimitHit::DaemonMemory(budget) => format!(
+                "the daemon's isolate memory is exhausted: all running calls together may use {} \
+                 MiB (`[sandbox] memory_budget_mb`); retry when fewer calls are running",
+                budget / (1024 * 1024)
             ),
             LimitHit::Stack => format!(
                 "stack size limit exceeded: recursion too deep for the {} byte stack (limit `stack_bytes`)",
@@ -106,8 +123,6 @@ enum RunEnd {
     Stalled,
     /// Only timers are outstanding and the next one is due after the wall deadline.
     TimerAfterDeadline,
-    /// Nobody waits for the result any more.
-    Cancelled,
     /// A failure of the engine itself, not of the handler.
     Internal(String),
 }
@@ -166,6 +181,16 @@ struct Fetches {
     queued: VecDeque<(u32, FetchRequest)>,
 }
 
+impl Drop for Fetches {
+    /// A call that ends, or whose future is dropped because the caller went away, leaves no
+    /// request running on its behalf.
+    fn drop(&mut self) {
+        for (_, handle) in self.running.drain() {
+            handle.abort();
+        }
+    }
+}
+
 #[derive(Default)]
 struct Timers {
     created: u32,
@@ -201,8 +226,10 @@ struct CallState {
     limits: SandboxLimits,
     started: Instant,
     deadline: Instant,
-    /// Time the loop spent blocked waiting for fetches and timers (not JS execution).
-    waited: Cell<Duration>,
+    /// JavaScript time of the turns that have ended.
+    cpu: Cell<Duration>,
+    /// When the current turn started, while one is running.
+    turn_started: Cell<Option<Instant>>,
     limit: Cell<Option<LimitHit>>,
     memory: Rc<MemoryBudget>,
     canary: Cell<Option<StackCanary>>,
@@ -210,7 +237,7 @@ struct CallState {
     fetches: RefCell<Fetches>,
     fetch_denied: Cell<bool>,
     timers: RefCell<Timers>,
-    events: mpsc::Sender<FetchDone>,
+    events: mpsc::UnboundedSender<FetchDone>,
     fetch_host: Arc<dyn FetchHost>,
     runtime: tokio::runtime::Handle,
 }
@@ -223,8 +250,19 @@ impl CallState {
     }
 
     fn cpu_used(&self, now: Instant) -> Duration {
-        now.saturating_duration_since(self.started)
-            .saturating_sub(self.waited.get())
+        let running = self
+            .turn_started
+            .get()
+            .map_or(Duration::ZERO, |started| now.saturating_duration_since(started));
+        self.cpu.get() + running
+    }
+
+    fn memory_hit(&self) -> LimitHit {
+        if self.memory.daemon_exhausted() {
+            LimitHit::DaemonMemory(self.memory.daemon_limit())
+        } else {
+            LimitHit::Memory
+        }
     }
 
     /// Checks (and latches) every limit that is not counted at its source. This is the
@@ -235,7 +273,7 @@ impl CallState {
             return true;
         }
         let hit = if self.memory.exhausted() {
-            Some(LimitHit::Memory)
+            Some(self.memory_hit())
         } else if self.canary.get().is_some_and(|canary| canary.tripped()) {
             Some(LimitHit::Stack)
         } else {
@@ -352,7 +390,7 @@ impl CallState {
 /// (aborted, runtime shutting down, or the host's future panicked).
 struct Reply {
     id: u32,
-    events: Option<mpsc::Sender<FetchDone>>,
+    events: Option<mpsc::UnboundedSender<FetchDone>>,
 }
 
 impl Reply {
@@ -442,12 +480,25 @@ struct Hooks<'js> {
     fetch: Function<'js>,
 }
 
-/// Installs the natives and runs the prelude.
+impl<'js> Hooks<'js> {
+    /// The prelude returns its hooks as `[fetchDone, fetchFail, timerFire, describe, fetch]`.
+    fn from_list(list: &Array<'js>) -> rquickjs::Result<Hooks<'js>> {
+        Ok(Hooks {
+            fetch_done: list.get(0)?,
+            fetch_fail: list.get(1)?,
+            timer_fire: list.get(2)?,
+            describe: list.get(3)?,
+            fetch: list.get(4)?,
+        })
+    }
+}
+
+/// Installs the natives and runs the prelude, returning its list of hooks.
 fn install<'js>(
     ctx: &Ctx<'js>,
     state: &Rc<CallState>,
     prelude: Option<&[u8]>,
-) -> rquickjs::Result<Hooks<'js>> {
+) -> rquickjs::Result<Array<'js>> {
     let bindings = Object::new(ctx.clone())?;
     natives::install(ctx, &bindings)?;
 
@@ -498,21 +549,17 @@ fn install<'js>(
         )?,
     )?;
 
-    let hooks: Array<'js> = load_prelude(ctx, prelude)?.call((bindings,))?;
-    Ok(Hooks {
-        fetch_done: hooks.get(0)?,
-        fetch_fail: hooks.get(1)?,
-        timer_fire: hooks.get(2)?,
-        describe: hooks.get(3)?,
-        fetch: hooks.get(4)?,
-    })
+    load_prelude(ctx, prelude)?.call((bindings,))
 }
 
-/// Runs one invocation in a fresh runtime on the current thread.
-pub(super) fn execute(
+/// Runs one invocation in a fresh runtime, parking at every await (see the module doc).
+///
+/// Dropping the returned future (the caller went away) drops the isolate and aborts the
+/// call's fetches; its timers go with it.
+pub(super) async fn execute(
     prelude: Option<&'static [u8]>,
     invocation: Invocation,
-    host: &HostContext<'_>,
+    host: HostContext,
 ) -> Completion {
     let started = Instant::now();
     let mut limits = invocation.limits.clone();
@@ -520,13 +567,14 @@ pub(super) fn execute(
     limits.stack_bytes = limits.stack_bytes.min(native_max).max(MIN_STACK);
     limits.max_concurrent_fetches = limits.max_concurrent_fetches.max(1);
 
-    let (events, inbox) = mpsc::channel();
+    let (events, mut inbox) = mpsc::unbounded_channel();
     let state = Rc::new(CallState {
         started,
         deadline: started + limits.wall,
-        waited: Cell::new(Duration::ZERO),
+        cpu: Cell::new(Duration::ZERO),
+        turn_started: Cell::new(None),
         limit: Cell::new(None),
-        memory: MemoryBudget::new(limits.memory_bytes),
+        memory: MemoryBudget::new(limits.memory_bytes, host.memory),
         canary: Cell::new(None),
         console: RefCell::new(Console {
             text: String::new(),
@@ -538,7 +586,7 @@ pub(super) fn execute(
         timers: RefCell::new(Timers::default()),
         events,
         fetch_host: Arc::clone(&invocation.fetch),
-        runtime: host.runtime.clone(),
+        runtime: host.runtime,
         limits,
     });
 
@@ -548,47 +596,273 @@ pub(super) fn execute(
             invocation.handler.len()
         ))
     } else {
-        run_isolate(&state, &invocation, &inbox, host, prelude)
+        match Isolate::new(&state) {
+            // The isolate is dropped at the end of this arm, before the completion is built.
+            Ok(mut isolate) => drive(&mut isolate, &state, &invocation, &mut inbox, prelude).await,
+            Err(end) => end,
+        }
     };
     state.abort_fetches();
     finish(&state, end)
 }
 
-fn run_isolate(
+/// One call's runtime and context. Fields drop in declaration order: the values kept across
+/// turns before the context (and with it the runtime), as QuickJS requires.
+struct Isolate {
+    kept: Option<Kept>,
+    context: Context,
+}
+
+/// What a parked call needs again when its next turn starts.
+struct Kept {
+    hooks: Persistent<Array<'static>>,
+    promise: Persistent<Promise<'static>>,
+}
+
+impl Isolate {
+    fn new(state: &Rc<CallState>) -> Result<Isolate, RunEnd> {
+        let runtime = Runtime::new_with_alloc(BudgetAllocator(Rc::clone(&state.memory)))
+            .map_err(|e| RunEnd::Internal(format!("could not create a JS runtime: {e}")))?;
+        runtime.set_memory_limit(state.limits.memory_bytes.saturating_add(BACKSTOP_SLACK));
+        runtime.set_max_stack_size(state.limits.stack_bytes);
+        let guard = Rc::clone(state);
+        runtime.set_interrupt_handler(Some(Box::new(move || guard.check_limits())));
+        let context = new_context(&runtime)
+            .map_err(|e| RunEnd::Internal(format!("could not create a JS context: {e}")))?;
+        Ok(Isolate {
+            kept: None,
+            context,
+        })
+    }
+
+    fn raw_runtime(&self) -> *mut qjs::JSRuntime {
+        // SAFETY: the context is live for as long as `self`.
+        unsafe { qjs::JS_GetRuntime(self.context.as_raw().as_ptr()) }
+    }
+
+    /// Runs one turn of JavaScript on the current thread.
+    fn turn<R>(&self, state: &CallState, f: impl FnOnce(&Ctx<'_>) -> R) -> R {
+        self.context.with(|ctx| {
+            // Measure QuickJS's stack from this frame and paint the guard strip just beyond
+            // its limit: everything JS does in this turn happens below this frame, and other
+            // calls' turns have used this stack since the last one.
+            // SAFETY: only sets QuickJS's stack reference point.
+            unsafe { qjs::JS_UpdateStackTop(self.raw_runtime()) };
+            state.canary.set(StackCanary::arm(state.limits.stack_bytes));
+            state.turn_started.set(Some(Instant::now()));
+            let result = f(&ctx);
+            // The strip is only meaningful while this frame is live.
+            if state.canary.get().is_some_and(|canary| canary.tripped()) {
+                state.hit(LimitHit::Stack);
+            }
+            state.canary.set(None);
+            if let Some(started) = state.turn_started.take() {
+                state.cpu.set(state.cpu.get() + started.elapsed());
+            }
+            result
+        })
+    }
+}
+
+impl Drop for Isolate {
+    fn drop(&mut self) {
+        // Freeing runs finalizers, which measure the stack from the stack top an earlier
+        // turn set at whatever depth it ran: set it from here first.
+        // SAFETY: only sets QuickJS's stack reference point.
+        unsafe { qjs::JS_UpdateStackTop(self.raw_runtime()) };
+        self.kept = None;
+    }
+}
+
+/// What a turn decided.
+enum Next {
+    Done(RunEnd),
+    /// Park until a fetch completes or this instant (a timer, the deadline) passes.
+    Wait(Instant),
+}
+
+async fn drive(
+    isolate: &mut Isolate,
     state: &Rc<CallState>,
     invocation: &Invocation,
-    inbox: &mpsc::Receiver<FetchDone>,
-    host: &HostContext<'_>,
+    inbox: &mut mpsc::UnboundedReceiver<FetchDone>,
     prelude: Option<&[u8]>,
 ) -> RunEnd {
-    let runtime = match Runtime::new_with_alloc(BudgetAllocator(Rc::clone(&state.memory))) {
-        Ok(runtime) => runtime,
-        Err(e) => return RunEnd::Internal(format!("could not create a JS runtime: {e}")),
-    };
-    runtime.set_memory_limit(state.limits.memory_bytes.saturating_add(BACKSTOP_SLACK));
-    runtime.set_max_stack_size(state.limits.stack_bytes);
-    let guard = Rc::clone(state);
-    runtime.set_interrupt_handler(Some(Box::new(move || guard.check_limits())));
-    let context = match new_context(&runtime) {
-        Ok(context) => context,
-        Err(e) => return RunEnd::Internal(format!("could not create a JS context: {e}")),
-    };
-    context.with(|ctx| {
-        // Measure QuickJS's stack from this frame, and paint the guard strip just beyond
-        // its limit; everything JS does happens below this frame, inside this closure.
-        // SAFETY: only sets QuickJS's stack reference point.
-        unsafe {
-            rquickjs::qjs::JS_UpdateStackTop(rquickjs::qjs::JS_GetRuntime(ctx.as_raw().as_ptr()))
-        };
-        state.canary.set(StackCanary::arm(state.limits.stack_bytes));
-        let end = run_call(&ctx, state, invocation, inbox, host, prelude);
-        // The strip is only meaningful while this frame is live.
-        if state.canary.get().is_some_and(|canary| canary.tripped()) {
-            state.hit(LimitHit::Stack);
+    let body: &str = &invocation.handler;
+    let mut next = match isolate.turn(state, |ctx| start(ctx, state, invocation, prelude)) {
+        Started::Finished(end) => return end,
+        Started::Running(kept, next) => {
+            isolate.kept = Some(kept);
+            next
         }
-        state.canary.set(None);
-        end
-    })
+    };
+    loop {
+        let until = match next {
+            Next::Done(end) => return end,
+            Next::Wait(until) => until,
+        };
+        // Parked: no JavaScript runs and no thread is held until one of these is ready.
+        let event = tokio::select! {
+            biased;
+            event = inbox.recv() => event,
+            () = tokio::time::sleep_until(until.into()) => None,
+        };
+        let Some(kept) = isolate.kept.as_ref() else {
+            return RunEnd::Internal("a parked call lost its state".to_owned());
+        };
+        next = isolate.turn(state, |ctx| resume(ctx, state, kept, event, inbox, body));
+    }
+}
+
+enum Started {
+    /// The call ended in its first turn (most pure handlers do).
+    Finished(RunEnd),
+    Running(Kept, Next),
+}
+
+/// The first turn: prelude, arguments, compile, call, and everything runnable after it.
+fn start<'js>(
+    ctx: &Ctx<'js>,
+    state: &Rc<CallState>,
+    invocation: &Invocation,
+    prelude: Option<&[u8]>,
+) -> Started {
+    let body: &str = &invocation.handler;
+    let hook_list = match install(ctx, state, prelude) {
+        Ok(hook_list) => hook_list,
+        Err(e) => {
+            return Started::Finished(match exception_end(ctx, state, None, e, body) {
+                RunEnd::Threw(text) => {
+                    RunEnd::Internal(format!("the isolate prelude failed: {text}"))
+                }
+                end => end,
+            });
+        }
+    };
+    let hooks = match Hooks::from_list(&hook_list) {
+        Ok(hooks) => hooks,
+        Err(e) => {
+            return Started::Finished(RunEnd::Internal(format!(
+                "the isolate prelude returned unusable hooks: {e}"
+            )));
+        }
+    };
+    let args = match serde_json::to_string(&invocation.arguments) {
+        Ok(json) => match ctx.json_parse(json) {
+            Ok(args) => args,
+            Err(e) => return Started::Finished(exception_end(ctx, state, Some(&hooks), e, body)),
+        },
+        Err(e) => {
+            return Started::Finished(RunEnd::Internal(format!(
+                "could not encode the arguments: {e}"
+            )));
+        }
+    };
+    let handler = match compile_handler(ctx, body) {
+        Ok(handler) => handler,
+        Err(e) => return Started::Finished(exception_end(ctx, state, Some(&hooks), e, body)),
+    };
+    let returned: Value<'js> = match handler.call((args, hooks.fetch.clone())) {
+        Ok(value) => value,
+        Err(e) => return Started::Finished(exception_end(ctx, state, Some(&hooks), e, body)),
+    };
+    // An async function always returns a promise; anything else means the body closed the
+    // wrapper early and returned a plain value, which is taken as the result.
+    let Some(promise) = returned.as_promise().cloned() else {
+        return Started::Finished(serialise(ctx, state, &hooks, returned, body));
+    };
+    match advance(ctx, state, &hooks, &promise, body) {
+        Next::Done(end) => Started::Finished(end),
+        next => Started::Running(
+            Kept {
+                hooks: Persistent::save(ctx, hook_list),
+                promise: Persistent::save(ctx, promise),
+            },
+            next,
+        ),
+    }
+}
+
+/// A later turn: hand over what arrived, then run everything that became runnable.
+fn resume<'js>(
+    ctx: &Ctx<'js>,
+    state: &CallState,
+    kept: &Kept,
+    event: Option<FetchDone>,
+    inbox: &mut mpsc::UnboundedReceiver<FetchDone>,
+    body: &str,
+) -> Next {
+    let restored = kept.hooks.clone().restore(ctx).and_then(|list| {
+        let hooks = Hooks::from_list(&list)?;
+        Ok((hooks, kept.promise.clone().restore(ctx)?))
+    });
+    let (hooks, promise) = match restored {
+        Ok(restored) => restored,
+        Err(e) => return Next::Done(RunEnd::Internal(format!("could not resume the call: {e}"))),
+    };
+    let mut event = event;
+    while let Some(done) = event.take().or_else(|| inbox.try_recv().ok()) {
+        if let Err(e) = deliver(ctx, state, &hooks, done) {
+            return Next::Done(exception_end(ctx, state, Some(&hooks), e, body));
+        }
+    }
+    advance(ctx, state, &hooks, &promise, body)
+}
+
+/// Runs promise jobs and due timers until the handler's promise settles (the call is done)
+/// or nothing is runnable (park until the next timer, a fetch, or the deadline).
+fn advance<'js>(
+    ctx: &Ctx<'js>,
+    state: &CallState,
+    hooks: &Hooks<'js>,
+    promise: &Promise<'js>,
+    body: &str,
+) -> Next {
+    loop {
+        let mut jobs = 0u32;
+        while ctx.execute_pending_job() {
+            jobs += 1;
+            if jobs.is_multiple_of(JOBS_PER_CHECK) && state.check_limits() {
+                return Next::Done(RunEnd::Limit);
+            }
+        }
+        if state.check_limits() {
+            return Next::Done(RunEnd::Limit);
+        }
+        if !matches!(promise.state(), rquickjs::promise::PromiseState::Pending) {
+            return Next::Done(match promise.result::<Value<'js>>() {
+                Some(Ok(value)) => serialise(ctx, state, hooks, value, body),
+                Some(Err(e)) => exception_end(ctx, state, Some(hooks), e, body),
+                None => RunEnd::Internal("the handler's promise is still pending".to_owned()),
+            });
+        }
+
+        let due = state.timers.borrow_mut().pop_due(Instant::now());
+        if let Some(id) = due {
+            if let Err(e) = hooks.timer_fire.call::<_, ()>((id,)) {
+                return Next::Done(match exception_end(ctx, state, Some(hooks), e, body) {
+                    RunEnd::Threw(text) => {
+                        RunEnd::Threw(format!("uncaught error in a setTimeout callback: {text}"))
+                    }
+                    end => end,
+                });
+            }
+            continue;
+        }
+        let next_timer = state.timers.borrow().next_due();
+        let fetching = {
+            let fetches = state.fetches.borrow();
+            !fetches.running.is_empty() || !fetches.queued.is_empty()
+        };
+        if !fetching {
+            match next_timer {
+                None => return Next::Done(RunEnd::Stalled),
+                Some(due) if due > state.deadline => return Next::Done(RunEnd::TimerAfterDeadline),
+                Some(_) => {}
+            }
+        }
+        return Next::Wait(next_timer.map_or(state.deadline, |due| due.min(state.deadline)));
+    }
 }
 
 /// Turns a failed JS operation into how the call ends.
@@ -613,7 +887,7 @@ fn exception_end<'js>(
             }
         }
         Error::Allocation => {
-            state.hit(LimitHit::Memory);
+            state.hit(state.memory_hit());
             RunEnd::Limit
         }
         other => RunEnd::Internal(other.to_string()),
@@ -664,118 +938,12 @@ fn describe<'js>(
         "RangeError: Maximum call stack size exceeded" | "InternalError: stack overflow" => {
             state.hit(LimitHit::Stack)
         }
-        "InternalError: out of memory" => state.hit(LimitHit::Memory),
+        "InternalError: out of memory" => state.hit(state.memory_hit()),
         _ => {}
     }
     match handler_line(&stack, body) {
         Some(line) => format!("{text} (handler line {line})"),
         None => text,
-    }
-}
-
-fn run_call<'js>(
-    ctx: &Ctx<'js>,
-    state: &Rc<CallState>,
-    invocation: &Invocation,
-    inbox: &mpsc::Receiver<FetchDone>,
-    host: &HostContext<'_>,
-    prelude: Option<&[u8]>,
-) -> RunEnd {
-    let body: &str = &invocation.handler;
-    let hooks = match install(ctx, state, prelude) {
-        Ok(hooks) => hooks,
-        Err(e) => {
-            return match exception_end(ctx, state, None, e, body) {
-                RunEnd::Threw(text) => {
-                    RunEnd::Internal(format!("the isolate prelude failed: {text}"))
-                }
-                end => end,
-            };
-        }
-    };
-    let args = match serde_json::to_string(&invocation.arguments) {
-        Ok(json) => match ctx.json_parse(json) {
-            Ok(args) => args,
-            Err(e) => return exception_end(ctx, state, Some(&hooks), e, body),
-        },
-        Err(e) => return RunEnd::Internal(format!("could not encode the arguments: {e}")),
-    };
-    let handler = match compile_handler(ctx, body) {
-        Ok(handler) => handler,
-        Err(e) => return exception_end(ctx, state, Some(&hooks), e, body),
-    };
-    let returned: Value<'js> = match handler.call((args, hooks.fetch.clone())) {
-        Ok(value) => value,
-        Err(e) => return exception_end(ctx, state, Some(&hooks), e, body),
-    };
-    // An async function always returns a promise; anything else means the body closed the
-    // wrapper early and returned a plain value, which is taken as the result.
-    let Some(promise) = returned.as_promise().cloned() else {
-        return serialise(ctx, state, &hooks, returned, body);
-    };
-
-    loop {
-        let mut jobs = 0u32;
-        while ctx.execute_pending_job() {
-            jobs += 1;
-            if jobs.is_multiple_of(JOBS_PER_CHECK) && state.check_limits() {
-                return RunEnd::Limit;
-            }
-        }
-        if state.check_limits() {
-            return RunEnd::Limit;
-        }
-        if !matches!(promise.state(), rquickjs::promise::PromiseState::Pending) {
-            break;
-        }
-        if (host.cancelled)() {
-            return RunEnd::Cancelled;
-        }
-
-        // Nothing runnable: a timer is due, or wait for one / for a fetch to complete.
-        let now = Instant::now();
-        let due = state.timers.borrow_mut().pop_due(now);
-        if let Some(id) = due {
-            if let Err(e) = hooks.timer_fire.call::<_, ()>((id,)) {
-                return match exception_end(ctx, state, Some(&hooks), e, body) {
-                    RunEnd::Threw(text) => {
-                        RunEnd::Threw(format!("uncaught error in a setTimeout callback: {text}"))
-                    }
-                    end => end,
-                };
-            }
-            continue;
-        }
-        let next_timer = state.timers.borrow().next_due();
-        let fetching = {
-            let fetches = state.fetches.borrow();
-            !fetches.running.is_empty() || !fetches.queued.is_empty()
-        };
-        if !fetching {
-            match next_timer {
-                None => return RunEnd::Stalled,
-                Some(due) if due > state.deadline => return RunEnd::TimerAfterDeadline,
-                Some(_) => {}
-            }
-        }
-        // Wake up now and then even while a long fetch is outstanding, to notice a caller
-        // that went away.
-        let wake = next_timer
-            .map_or(state.deadline, |due| due.min(state.deadline))
-            .min(now + CANCEL_POLL);
-        let received = inbox.recv_timeout(wake.saturating_duration_since(now));
-        state.waited.set(state.waited.get() + now.elapsed());
-        if let Ok(done) = received
-            && let Err(e) = deliver(ctx, state, &hooks, done)
-        {
-            return exception_end(ctx, state, Some(&hooks), e, body);
-        }
-    }
-
-    match promise.result::<Value<'js>>() {
-        Some(Ok(value)) => serialise(ctx, state, &hooks, value, body),
-        Some(Err(e)) => exception_end(ctx, state, Some(&hooks), e, body),
-        None => RunEnd::Internal("the handler's promise is still pending".to_owned()),
     }
 }
 
@@ -840,9 +1008,9 @@ fn serialise<'js>(
 
 fn finish(state: &CallState, end: RunEnd) -> Completion {
     let wall_time = state.started.elapsed();
-    let cpu_time = wall_time.saturating_sub(state.waited.get());
+    let cpu_time = state.cpu.get();
     if state.memory.exhausted() {
-        state.hit(LimitHit::Memory);
+        state.hit(state.memory_hit());
     }
     let failure = |outcome: Outcome, message: String| {
         (
@@ -877,10 +1045,6 @@ fn finish(state: &CallState, end: RunEnd) -> Completion {
                 "the handler is waiting for a timer that fires after the wall-clock limit ({:?}, limit `wall`)",
                 state.limits.wall
             ),
-        ),
-        (None, RunEnd::Cancelled) => failure(
-            Outcome::Error,
-            "the call was cancelled by the caller".to_owned(),
         ),
         (None, RunEnd::Internal(message)) => failure(
             Outcome::Error,

@@ -8,34 +8,54 @@
 //! The call then ends as `Limit` no matter what JS does with the error. QuickJS's limit is
 //! still set, slightly above the budget, as a backstop.
 //!
-//! QuickJS serves small allocations from its own arenas, so the budget counts what QuickJS
-//! actually takes from the system allocator (arena chunks and large blocks), which is the
-//! number that matters for the host.
+//! The budget counts every block QuickJS takes from the system allocator, which is the number
+//! that matters for the host.
+//!
+//! Every call also draws on the daemon-wide [`IsolateMemory`], so that a thousand parked
+//! calls cannot together take the machine down even though each stays within its own limit.
+//! A call takes memory from the daemon pool in chunks of [`CHUNK`] bytes (one atomic
+//! operation per chunk, not per allocation) and returns what it no longer needs; an
+//! allocation that the daemon pool cannot cover is refused like one past the call's own
+//! limit, and recorded as such, so the call ends with a message naming the daemon budget.
 
 use std::alloc::{self, Layout};
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use rquickjs::allocator::Allocator;
+
+use super::super::IsolateMemory;
 
 /// Header in front of every block holding its usable size, as QuickJS needs
 /// `malloc_usable_size`. 16 bytes keeps the returned pointers 16-byte aligned like malloc's.
 const HEADER: usize = 16;
 const ALIGN: usize = 16;
 
+/// Granularity of what a call takes from (and gives back to) the daemon-wide pool.
+pub(super) const CHUNK: usize = 256 * 1024;
+
 #[derive(Debug)]
 pub(super) struct MemoryBudget {
     limit: usize,
     used: Cell<usize>,
+    /// Bytes taken from the daemon pool; always `>= used`, returned on drop.
+    held: Cell<usize>,
     exhausted: Cell<bool>,
+    /// The refusal came from the daemon pool, not from this call's own limit.
+    daemon_exhausted: Cell<bool>,
+    daemon: Arc<IsolateMemory>,
 }
 
 impl MemoryBudget {
-    pub(super) fn new(limit: usize) -> Rc<Self> {
+    pub(super) fn new(limit: usize, daemon: Arc<IsolateMemory>) -> Rc<Self> {
         Rc::new(Self {
             limit,
             used: Cell::new(0),
+            held: Cell::new(0),
             exhausted: Cell::new(false),
+            daemon_exhausted: Cell::new(false),
+            daemon,
         })
     }
 
@@ -44,21 +64,54 @@ impl MemoryBudget {
         self.exhausted.get()
     }
 
+    pub(super) fn daemon_limit(&self) -> usize {
+        self.daemon.limit()
+    }
+
+    /// True when the refusal was the daemon-wide budget's.
+    pub(super) fn daemon_exhausted(&self) -> bool {
+        self.daemon_exhausted.get()
+    }
+
     fn reserve(&self, bytes: usize) -> bool {
-        match self.used.get().checked_add(bytes) {
-            Some(total) if total <= self.limit => {
-                self.used.set(total);
-                true
-            }
+        let total = match self.used.get().checked_add(bytes) {
+            Some(total) if total <= self.limit => total,
             _ => {
                 self.exhausted.set(true);
-                false
+                return false;
             }
+        };
+        let held = self.held.get();
+        if total > held {
+            let want = (total - held).div_ceil(CHUNK) * CHUNK;
+            if !self.daemon.take(want) {
+                self.exhausted.set(true);
+                self.daemon_exhausted.set(true);
+                return false;
+            }
+            self.held.set(held + want);
         }
+        self.used.set(total);
+        true
     }
 
     fn release(&self, bytes: usize) {
-        self.used.set(self.used.get().saturating_sub(bytes));
+        let used = self.used.get().saturating_sub(bytes);
+        self.used.set(used);
+        // Keep one chunk of slack so that a call hovering around a chunk boundary does not
+        // hit the shared counter on every allocation.
+        let held = self.held.get();
+        if held - used.min(held) > 2 * CHUNK {
+            let keep = used.div_ceil(CHUNK) * CHUNK + CHUNK;
+            self.daemon.give_back(held - keep);
+            self.held.set(keep);
+        }
+    }
+}
+
+impl Drop for MemoryBudget {
+    fn drop(&mut self) {
+        self.daemon.give_back(self.held.get());
     }
 }
 

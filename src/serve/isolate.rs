@@ -123,8 +123,8 @@ mod stack_guard;
 #[cfg(test)]
 mod tests;
 
-pub use engine::{Engine, HostContext};
 pub use admission::{AdmissionLimits, Blocked, Busy};
+pub use engine::{Engine, HostContext};
 pub use pool::{IsolatePool, PoolError, PoolSettings, PoolStats};
 pub use quickjs::{PreludeLoad, QuickJsEngine};
 

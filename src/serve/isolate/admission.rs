@@ -301,7 +301,8 @@ impl Admission {
                 limit: limits.max_in_flight_per_tenant,
             });
         }
-        let memory_full = self.memory.used().saturating_add(ISOLATE_START_BYTES) > self.memory.limit();
+        let memory_full =
+            self.memory.used().saturating_add(ISOLATE_START_BYTES) > self.memory.limit();
         if state.in_flight > 0 && memory_full {
             return Some(Blocked::Memory {
                 budget: self.memory.limit(),
@@ -312,7 +313,11 @@ impl Admission {
 
     fn start(&self, state: &mut State, tenant: &Arc<str>) {
         state.in_flight += 1;
-        state.tenants.entry(Arc::clone(tenant)).or_default().in_flight += 1;
+        state
+            .tenants
+            .entry(Arc::clone(tenant))
+            .or_default()
+            .in_flight += 1;
     }
 
     fn release(&self, tenant: &Arc<str>) {
@@ -392,7 +397,12 @@ mod tests {
         Admission::new(limits, IsolateMemory::new(1 << 30))
     }
 
-    fn limits(in_flight: usize, per_tenant: usize, queued: usize, per_tenant_queued: usize) -> AdmissionLimits {
+    fn limits(
+        in_flight: usize,
+        per_tenant: usize,
+        queued: usize,
+        per_tenant_queued: usize,
+    ) -> AdmissionLimits {
         AdmissionLimits {
             max_in_flight: in_flight,
             max_in_flight_per_tenant: per_tenant,
@@ -485,7 +495,16 @@ mod tests {
         let Err(Refused::Busy(busy)) = admission.acquire("b").await else {
             panic!("expected busy");
         };
-        assert!(matches!(busy, Busy::Waited { reason: Blocked::Daemon { limit: 1 }, .. }), "{busy:?}");
+        assert!(
+            matches!(
+                busy,
+                Busy::Waited {
+                    reason: Blocked::Daemon { limit: 1 },
+                    ..
+                }
+            ),
+            "{busy:?}"
+        );
         assert!(busy.to_string().contains("queue_timeout_ms"), "{busy}");
         assert_eq!(admission.counts(), (1, 0));
     }

@@ -185,10 +185,14 @@ impl IsolatePool {
     /// Dropping the returned future abandons the call: a queued call leaves the queue, a
     /// running one is stopped at its next await with its fetches and timers dropped.
     pub async fn run(&self, tenant: &str, invocation: Invocation) -> Result<Completion, PoolError> {
-        let permit = self.admission.acquire(tenant).await.map_err(|refused| match refused {
-            Refused::Busy(busy) => PoolError::Busy(busy),
-            Refused::Closed => PoolError::Closed,
-        })?;
+        let permit = self
+            .admission
+            .acquire(tenant)
+            .await
+            .map_err(|refused| match refused {
+                Refused::Busy(busy) => PoolError::Busy(busy),
+                Refused::Closed => PoolError::Closed,
+            })?;
         let (reply, completion) = oneshot::channel();
         {
             let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
@@ -315,7 +319,10 @@ async fn run_job(job: Job, host: Arc<WorkerHost>) {
         };
         if let Some(completion) = finished {
             let completion = completion.unwrap_or_else(|_| {
-                Completion::failed(Outcome::Error, "internal isolate error: the engine panicked")
+                Completion::failed(
+                    Outcome::Error,
+                    "internal isolate error: the engine panicked",
+                )
             });
             let _ = reply.send(completion);
         }

@@ -119,7 +119,11 @@ impl Engine for QuickJsEngine {
         check_syntax(source)
     }
 
-    fn execute(&self, invocation: Invocation, host: HostContext) -> LocalBoxFuture<'static, Completion> {
+    fn execute(
+        &self,
+        invocation: Invocation,
+        host: HostContext,
+    ) -> LocalBoxFuture<'static, Completion> {
         Box::pin(call::execute(self.prelude_bytecode, invocation, host))
     }
 }

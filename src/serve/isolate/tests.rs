@@ -81,7 +81,11 @@ impl FetchHost for FakeHost {
                         tokio::time::sleep(Duration::from_millis(40)).await;
                     }
                     if host == "wait.test" {
-                        let ms = request.url.rsplit('/').next().and_then(|ms| ms.parse().ok());
+                        let ms = request
+                            .url
+                            .rsplit('/')
+                            .next()
+                            .and_then(|ms| ms.parse().ok());
                         tokio::time::sleep(Duration::from_millis(ms.unwrap_or(0))).await;
                     }
                     let echo = json!({
@@ -912,7 +916,12 @@ fn pool_is_busy_when_the_queue_is_full() {
     let pool = Arc::new(pool(1, 1, 1));
     let host = FakeHost::default();
     let spin = invocation("while (true) {}", json!({}), fast_limits(), &host);
-    let quick = invocation("return 'quick';", json!({}), SandboxLimits::default(), &host);
+    let quick = invocation(
+        "return 'quick';",
+        json!({}),
+        SandboxLimits::default(),
+        &host,
+    );
 
     let first = rt.spawn({
         let pool = Arc::clone(&pool);
@@ -927,9 +936,15 @@ fn pool_is_busy_when_the_queue_is_full() {
     });
     wait_until("a call is queued", || pool.stats().queued == 1);
     let stats = pool.stats();
-    assert_eq!((stats.workers, stats.busy, stats.in_flight, stats.queued), (1, 1, 1, 1));
+    assert_eq!(
+        (stats.workers, stats.busy, stats.in_flight, stats.queued),
+        (1, 1, 1, 1)
+    );
     let busy = rt.block_on(pool.run("c", quick.clone())).unwrap_err();
-    assert!(matches!(busy, PoolError::Busy(Busy::Queue { limit: 1 })), "{busy:?}");
+    assert!(
+        matches!(busy, PoolError::Busy(Busy::Queue { limit: 1 })),
+        "{busy:?}"
+    );
     assert!(busy.to_string().contains("[sandbox] queue"), "{busy}");
 
     assert_eq!(rt.block_on(first).unwrap().unwrap().outcome, Outcome::Limit);
@@ -938,7 +953,10 @@ fn pool_is_busy_when_the_queue_is_full() {
     assert_eq!(pool.stats().queued, 0);
 
     pool.close();
-    assert_eq!(rt.block_on(pool.run("a", quick)).unwrap_err(), PoolError::Closed);
+    assert_eq!(
+        rt.block_on(pool.run("a", quick)).unwrap_err(),
+        PoolError::Closed
+    );
 }
 
 #[test]
@@ -961,10 +979,18 @@ fn pool_keeps_serving_while_a_worker_spins() {
         let c = rt
             .block_on(pool.run(
                 "b",
-                invocation("return args.i * 2;", json!({ "i": i }), SandboxLimits::default(), &host),
+                invocation(
+                    "return args.i * 2;",
+                    json!({ "i": i }),
+                    SandboxLimits::default(),
+                    &host,
+                ),
             ))
             .unwrap();
-        assert_eq!((c.outcome, text(&c)), (Outcome::Ok, (i * 2).to_string().as_str()));
+        assert_eq!(
+            (c.outcome, text(&c)),
+            (Outcome::Ok, (i * 2).to_string().as_str())
+        );
     }
     let quick_total = started.elapsed();
     assert!(
@@ -976,7 +1002,12 @@ fn pool_keeps_serving_while_a_worker_spins() {
 }
 
 /// Runs `count` copies of `invocation` through `pool` at once and returns their completions.
-fn run_concurrently(pool: &Arc<IsolatePool>, tenant: &str, count: usize, invocation: &Invocation) -> Vec<Completion> {
+fn run_concurrently(
+    pool: &Arc<IsolatePool>,
+    tenant: &str,
+    count: usize,
+    invocation: &Invocation,
+) -> Vec<Completion> {
     let rt = tokio_runtime();
     let tasks: Vec<_> = (0..count)
         .map(|_| {
@@ -1010,13 +1041,21 @@ fn calls_waiting_on_fetches_do_not_hold_a_worker() {
     for c in &completions {
         assert_eq!((c.outcome, text(c)), (Outcome::Ok, "GET"), "{c:?}");
     }
-    assert!(elapsed < Duration::from_secs(10), "200 parked calls took {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "200 parked calls took {elapsed:?}"
+    );
     // Far more fetches were in flight at once than there are workers (how many overlap
     // depends on how fast this build creates isolates).
     let overlapping = host.0.max_in_flight.load(Ordering::SeqCst);
     assert!(overlapping >= 50, "only {overlapping} fetches overlapped");
     // Parked time is not CPU time.
-    assert!(completions.iter().all(|c| c.cpu_time < Duration::from_millis(250)), "{completions:?}");
+    assert!(
+        completions
+            .iter()
+            .all(|c| c.cpu_time < Duration::from_millis(250)),
+        "{completions:?}"
+    );
 }
 
 #[test]
@@ -1030,8 +1069,16 @@ fn timers_park_too() {
     );
     let started = Instant::now();
     let completions = run_concurrently(&pool, "a", 50, &call);
-    assert!(completions.iter().all(|c| c.outcome == Outcome::Ok && text(c) == "late"));
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        completions
+            .iter()
+            .all(|c| c.outcome == Outcome::Ok && text(c) == "late")
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -1051,7 +1098,9 @@ fn the_cpu_limit_ends_a_spinner_while_other_calls_on_its_worker_are_parked() {
             rt.spawn(async move { pool.run("parked", call).await })
         })
         .collect();
-    wait_until("the calls are parked", || host.0.in_flight.load(Ordering::SeqCst) == 20);
+    wait_until("the calls are parked", || {
+        host.0.in_flight.load(Ordering::SeqCst) == 20
+    });
     let spin = invocation(
         "await fetch('https://wait.test/1'); for (;;) {}",
         json!({}),
@@ -1084,10 +1133,14 @@ fn a_cancelled_call_drops_its_fetches_and_timers() {
         let pool = Arc::clone(&pool);
         async move { pool.run("a", call).await }
     });
-    wait_until("the fetch is in flight", || host.0.live.load(Ordering::SeqCst) == 1);
+    wait_until("the fetch is in flight", || {
+        host.0.live.load(Ordering::SeqCst) == 1
+    });
     assert_eq!(pool.stats().in_flight, 1);
     task.abort();
-    wait_until("the fetch is dropped", || host.0.live.load(Ordering::SeqCst) == 0);
+    wait_until("the fetch is dropped", || {
+        host.0.live.load(Ordering::SeqCst) == 0
+    });
     wait_until("the slot is free", || pool.stats().in_flight == 0);
 }
 
@@ -1106,11 +1159,20 @@ fn a_call_past_the_daemon_memory_budget_ends_cleanly() {
     );
     let c = rt.block_on(pool.run("a", hog)).unwrap();
     assert_limit(&c, "the daemon's isolate memory is exhausted");
-    assert!(c.error.as_deref().unwrap_or("").contains("[sandbox] memory_budget_mb"), "{c:?}");
+    assert!(
+        c.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("[sandbox] memory_budget_mb"),
+        "{c:?}"
+    );
     // Everything it held was given back: the next call runs.
     assert_eq!(pool.stats().memory_bytes, 0);
     let c = rt
-        .block_on(pool.run("a", invocation("return 'fine';", json!({}), SandboxLimits::default(), &host)))
+        .block_on(pool.run(
+            "a",
+            invocation("return 'fine';", json!({}), SandboxLimits::default(), &host),
+        ))
         .unwrap();
     assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "fine"));
 }
@@ -1123,7 +1185,12 @@ fn one_server_at_its_cap_does_not_hold_up_another() {
     settings.admission.max_queued_per_tenant = 1;
     let pool = Arc::new(IsolatePool::new(settings, rt.handle().clone()));
     let host = FakeHost::default();
-    let hang = invocation("await fetch('https://hang.test/'); return 1;", json!({}), fast_limits(), &host);
+    let hang = invocation(
+        "await fetch('https://hang.test/'); return 1;",
+        json!({}),
+        fast_limits(),
+        &host,
+    );
     let parked: Vec<_> = (0..51)
         .map(|_| {
             let pool = Arc::clone(&pool);
@@ -1136,10 +1203,21 @@ fn one_server_at_its_cap_does_not_hold_up_another() {
         stats.in_flight == 50 && stats.queued == 1
     });
     let refused = rt.block_on(pool.run("noisy", hang.clone())).unwrap_err();
-    assert!(matches!(refused, PoolError::Busy(Busy::TenantQueue { limit: 1 })), "{refused:?}");
+    assert!(
+        matches!(refused, PoolError::Busy(Busy::TenantQueue { limit: 1 })),
+        "{refused:?}"
+    );
     for i in 0..20 {
         let c = rt
-            .block_on(pool.run("quiet", invocation("return args.i;", json!({ "i": i }), SandboxLimits::default(), &host)))
+            .block_on(pool.run(
+                "quiet",
+                invocation(
+                    "return args.i;",
+                    json!({ "i": i }),
+                    SandboxLimits::default(),
+                    &host,
+                ),
+            ))
             .unwrap();
         assert_eq!(c.outcome, Outcome::Ok);
     }
@@ -1162,7 +1240,11 @@ impl Engine for ProbeEngine {
         Ok(())
     }
 
-    fn execute(&self, invocation: Invocation, _host: HostContext) -> futures_util::future::LocalBoxFuture<'static, Completion> {
+    fn execute(
+        &self,
+        invocation: Invocation,
+        _host: HostContext,
+    ) -> futures_util::future::LocalBoxFuture<'static, Completion> {
         let names = Arc::clone(&self.0);
         Box::pin(async move {
             if &*invocation.handler == "panic" {
@@ -1195,13 +1277,22 @@ fn workers_are_named_and_survive_engine_panics() {
     );
     let host = FakeHost::default();
     let c = rt
-        .block_on(pool.run("a", invocation("panic", json!({}), SandboxLimits::default(), &host)))
+        .block_on(pool.run(
+            "a",
+            invocation("panic", json!({}), SandboxLimits::default(), &host),
+        ))
         .unwrap();
     assert_eq!(c.outcome, Outcome::Error);
     assert!(c.result.is_error);
     let c = rt
-        .block_on(pool.run("a", invocation("x", json!({}), SandboxLimits::default(), &host)))
+        .block_on(pool.run(
+            "a",
+            invocation("x", json!({}), SandboxLimits::default(), &host),
+        ))
         .unwrap();
     assert_eq!(c.outcome, Outcome::Ok);
-    assert_eq!(*names.lock().unwrap(), vec!["mcpbootd-isolate-0".to_owned()]);
+    assert_eq!(
+        *names.lock().unwrap(),
+        vec!["mcpbootd-isolate-0".to_owned()]
+    );
 }

@@ -250,10 +250,9 @@ impl CallState {
     }
 
     fn cpu_used(&self, now: Instant) -> Duration {
-        let running = self
-            .turn_started
-            .get()
-            .map_or(Duration::ZERO, |started| now.saturating_duration_since(started));
+        let running = self.turn_started.get().map_or(Duration::ZERO, |started| {
+            now.saturating_duration_since(started)
+        });
         self.cpu.get() + running
     }
 

@@ -156,7 +156,30 @@ impl Caller {
             fetch: egress.clone(),
         };
         let span = tracing::info_span!("call", server_id = %server, tool = %tool.spec.name, execution_id = %execution_id);
-        let completion = match self.pool.run(server.as_str(), invocation).instrument(span.clone()).await {
+        // If the caller goes away mid-call this future is dropped (and with it the isolate);
+        // the guard still leaves a line in the call log.
+        let mut abandoned = AbandonedCall {
+            caller: self,
+            record: Some(CallRecord {
+                execution_id: execution_id.clone(),
+                server_id: server.to_string(),
+                generation_id,
+                tool: tool.spec.name.clone(),
+                via: via.label(),
+                started_at,
+                duration_us: 0,
+                outcome: "error",
+                error: Some("cancelled: the client went away before the call finished".into()),
+                fetches: 0,
+                console: String::new(),
+                egress: Vec::new(),
+            }),
+            started,
+            egress: Arc::clone(&egress),
+        };
+        let run = self.pool.run(server.as_str(), invocation).instrument(span.clone()).await;
+        abandoned.record = None;
+        let completion = match run {
             Ok(completion) => completion,
             Err(error) => {
                 let (outcome, call_error) = match error {
@@ -211,6 +234,27 @@ impl Caller {
             egress: egress_log,
         });
         Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
+    }
+}
+
+/// Records a call whose future was dropped before it finished (the client disconnected).
+struct AbandonedCall<'a> {
+    caller: &'a Caller,
+    /// `None` once the call finished normally.
+    record: Option<CallRecord>,
+    started: Instant,
+    egress: Arc<crate::serve::egress::CallEgress>,
+}
+
+impl Drop for AbandonedCall<'_> {
+    fn drop(&mut self) {
+        let Some(mut record) = self.record.take() else {
+            return;
+        };
+        record.duration_us = self.started.elapsed().as_micros() as i64;
+        record.egress = self.egress.take_log();
+        self.caller.metrics.record_call(&record.server_id, &record.tool, record.outcome, self.started.elapsed());
+        self.caller.call_log.record(record);
     }
 }
 

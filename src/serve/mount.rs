@@ -123,10 +123,20 @@ impl ServerHandler for McpHandler {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        match self.server.call(&self.caller, &request.name, arguments, Via::Mcp).await {
+        // rmcp runs this in its own task and cancels `context.ct` when the client goes away
+        // (disconnect, notifications/cancelled); dropping the call then frees its isolate and
+        // stops its fetches instead of finishing work nobody will read.
+        let call = self.server.call(&self.caller, &request.name, arguments, Via::Mcp);
+        let outcome = tokio::select! {
+            outcome = call => outcome,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error("the request was cancelled by the client", None));
+            }
+        };
+        match outcome {
             Ok(output) => {
                 let mut result: CallToolResult = serde_json::from_value(result_json(&output.result))
                     .unwrap_or_else(|e| {

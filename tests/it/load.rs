@@ -137,3 +137,40 @@ async fn calls_parked_on_a_slow_upstream_do_not_hold_up_another_server() {
         assert_eq!(body["outcome"], "ok", "{body}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_frees_its_call() {
+    let app = spawn_app().await;
+    let slow_url = format!("{}/sleep/20000", app.upstream_url(WEATHER_HOST));
+    app.register(json!({"id": "slow", "allow_domains": [WEATHER_HOST], "tools": [
+        tool("wait", &format!("setTimeout(() => {{}}, 20000); const r = await fetch('{slow_url}'); return await r.json();")),
+    ]}))
+    .await;
+    // A raw MCP request whose client gives up after 300 ms and closes the connection.
+    let abandoned = app
+        .http
+        .post(app.mcp_url("slow"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .timeout(Duration::from_millis(300))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "wait", "arguments": {}}}))
+        .send()
+        .await;
+    assert!(abandoned.is_err(), "the request should have timed out on the client side");
+
+    // The call is dropped, with its fetch and timer, long before either would finish.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        if metrics.contains("mcpbootd_isolate_in_flight_calls 0") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the abandoned call is still in flight:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, calls) = app.get("/admin/servers/slow/calls").await;
+    let call = &calls["calls"][0];
+    assert_eq!(call["outcome"], "error", "{calls}");
+    assert!(call["error"].as_str().unwrap().starts_with("cancelled"), "{calls}");
+}

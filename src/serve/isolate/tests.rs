@@ -1296,3 +1296,43 @@ fn workers_are_named_and_survive_engine_panics() {
         vec!["mcpbootd-isolate-0".to_owned()]
     );
 }
+
+#[test]
+#[ignore = "profiling aid: run under callgrind"]
+fn profile_pure_calls() {
+    let engine = QuickJsEngine::new();
+    let host = FakeHost::default();
+    std::thread::Builder::new()
+        .stack_size(WORKER_STACK_BYTES)
+        .spawn(move || {
+            stack_guard::register_worker_thread(WORKER_STACK_BYTES);
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            let n: usize = std::env::var("N")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(200);
+            let started = Instant::now();
+            for _ in 0..n {
+                let c = rt.block_on(engine.execute(
+                    invocation(
+                        "return { sum: args.a + args.b };",
+                        json!({"a": 1, "b": 2}),
+                        SandboxLimits::default(),
+                        &host,
+                    ),
+                    host_context(),
+                ));
+                assert_eq!(c.outcome, Outcome::Ok);
+            }
+            println!(
+                "{:.3} ms per call",
+                started.elapsed().as_secs_f64() * 1000.0 / n as f64
+            );
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}

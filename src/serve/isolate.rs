@@ -30,7 +30,7 @@
 //! *turns*, and between turns — while `await fetch(...)` or a `setTimeout` is pending — the
 //! call is parked and the worker runs other calls' turns. Thousands of calls can be in
 //! flight on two threads; what bounds them is memory (each parked isolate keeps its heap,
-//! about 0.25 MiB for a small handler), which is why admission counts it (`admission.rs`).
+//! about 0.3 MiB for a small handler), which is why admission counts it (`admission.rs`).
 //! Network I/O for `fetch` happens on the daemon's multi-thread runtime: the call spawns the
 //! [`FetchHost::fetch`] future there and is woken when it completes.
 //!

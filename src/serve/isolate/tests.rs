@@ -1336,3 +1336,33 @@ fn profile_pure_calls() {
         .join()
         .unwrap();
 }
+
+#[test]
+#[ignore = "measurement aid"]
+fn measure_parked_memory() {
+    let rt = tokio_runtime();
+    let pool = Arc::new(pool(2, 10_000, 0));
+    let host = FakeHost::default();
+    let call = invocation(
+        "const r = await fetch('https://wait.test/3000'); return (await r.json()).method;",
+        json!({}),
+        SandboxLimits::default(),
+        &host,
+    );
+    let tasks: Vec<_> = (0..1000)
+        .map(|_| {
+            let pool = Arc::clone(&pool);
+            let call = call.clone();
+            rt.spawn(async move { pool.run("a", call).await })
+        })
+        .collect();
+    wait_until("all parked", || host.0.live.load(Ordering::SeqCst) == 1000);
+    let stats = pool.stats();
+    println!(
+        "parked 1000 calls: {} KiB per call (budget accounting, 64 KiB chunks)",
+        stats.memory_bytes / 1000 / 1024
+    );
+    for task in tasks {
+        rt.block_on(task).unwrap().unwrap();
+    }
+}

@@ -33,7 +33,7 @@ const HEADER: usize = 16;
 const ALIGN: usize = 16;
 
 /// Granularity of what a call takes from (and gives back to) the daemon-wide pool.
-pub(super) const CHUNK: usize = 256 * 1024;
+pub(super) const CHUNK: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub(super) struct MemoryBudget {

@@ -55,12 +55,13 @@
 //!
 //! # How limits are enforced
 //!
-//! * **CPU** — the sum of the call's turns (time parked does not count); enforced by
-//!   QuickJS's interrupt handler, which the interpreter polls regularly (also inside
-//!   regular-expression backtracking). It is measured with the monotonic clock, so time the
-//!   OS gives other threads while the handler runs counts as well; it is an execution-time
-//!   budget, not `getrusage` CPU time. It also bounds how long one turn can keep the other
-//!   calls on its worker waiting.
+//! * **CPU** — the worker thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) summed over the
+//!   call's turns, so neither time parked nor time the OS gives other processes counts;
+//!   enforced by QuickJS's interrupt handler, which the interpreter polls regularly (also
+//!   inside regular-expression backtracking). It also bounds how long one turn can keep the
+//!   other calls on its worker waiting, except for a single native operation, which cannot
+//!   be interrupted: the slowest found is `toString()` of a BigInt at QuickJS's 1 Mbit cap,
+//!   about 2.8 s.
 //! * **Wall** — a deadline from call start, parked time included; enforced by the interrupt
 //!   handler and by never parking past it. Outcome [`Outcome::Timeout`].
 //! * **Memory** — the runtime's allocator refuses allocations beyond

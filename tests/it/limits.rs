@@ -13,6 +13,9 @@ async fn each_limit_ends_the_call_with_a_named_error() {
             ("MCPBOOTD_SANDBOX__MAX_FETCHES".into(), "3".into()),
             ("MCPBOOTD_SANDBOX__MAX_RESULT_BYTES".into(), "10000".into()),
             ("MCPBOOTD_SANDBOX__MAX_RESPONSE_BYTES".into(), "1000".into()),
+            // No case here waits for the wall clock; a generous one lets the CPU limit (CPU
+            // time, 500 ms) end the spinning cases first even on a heavily loaded machine.
+            ("MCPBOOTD_SANDBOX__TIMEOUT_MS".into(), "20000".into()),
         ],
         ..AppOptions::default()
     })

@@ -26,7 +26,9 @@ async fn escape_app() -> TestApp {
     let app = spawn_app_with(AppOptions {
         env: vec![
             ("MCPBOOTD_SANDBOX__MAX_CONSOLE_BYTES".into(), "4096".into()),
-            ("MCPBOOTD_SANDBOX__TIMEOUT_MS".into(), "1500".into()),
+            // Generous wall time: the CPU limit (500 ms of CPU time) must end the spinning
+            // cases first even on a heavily loaded machine.
+            ("MCPBOOTD_SANDBOX__TIMEOUT_MS".into(), "10000".into()),
         ],
         ..AppOptions::default()
     })

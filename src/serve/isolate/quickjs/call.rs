@@ -77,7 +77,7 @@ impl LimitHit {
                 limits.wall
             ),
             LimitHit::Cpu => format!(
-                "CPU time limit exceeded: the handler ran JavaScript for more than {:?} (limit `cpu`)",
+                "CPU time limit exceeded: the handler used more than {:?} of CPU time (limit `cpu`)",
                 limits.cpu
             ),
             LimitHit::Memory => format!(
@@ -226,10 +226,10 @@ struct CallState {
     limits: SandboxLimits,
     started: Instant,
     deadline: Instant,
-    /// JavaScript time of the turns that have ended.
+    /// CPU time of the turns that have ended.
     cpu: Cell<Duration>,
-    /// When the current turn started, while one is running.
-    turn_started: Cell<Option<Instant>>,
+    /// The worker thread's CPU clock when the current turn started, while one is running.
+    turn_started: Cell<Option<Duration>>,
     limit: Cell<Option<LimitHit>>,
     memory: Rc<MemoryBudget>,
     canary: Cell<Option<StackCanary>>,
@@ -249,9 +249,9 @@ impl CallState {
         }
     }
 
-    fn cpu_used(&self, now: Instant) -> Duration {
+    fn cpu_used(&self) -> Duration {
         let running = self.turn_started.get().map_or(Duration::ZERO, |started| {
-            now.saturating_duration_since(started)
+            thread_cpu_time().saturating_sub(started)
         });
         self.cpu.get() + running
     }
@@ -279,7 +279,7 @@ impl CallState {
             let now = Instant::now();
             if now >= self.deadline {
                 Some(LimitHit::Wall)
-            } else if self.cpu_used(now) > self.limits.cpu {
+            } else if self.cpu_used() > self.limits.cpu {
                 Some(LimitHit::Cpu)
             } else {
                 None
@@ -648,7 +648,7 @@ impl Isolate {
             // SAFETY: only sets QuickJS's stack reference point.
             unsafe { qjs::JS_UpdateStackTop(self.raw_runtime()) };
             state.canary.set(StackCanary::arm(state.limits.stack_bytes));
-            state.turn_started.set(Some(Instant::now()));
+            state.turn_started.set(Some(thread_cpu_time()));
             let result = f(&ctx);
             // The strip is only meaningful while this frame is live.
             if state.canary.get().is_some_and(|canary| canary.tripped()) {
@@ -656,7 +656,9 @@ impl Isolate {
             }
             state.canary.set(None);
             if let Some(started) = state.turn_started.take() {
-                state.cpu.set(state.cpu.get() + started.elapsed());
+                state
+                    .cpu
+                    .set(state.cpu.get() + thread_cpu_time().saturating_sub(started));
             }
             result
         })
@@ -671,6 +673,33 @@ impl Drop for Isolate {
         unsafe { qjs::JS_UpdateStackTop(self.raw_runtime()) };
         self.kept = None;
     }
+}
+
+/// CPU time the current thread has used. Every turn of a call runs on its worker thread,
+/// so the difference across a turn is what the call itself used, however busy the machine
+/// is (a wall-clock measure would charge a handler for time the OS gave other processes).
+#[cfg(unix)]
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec it is given.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    if status != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// Elsewhere, the monotonic clock since an arbitrary origin (wall time inside turns).
+#[cfg(not(unix))]
+fn thread_cpu_time() -> Duration {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed()
 }
 
 /// What a turn decided.

@@ -58,7 +58,9 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         ("MCPBOOTD_EGRESS__ALLOW_PRIVATE_NETWORKS".to_string(), "true".to_string()),
         ("MCPBOOTD_SANDBOX__WORKERS".to_string(), "2".to_string()),
         ("MCPBOOTD_SANDBOX__CPU_MS".to_string(), "500".to_string()),
-        ("MCPBOOTD_SANDBOX__TIMEOUT_MS".to_string(), "3000".to_string()),
+        // CPU limits count CPU time: on a loaded test machine a spinning handler needs several
+        // seconds of wall time to use its 500 ms, so the wall limit leaves room for that.
+        ("MCPBOOTD_SANDBOX__TIMEOUT_MS".to_string(), "10000".to_string()),
         ("MCPBOOTD_SANDBOX__MEMORY_MB".to_string(), "32".to_string()),
     ];
     env.extend(options.env);

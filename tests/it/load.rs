@@ -18,6 +18,7 @@ async fn every_worker_spinning_leaves_admin_and_health_responsive() {
             ("MCPBOOTD_SANDBOX__CPU_MS".into(), "1500".into()),
             // The spinners must end on their CPU limit (CPU time) even on a loaded machine.
             ("MCPBOOTD_SANDBOX__TIMEOUT_MS".into(), "20000".into()),
+            ("MCPBOOTD_SANDBOX__QUEUE_TIMEOUT_MS".into(), "20000".into()),
         ],
         ..AppOptions::default()
     })

@@ -5,9 +5,21 @@
 //! * MCP `tools/call` round trip for a pure handler;
 //! * the same for a handler doing one fetch to a loopback upstream, beside a direct HTTP GET to
 //!   that upstream (the overhead is the difference);
-//! * pure calls per second with 1, 16 and 64 concurrent MCP clients.
+//! * pure calls per second with 1, 16 and 64 concurrent MCP clients, with p50/p99;
+//! * I/O-bound calls (one fetch to an upstream that answers after 100 ms) per second and p50/p99
+//!   with 32, 256 and 1,024 concurrent clients, beside the ideal rate (clients / 0.1 s);
+//! * noisy neighbour: server B's pure calls at 16 clients, alone and while server A keeps 512
+//!   calls parked on an upstream that answers after 5 s, and the ratio of B's p99s.
+//!
+//! The loaded sections (each I/O-bound client count, the noisy neighbour) get a fresh daemon and
+//! send raw JSON-RPC `tools/call` POSTs; a call counts only if it returns a result that is not
+//! `isError`, and failures (busy, timeouts) are counted and printed by kind. Every call has a
+//! client-side timeout, so a daemon that cannot keep up makes the figures bad, not the run endless.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -50,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     let iterations = if quick { 300 } else { 3000 };
     let throughput_window = if quick { Duration::from_secs(2) } else { Duration::from_secs(5) };
+    let warmup = Duration::from_secs(1);
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     println!("mcpbootd serving benchmark: {cpus} CPUs, {iterations} iterations per latency figure\n");
 
@@ -139,39 +152,348 @@ async fn main() -> anyhow::Result<()> {
         fetch_p50.as_secs_f64() / direct_p50.as_secs_f64()
     );
 
-    // 4. Throughput with concurrent clients, each with its own connection.
+    // 4. Pure calls with concurrent clients, each an rmcp client with its own connection.
     println!();
     for clients in [1usize, 16, 64] {
         let mut connected = Vec::with_capacity(clients);
         for _ in 0..clients {
             connected.push(connect(&mcp_url).await?);
         }
-        let deadline = Instant::now() + throughput_window;
-        let started = Instant::now();
+        let window = Window::after(warmup, throughput_window);
         let tasks = connected.into_iter().map(|client| {
             tokio::spawn(async move {
-                let mut done = 0u64;
-                while Instant::now() < deadline {
-                    let mut params = CallToolRequestParams::new("pure");
-                    params = params.with_arguments(json!({"a": 1, "b": 2}).as_object().unwrap().clone());
-                    if client.call_tool(params).await.is_ok() {
-                        done += 1;
-                    }
-                }
+                let samples = client_loop(window, || rmcp_call(&client, "pure")).await;
                 let _ = client.cancel().await;
-                done
+                samples
             })
         });
-        let mut total = 0;
-        for task in tasks.collect::<Vec<_>>() {
-            total += task.await?;
-        }
-        let elapsed = started.elapsed().as_secs_f64();
-        println!("{:<44} {:>9.0} calls/s", format!("pure calls, {clients} concurrent client(s)"), total as f64 / elapsed);
+        let report = Report::collect(window, tasks.collect()).await?;
+        let target = if clients == 64 { "target >= 5000/s" } else { "" };
+        report.print(&format!("pure calls, {clients} concurrent client(s)"), target);
     }
 
     let _ = client.cancel().await;
+    daemon.stop().await?;
+
+    // 5. I/O-bound calls: each waits 100 ms on the upstream, so the ideal rate is clients / 0.1 s.
+    //    A fresh daemon for each client count: calls that timed-out clients left queued in an
+    //    overloaded daemon would otherwise be counted against the next run.
+    println!();
+    let slow_url = format!("http://api.bench.test:{}/slow", upstream.port());
+    for (clients, target) in [(32usize, "target >= 90%"), (256, "target >= 90%"), (1024, "target >= 2000/s")] {
+        let daemon = support::start_daemon(loaded_daemon_env()).await?;
+        register(&http, daemon.address, "io", &format!("const r = await fetch('{slow_url}'); return await r.json();")).await?;
+        let io = RawCall::new(daemon.address, "io");
+        let window = Window::after(warmup, throughput_window);
+        let report = Report::collect(window, spawn_raw_clients(&io, clients, window)).await?;
+        let ideal = clients as f64 / 0.1;
+        report.print(
+            &format!("I/O-bound (100 ms upstream), {clients} clients"),
+            &format!("ideal {ideal:>5.0}/s = {:>5.1}%   {target}", 100.0 * report.rate() / ideal),
+        );
+        print_left_queued(&http, daemon.address).await;
+        daemon.stop().await?;
+    }
+
+    // 6. Noisy neighbour: server A has calls parked on a 5 s upstream while server B's pure calls
+    //    run; B's latency should barely notice.
+    println!();
+    let daemon = support::start_daemon(loaded_daemon_env()).await?;
+    let slow5_url = format!("http://api.bench.test:{}/slow5", upstream.port());
+    register(&http, daemon.address, "noisy-a", &format!("const r = await fetch('{slow5_url}'); return await r.json();")).await?;
+    register(&http, daemon.address, "quiet-b", "return { sum: args.a + args.b };").await?;
+    // A's calls must outlast the 5 s upstream; they are aborted once B has been measured.
+    let noisy = RawCall::with_timeout(daemon.address, "noisy-a", Duration::from_secs(120));
+    let quiet = RawCall::new(daemon.address, "quiet-b");
+
+    let window = Window::after(warmup, throughput_window);
+    let alone = Report::collect(window, spawn_raw_clients(&quiet, 16, window)).await?;
+    alone.print("B pure calls, 16 clients, alone", "");
+
+    let parked = Arc::new(ParkedCalls::default());
+    let arrived_before = SLOW5_ARRIVALS.load(Ordering::SeqCst);
+    let neighbours: Vec<_> = (0..NOISY_CALLS).map(|_| tokio::spawn(parked.clone().keep_in_flight(noisy.clone()))).collect();
+    // Give A's calls time to reach the upstream (or to be stuck before it).
+    let parking = Instant::now();
+    while SLOW5_ARRIVALS.load(Ordering::SeqCst) - arrived_before < NOISY_CALLS as u64 && parking.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let arrived = SLOW5_ARRIVALS.load(Ordering::SeqCst) - arrived_before;
+    let parked_for = parking.elapsed();
+
+    let window = Window::after(warmup, throughput_window);
+    let beside = Report::collect(window, spawn_raw_clients(&quiet, 16, window)).await?;
+    beside.print(&format!("B pure calls, 16 clients, beside {NOISY_CALLS} A calls"), "");
+    for task in &neighbours {
+        task.abort();
+    }
+    println!(
+        "{:<44} {arrived} of {NOISY_CALLS} reached the upstream within {:.1} s; {} finished, {} failed while B ran",
+        "A calls parked on the 5 s upstream",
+        parked_for.as_secs_f64(),
+        parked.finished.load(Ordering::SeqCst),
+        parked.failed.load(Ordering::SeqCst),
+    );
+    match (alone.p99(), beside.p99()) {
+        (Some(alone), Some(beside)) => println!(
+            "{:<44} {:>9.1}x   target <= 2x",
+            "B p99 beside A / B p99 alone",
+            beside.as_secs_f64() / alone.as_secs_f64()
+        ),
+        _ => println!("{:<44} n/a (no successful B call in one of the windows)", "B p99 beside A / B p99 alone"),
+    }
+    print_left_queued(&http, daemon.address).await;
     daemon.stop().await
+}
+
+/// A fresh daemon for the loaded sections: the queue is raised so a pool that holds a worker per
+/// waiting call queues instead of refusing outright, the wall limit covers the 5 s upstream, and
+/// the shutdown grace is short so calls still parked at the end do not hold up the next section.
+fn loaded_daemon_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("MCPBOOTD_EGRESS__RESOLVE__api.bench.test", "127.0.0.1".to_string()),
+        ("MCPBOOTD_SANDBOX__QUEUE", "4096".to_string()),
+        ("MCPBOOTD_SANDBOX__TIMEOUT_MS", "60000".to_string()),
+        ("MCPBOOTD_SERVER__SHUTDOWN_GRACE_MS", "1000".to_string()),
+    ]
+}
+
+/// Prints how many calls still wait in the daemon's queue once every client has stopped (calls
+/// whose clients gave up), when there are any and `/metrics` reports the queue depth.
+async fn print_left_queued(http: &reqwest::Client, address: SocketAddr) {
+    let Ok(response) = http.get(format!("http://{address}/metrics")).send().await else { return };
+    let text = response.text().await.unwrap_or_default();
+    let queued = text.lines().find_map(|line| line.strip_prefix("mcpbootd_isolate_queue_depth ")?.trim().parse::<u64>().ok());
+    if let Some(queued) = queued.filter(|&n| n > 0) {
+        println!("{:<44} {queued} calls still queued in the daemon after its clients stopped", "");
+    }
+}
+
+/// Registers a one-tool server `id` whose tool `call` runs `handler`.
+async fn register(http: &reqwest::Client, address: SocketAddr, id: &str, handler: &str) -> anyhow::Result<()> {
+    let registration = json!({
+        "id": id,
+        "allow_domains": ["api.bench.test"],
+        "tools": [{"name": "call", "description": "benchmark tool", "input_schema": {"type": "object"}, "handler": handler}],
+    });
+    let response = http.post(format!("http://{address}/admin/servers")).json(&registration).send().await?;
+    anyhow::ensure!(response.status() == 201, "registration of {id} failed: {}", response.text().await?);
+    Ok(())
+}
+
+/// Longest a load-generating client waits for one call before counting it as a timeout. It also
+/// bounds how long a section runs past its window, whatever state the daemon is in.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Calls server A keeps in flight in the noisy-neighbour section.
+const NOISY_CALLS: usize = 512;
+
+/// Requests that reached the upstream's 5 s route, to see whether A's calls are parked on it.
+static SLOW5_ARRIVALS: AtomicU64 = AtomicU64::new(0);
+
+/// The measured part of a load run: calls finishing before `start` are warm-up.
+#[derive(Clone, Copy)]
+struct Window {
+    start: Instant,
+    end: Instant,
+}
+
+impl Window {
+    fn after(warmup: Duration, length: Duration) -> Self {
+        let start = Instant::now() + warmup;
+        Window { start, end: start + length }
+    }
+}
+
+/// One finished call: when, how long, and why it failed if it did.
+struct Sample {
+    finished: Instant,
+    latency: Duration,
+    failure: Option<String>,
+}
+
+/// One client: calls back to back until the window closes.
+async fn client_loop<F, Fut>(window: Window, mut call: F) -> Vec<Sample>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let mut samples = Vec::new();
+    while Instant::now() < window.end {
+        let started = Instant::now();
+        let failure = call().await.err();
+        samples.push(Sample { finished: Instant::now(), latency: started.elapsed(), failure });
+    }
+    samples
+}
+
+/// What one load run measured. Rate and latencies count successful calls that finished inside
+/// the window; failures count from the window's start, including calls that were still in
+/// flight when it closed and then failed or timed out.
+struct Report {
+    window: Duration,
+    latencies: Vec<Duration>,
+    failures: BTreeMap<String, u64>,
+}
+
+impl Report {
+    async fn collect(window: Window, tasks: Vec<tokio::task::JoinHandle<Vec<Sample>>>) -> anyhow::Result<Self> {
+        let mut latencies = Vec::new();
+        let mut failures = BTreeMap::new();
+        for task in tasks {
+            for sample in task.await? {
+                match sample.failure {
+                    None if sample.finished >= window.start && sample.finished <= window.end => latencies.push(sample.latency),
+                    None => {}
+                    Some(kind) if sample.finished >= window.start => *failures.entry(kind).or_insert(0) += 1,
+                    Some(_) => {}
+                }
+            }
+        }
+        latencies.sort();
+        Ok(Report { window: window.end - window.start, latencies, failures })
+    }
+
+    fn rate(&self) -> f64 {
+        self.latencies.len() as f64 / self.window.as_secs_f64()
+    }
+
+    fn p99(&self) -> Option<Duration> {
+        (!self.latencies.is_empty()).then(|| percentile(&self.latencies, 0.99))
+    }
+
+    fn print(&self, name: &str, extra: &str) {
+        let latency = |p: f64| match self.latencies.is_empty() {
+            true => format!("{:>9}", "-"),
+            false => format!("{:>9.1}", ms(percentile(&self.latencies, p))),
+        };
+        println!("{name:<44} {:>9.0} calls/s   p50 {} ms   p99 {} ms   {extra}", self.rate(), latency(0.50), latency(0.99));
+        if !self.failures.is_empty() {
+            let failures: Vec<String> = self.failures.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+            println!("{:<44} failed: {}", "", failures.join(", "));
+        }
+    }
+}
+
+/// A `tools/call` through an rmcp client, as an MCP host makes it.
+async fn rmcp_call(client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>, tool: &'static str) -> Result<(), String> {
+    let params = CallToolRequestParams::new(tool).with_arguments(json!({"a": 1, "b": 2}).as_object().unwrap().clone());
+    match tokio::time::timeout(CALL_TIMEOUT, client.call_tool(params)).await {
+        Err(_) => Err("client timeout".into()),
+        Ok(Err(error)) => Err(truncate(&format!("rmcp error: {error}"))),
+        Ok(Ok(result)) if result.is_error == Some(true) => {
+            Err(classify_tool_error(result.content.first().and_then(|c| c.as_text()).map_or("", |t| t.text.as_str())))
+        }
+        Ok(Ok(_)) => Ok(()),
+    }
+}
+
+/// A `tools/call` of a server's tool `call` as a plain JSON-RPC POST: what any MCP client sends to
+/// a stateless Streamable HTTP server, without a full client per connection, so a thousand
+/// concurrent callers cost the benchmark little.
+#[derive(Clone)]
+struct RawCall {
+    http: reqwest::Client,
+    url: String,
+    body: bytes::Bytes,
+}
+
+impl RawCall {
+    fn new(address: SocketAddr, server: &str) -> Self {
+        Self::with_timeout(address, server, CALL_TIMEOUT)
+    }
+
+    fn with_timeout(address: SocketAddr, server: &str, timeout: Duration) -> Self {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": "call", "arguments": {"a": 1, "b": 2}}});
+        RawCall {
+            // One pool for every client: reqwest opens a keep-alive connection per concurrent request.
+            http: reqwest::Client::builder().timeout(timeout).build().expect("reqwest client"),
+            url: format!("http://{address}/servers/{server}/mcp"),
+            body: bytes::Bytes::from(body.to_string()),
+        }
+    }
+
+    async fn call(&self) -> Result<(), String> {
+        let response = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(self.body.clone())
+            .send()
+            .await
+            .map_err(|e| transport_failure(&e))?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(|e| transport_failure(&e))?;
+        if status != 200 {
+            return Err(format!("HTTP {status}"));
+        }
+        let reply: serde_json::Value = serde_json::from_slice(&body).map_err(|_| "unparsable reply".to_string())?;
+        if let Some(error) = reply.get("error") {
+            return Err(format!("JSON-RPC error {}", error["code"]));
+        }
+        if reply["result"]["isError"] == true {
+            return Err(classify_tool_error(reply["result"]["content"][0]["text"].as_str().unwrap_or("")));
+        }
+        if reply["result"].is_null() {
+            return Err("reply without a result".into());
+        }
+        Ok(())
+    }
+}
+
+fn spawn_raw_clients(target: &RawCall, clients: usize, window: Window) -> Vec<tokio::task::JoinHandle<Vec<Sample>>> {
+    (0..clients)
+        .map(|_| {
+            let target = target.clone();
+            tokio::spawn(async move { client_loop(window, || target.call()).await })
+        })
+        .collect()
+}
+
+/// Server A's calls in the noisy-neighbour section, each re-issued as soon as it ends so that
+/// `NOISY_CALLS` stay in flight until the task is aborted.
+#[derive(Default)]
+struct ParkedCalls {
+    finished: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl ParkedCalls {
+    async fn keep_in_flight(self: Arc<Self>, target: RawCall) {
+        loop {
+            match target.call().await {
+                Ok(()) => self.finished.fetch_add(1, Ordering::SeqCst),
+                Err(_) => self.failed.fetch_add(1, Ordering::SeqCst),
+            };
+        }
+    }
+}
+
+fn classify_tool_error(text: &str) -> String {
+    if text.contains("busy") {
+        "busy (isError)".into()
+    } else if text.contains("timed out") {
+        "tool timeout (isError)".into()
+    } else {
+        truncate(&format!("isError: {text}"))
+    }
+}
+
+fn transport_failure(error: &reqwest::Error) -> String {
+    if error.is_timeout() {
+        "client timeout".into()
+    } else if error.is_connect() {
+        "connect error".into()
+    } else {
+        "connection error".into()
+    }
+}
+
+fn truncate(text: &str) -> String {
+    text.chars().take(72).collect()
 }
 
 async fn connect(url: &str) -> anyhow::Result<rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>> {
@@ -182,11 +504,26 @@ async fn connect(url: &str) -> anyhow::Result<rmcp::service::RunningService<rmcp
     Ok(ClientConfig::default().serve(transport).await?)
 }
 
+/// The loopback upstream: `/item` answers at once, `/slow` after 100 ms and `/slow5` after 5 s.
+/// The waits are timers on the runtime, so thousands of requests can wait at once.
 async fn start_upstream() -> anyhow::Result<std::net::SocketAddr> {
-    let router = axum::Router::new().route(
-        "/item",
-        get(|| async { Json(json!({"id": 1, "title": "An item", "score": 42, "kids": [2, 3, 4]})) }),
-    );
+    let router = axum::Router::new()
+        .route("/item", get(|| async { Json(json!({"id": 1, "title": "An item", "score": 42, "kids": [2, 3, 4]})) }))
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Json(json!({"id": 2, "title": "A slow item"}))
+            }),
+        )
+        .route(
+            "/slow5",
+            get(|| async {
+                SLOW5_ARRIVALS.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Json(json!({"id": 3, "title": "A very slow item"}))
+            }),
+        );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, router).await });

@@ -35,9 +35,13 @@ pub enum CatalogError {
     Corrupt(String),
 }
 
+/// Two pools on one file: every write goes through `writer`, a single connection, so writers
+/// queue in the pool instead of meeting SQLite's busy handler (which sleeps for milliseconds);
+/// reads use `reader` and, with WAL, never wait for a writer.
 #[derive(Clone)]
 pub struct Catalog {
-    pool: SqlitePool,
+    reader: SqlitePool,
+    writer: SqlitePool,
 }
 
 /// What a toolset registration stores.
@@ -179,37 +183,46 @@ impl Catalog {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create the catalog directory {}", dir.display()))?;
         }
+        // WAL with synchronous = FULL: every commit syncs the WAL before it returns, so a
+        // registration answered 201 survives a crash of the process *and* of the machine (with
+        // NORMAL the last commits could roll back on power loss). The cost is one fsync per write
+        // transaction; the call log amortises it over a batch.
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
             .with_context(|| format!("invalid catalog path {}", path.display()))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
+        let open = |connections: u32| {
+            SqlitePoolOptions::new().max_connections(connections).connect_with(options.clone())
+        };
+        let writer = open(1)
             .await
             .with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
         sqlx::migrate!("./migrations")
-            .run(&pool)
+            .run(&writer)
             .await
             .context("cannot apply catalog migrations")?;
-        Ok(Catalog { pool })
+        let reader = open(4)
+            .await
+            .with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
+        Ok(Catalog { reader, writer })
     }
 
     pub async fn ping(&self) -> bool {
-        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+        sqlx::query("SELECT 1").execute(&self.reader).await.is_ok()
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.reader.close().await;
+        self.writer.close().await;
     }
 
     /// Stores a ready toolset server, its generation and tools in one transaction.
     pub async fn create_toolset_server(&self, new: NewToolsetServer<'_>) -> Result<i64, CatalogError> {
         let now = now_millis();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
              VALUES (?, ?, 'toolset', NULL, ?, 'ready', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
@@ -236,9 +249,9 @@ impl Catalog {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
-        for (position, tool) in new.toolset.tools().iter().enumerate() {
-            insert_tool(&mut tx, generation_id, position, tool, &ToolExtras::default()).await?;
-        }
+        let no_extras = ToolExtras::default();
+        let tools: Vec<_> = new.toolset.tools().iter().map(|tool| (tool, &no_extras)).collect();
+        insert_tools(&mut tx, generation_id, &tools).await?;
         sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
             .bind(generation_id)
             .bind(new.id.as_str())
@@ -254,7 +267,7 @@ impl Catalog {
                     (SELECT COUNT(*) FROM tools t WHERE t.generation_id = s.active_generation_id) AS tool_count
              FROM servers s ORDER BY s.created_at, s.id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         Ok(rows
             .into_iter()
@@ -281,7 +294,7 @@ impl Catalog {
              FROM servers WHERE id = ?",
         )
         .bind(id.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         match row {
             Some(row) => Ok(Some(self.server_from_row(row).await?)),
@@ -296,7 +309,7 @@ impl Catalog {
                     access_token_sha256
              FROM servers WHERE active_generation_id IS NOT NULL ORDER BY id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         let mut servers = Vec::with_capacity(rows.len());
         for row in rows {
@@ -311,14 +324,14 @@ impl Catalog {
             .bind(sha256)
             .bind(now_millis())
             .bind(id.as_str())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(updated.rows_affected() > 0)
     }
 
     /// Deletes a server with its generations, tools and call log. Returns false if it did not exist.
     pub async fn delete_server(&self, id: &ServerId) -> Result<bool, CatalogError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         // Break the server -> generation reference first so the cascade has a clean order.
         sqlx::query("UPDATE servers SET active_generation_id = NULL WHERE id = ?")
             .bind(id.as_str())
@@ -337,7 +350,7 @@ impl Catalog {
         )
         .bind(id.as_str())
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         // All egress rows of those calls in one query, rather than one query per call.
         let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
@@ -349,7 +362,7 @@ impl Catalog {
         )
         .bind(id.as_str())
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         for e in egress_rows {
             egress_by_call.entry(e.get("execution_id")).or_default().push(EgressRecord {
@@ -388,23 +401,11 @@ impl Catalog {
         Ok(calls)
     }
 
-    /// Keeps the newest `keep` calls of a server; egress rows go with their calls (cascade).
-    async fn prune_calls(&self, server: &str, keep: u64) -> Result<(), CatalogError> {
-        sqlx::query(
-            "DELETE FROM calls WHERE server_id = ? AND rowid IN (
-                 SELECT rowid FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
-        )
-        .bind(server)
-        .bind(server)
-        .bind(keep as i64)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    /// Writes a batch of calls in one transaction. Calls of a server deleted meanwhile are dropped.
-    async fn insert_calls(&self, batch: &[CallRecord]) -> Result<(), CatalogError> {
-        let mut tx = self.pool.begin().await?;
+    /// Writes a batch of calls and prunes each of their servers' logs to the newest `keep` calls,
+    /// in one transaction (one WAL sync per batch). Calls of a server deleted meanwhile are dropped;
+    /// egress rows go with their calls (cascade).
+    async fn insert_calls(&self, batch: &[CallRecord], keep: u64) -> Result<(), CatalogError> {
+        let mut tx = self.writer.begin().await?;
         for call in batch {
             let inserted = sqlx::query(
                 "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console)
@@ -446,6 +447,20 @@ impl Catalog {
                 .await?;
             }
         }
+        let mut servers: Vec<&str> = batch.iter().map(|c| c.server_id.as_str()).collect();
+        servers.sort_unstable();
+        servers.dedup();
+        for server in servers {
+            sqlx::query(
+                "DELETE FROM calls WHERE server_id = ? AND rowid IN (
+                     SELECT rowid FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
+            )
+            .bind(server)
+            .bind(server)
+            .bind(keep as i64)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -460,7 +475,7 @@ impl Catalog {
         };
         let latest_id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM generations WHERE server_id = ?")
             .bind(id.as_str())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.reader)
             .await?;
         let latest_generation = match latest_id {
             Some(latest) if Some(latest) != generation_id => Some(self.generation(latest).await?),
@@ -489,14 +504,14 @@ impl Catalog {
              FROM generations WHERE id = ?",
         )
         .bind(id)
-        .fetch_one(&self.pool)
+        .fetch_one(&self.reader)
         .await?;
         let tool_rows = sqlx::query(
             "SELECT name, description, input_schema, handler, annotations, needs_network, self_test FROM tools
              WHERE generation_id = ? ORDER BY position",
         )
         .bind(id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         let mut tools = Vec::with_capacity(tool_rows.len());
         let mut tool_extras = Vec::with_capacity(tool_rows.len());
@@ -547,30 +562,31 @@ impl Catalog {
     }
 }
 
-/// One tool row of a generation, inside the caller's transaction.
-pub(crate) async fn insert_tool(
+/// A generation's tool rows, in one statement inside the caller's transaction.
+pub(crate) async fn insert_tools(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     generation_id: i64,
-    position: usize,
-    tool: &ToolSpec,
-    extras: &ToolExtras,
+    tools: &[(&ToolSpec, &ToolExtras)],
 ) -> Result<(), CatalogError> {
-    sqlx::query(
+    if tools.is_empty() {
+        return Ok(());
+    }
+    let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
         "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations,
-             needs_network, self_test)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(generation_id)
-    .bind(position as i64)
-    .bind(&tool.name)
-    .bind(&tool.description)
-    .bind(to_json(&tool.input_schema))
-    .bind(&tool.handler)
-    .bind(tool.annotations.as_ref().map(to_json))
-    .bind(extras.needs_network)
-    .bind(extras.self_test.as_ref().map(to_json))
-    .execute(&mut **tx)
-    .await?;
+             needs_network, self_test) ",
+    );
+    insert.push_values(tools.iter().enumerate(), |mut row, (position, (tool, extras))| {
+        row.push_bind(generation_id)
+            .push_bind(position as i64)
+            .push_bind(tool.name.as_str())
+            .push_bind(tool.description.as_str())
+            .push_bind(to_json(&tool.input_schema))
+            .push_bind(tool.handler.as_str())
+            .push_bind(tool.annotations.as_ref().map(to_json))
+            .push_bind(extras.needs_network)
+            .push_bind(extras.self_test.as_ref().map(to_json));
+    });
+    insert.build().execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -616,16 +632,8 @@ impl CallLog {
                     }
                 }
                 if !calls.is_empty() {
-                    if let Err(error) = catalog.insert_calls(&calls).await {
+                    if let Err(error) = catalog.insert_calls(&calls, max_calls_per_server).await {
                         tracing::error!(%error, calls = calls.len(), "could not write the call log");
-                    }
-                    let mut servers: Vec<&str> = calls.iter().map(|c| c.server_id.as_str()).collect();
-                    servers.sort_unstable();
-                    servers.dedup();
-                    for server in servers {
-                        if let Err(error) = catalog.prune_calls(server, max_calls_per_server).await {
-                            tracing::error!(%error, server_id = server, "could not prune the call log");
-                        }
                     }
                 }
                 for waiter in waiters {

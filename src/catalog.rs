@@ -66,7 +66,26 @@ pub struct ServerSummary {
     pub updated_at: String,
 }
 
-/// A server with its active generation and tools, as the admin view and the mounts need it.
+/// What routing and authentication need to know about a server that is being served; the rest
+/// of a mount is built from its [`ServedGeneration`] when the server is first used.
+#[derive(Debug, Clone)]
+pub struct MountRecord {
+    pub id: ServerId,
+    pub name: String,
+    /// The generation being served.
+    pub generation_id: i64,
+    /// Hex sha256 of the MCP access token, when the mount requires one.
+    pub access_token_sha256: Option<String>,
+}
+
+/// What serving a generation takes: its whitelist and its tools, in order.
+#[derive(Debug, Clone)]
+pub struct ServedGeneration {
+    pub whitelist: Whitelist,
+    pub tools: Vec<ToolSpec>,
+}
+
+/// A server with its active generation and tools, as the admin view needs it.
 #[derive(Debug, Clone)]
 pub struct ServerRecord {
     pub id: ServerId,
@@ -302,20 +321,64 @@ impl Catalog {
         }
     }
 
-    /// Every server with a generation to serve, for mounting at start-up.
-    pub async fn ready_servers(&self) -> Result<Vec<ServerRecord>, CatalogError> {
+    /// Every server with a generation to serve, in one query: what start-up mounts.
+    pub async fn mount_records(&self) -> Result<Vec<MountRecord>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at,
-                    access_token_sha256
-             FROM servers WHERE active_generation_id IS NOT NULL ORDER BY id",
+            "SELECT id, name, active_generation_id, access_token_sha256 FROM servers
+             WHERE active_generation_id IS NOT NULL",
         )
         .fetch_all(&self.reader)
         .await?;
-        let mut servers = Vec::with_capacity(rows.len());
-        for row in rows {
-            servers.push(self.server_from_row(row).await?);
+        rows.into_iter().map(mount_record).collect()
+    }
+
+    /// One server's [`MountRecord`]; `None` if it does not exist or serves no generation yet.
+    pub async fn mount_record(&self, id: &ServerId) -> Result<Option<MountRecord>, CatalogError> {
+        let row = sqlx::query(
+            "SELECT id, name, active_generation_id, access_token_sha256 FROM servers
+             WHERE id = ? AND active_generation_id IS NOT NULL",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(mount_record).transpose()
+    }
+
+    /// A finished generation's whitelist and tools, in one query: what a mount is built from.
+    /// `None` if the generation no longer exists (its server was deleted).
+    pub async fn served_generation(&self, generation_id: i64) -> Result<Option<ServedGeneration>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT g.whitelist, t.name, t.description, t.input_schema, t.handler, t.annotations
+             FROM generations g LEFT JOIN tools t ON t.generation_id = g.id
+             WHERE g.id = ? ORDER BY t.position",
+        )
+        .bind(generation_id)
+        .fetch_all(&self.reader)
+        .await?;
+        let Some(first) = rows.first() else { return Ok(None) };
+        let whitelist = from_json(&first.get::<String, _>("whitelist"))?;
+        let mut tools = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // A generation without tools yields one row of NULLs from the outer join.
+            let Some(name) = row.get::<Option<String>, _>("name") else { continue };
+            let annotations: Option<String> = row.get("annotations");
+            tools.push(ToolSpec {
+                name,
+                description: row.get("description"),
+                input_schema: from_json(&row.get::<String, _>("input_schema"))?,
+                handler: row.get("handler"),
+                annotations: annotations.as_deref().map(from_json).transpose()?,
+            });
         }
-        Ok(servers)
+        Ok(Some(ServedGeneration { whitelist, tools }))
+    }
+
+    /// A server's status without loading its generations; `None` if there is no such server.
+    pub async fn server_status(&self, id: &ServerId) -> Result<Option<String>, CatalogError> {
+        Ok(sqlx::query_scalar("SELECT status FROM servers WHERE id = ?")
+            .bind(id.as_str())
+            .fetch_optional(&self.reader)
+            .await?)
     }
 
     /// Sets (or, with `None`, removes) a server's MCP access token digest. False if no such server.
@@ -689,6 +752,15 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
 
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, CatalogError> {
     serde_json::from_str(text).map_err(|e| CatalogError::Corrupt(e.to_string()))
+}
+
+fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogError> {
+    Ok(MountRecord {
+        id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
+        name: row.get("name"),
+        generation_id: row.get("active_generation_id"),
+        access_token_sha256: row.get("access_token_sha256"),
+    })
 }
 
 fn static_label(value: &str, labels: &[&'static str]) -> &'static str {

@@ -11,10 +11,11 @@ use serde_json::{Map, Value, json};
 use crate::access_token;
 use crate::api::error::ApiError;
 use crate::app::AppState;
-use crate::catalog::{GenerationRecord, NewToolsetServer, ServerRecord, format_millis};
+use crate::catalog::{GenerationRecord, MountRecord, NewToolsetServer, ServerRecord, format_millis};
 use crate::generate::Job;
 use crate::serve::call::{CallError, Via, result_json};
 use crate::serve::isolate::check_handler;
+use crate::serve::registry::MountError;
 use crate::toolset::{ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
@@ -109,7 +110,7 @@ pub async fn create_server(
             let toolset = Toolset::parse(tools)
                 .map_err(|e| ApiError::unprocessable("invalid_tool", e.to_string()))?;
             check_handlers(&toolset).await?;
-            state
+            let generation_id = state
                 .catalog
                 .create_toolset_server(NewToolsetServer {
                     id: &id,
@@ -120,12 +121,13 @@ pub async fn create_server(
                     toolset: &toolset,
                 })
                 .await?;
-            let record = state
-                .catalog
-                .get_server(&id)
-                .await?
-                .ok_or_else(|| ApiError::internal("server vanished right after it was stored"))?;
-            state.registry.mount(&record).map_err(ApiError::internal)?;
+            // Everything the mount needs is at hand; its validators are built on first use.
+            state.registry.mount(MountRecord {
+                id: id.clone(),
+                name: name.clone(),
+                generation_id,
+                access_token_sha256: access_token,
+            });
             tracing::info!(server_id = %id, tools = toolset.tools().len(), "toolset server registered");
             let tool_names: Vec<&str> = toolset.tools().iter().map(|t| t.name.as_str()).collect();
             Ok((
@@ -288,8 +290,8 @@ async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>)
     }
     // Remount so the serving path sees the new token at once.
     if state.registry.get(id).is_some() {
-        if let Some(record) = state.catalog.get_server(id).await? {
-            state.registry.mount(&record).map_err(ApiError::internal)?;
+        if let Some(record) = state.catalog.mount_record(id).await? {
+            state.registry.mount(record);
         }
     }
     tracing::info!(server_id = %id, set = digest.is_some(), "access token changed");
@@ -315,16 +317,20 @@ pub async fn call_tool(
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     let id = parse_id(&id)?;
-    let Some(mounted) = state.registry.get(&id) else {
-        return Err(match state.catalog.get_server(&id).await? {
-            Some(record) => ApiError::unavailable(
-                "server_not_ready",
-                format!("server {id:?} is {}; it can be called once it is ready", record.status),
-            ),
-            None => not_found(&id),
-        });
+    let mounted = match state.registry.mounted(&id).await {
+        Ok(Some(mounted)) => mounted,
+        Ok(None) | Err(MountError::Gone { .. }) => {
+            return Err(match state.catalog.server_status(&id).await? {
+                Some(status) => ApiError::unavailable(
+                    "server_not_ready",
+                    format!("server {id:?} is {status}; it can be called once it is ready"),
+                ),
+                None => not_found(&id),
+            });
+        }
+        Err(failure) => return Err(ApiError::unavailable("server_unavailable", failure.to_string())),
     };
-    let output = mounted.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
+    let output = mounted.server.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
         CallError::UnknownTool(name) => ApiError::not_found(
             "tool_not_found",
             format!("server {id:?} has no tool {name:?}; GET /admin/servers/{id} lists its tools"),

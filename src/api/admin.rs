@@ -342,7 +342,7 @@ pub async fn call_tool(
     Ok(Json(json!({
         "execution_id": output.execution_id,
         "outcome": output.outcome.as_str(),
-        "result": result_json(&output.result),
+        "result": result_json(output.result),
     })))
 }
 

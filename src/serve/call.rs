@@ -205,9 +205,9 @@ impl Caller {
             started_at,
             duration_us: started.elapsed().as_micros() as i64,
             outcome: outcome_label,
-            error: completion.error.clone(),
+            error: completion.error,
             fetches: i64::from(completion.fetches),
-            console: completion.console.clone(),
+            console: completion.console,
             egress: egress_log,
         });
         Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
@@ -243,11 +243,12 @@ impl Via {
 }
 
 /// A tool result as MCP's `CallToolResult` JSON (`content`, `structuredContent`, `isError`).
-pub fn result_json(result: &ToolResult) -> Value {
+/// Takes the result by value: results can be large, and are moved rather than copied.
+pub fn result_json(result: ToolResult) -> Value {
     let mut object = serde_json::Map::new();
-    object.insert("content".into(), Value::Array(result.content.clone()));
-    if let Some(structured) = &result.structured_content {
-        object.insert("structuredContent".into(), structured.clone());
+    object.insert("content".into(), Value::Array(result.content));
+    if let Some(structured) = result.structured_content {
+        object.insert("structuredContent".into(), structured);
     }
     object.insert("isError".into(), Value::Bool(result.is_error));
     Value::Object(object)

@@ -119,7 +119,7 @@ impl ServerHandler for McpHandler {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         match self.server.call(&self.caller, &request.name, arguments, Via::Mcp).await {
             Ok(output) => {
-                let mut result: CallToolResult = serde_json::from_value(result_json(&output.result))
+                let mut result: CallToolResult = serde_json::from_value(result_json(output.result))
                     .unwrap_or_else(|e| {
                         CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
                             "the tool returned a result that is not valid MCP content: {e}"

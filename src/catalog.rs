@@ -19,8 +19,10 @@ use crate::toolset::{ServerId, ToolSpec, Toolset};
 use crate::whitelist::Whitelist;
 
 mod generations;
+mod registrations;
 
 pub use generations::{CachedGeneration, FinishedGeneration, GenerationOutcome, NewDocument};
+pub use registrations::NewToolsetServer;
 
 /// Version of the code that produced a generation; part of the generation cache key.
 pub const GENERATOR_VERSION: &str = concat!("mcpbootd-", env!("CARGO_PKG_VERSION"));
@@ -33,6 +35,9 @@ pub enum CatalogError {
     Database(#[from] sqlx::Error),
     #[error("catalog holds unreadable data: {0}")]
     Corrupt(String),
+    /// A write shared with other requests (a batch) failed; the message is the cause.
+    #[error("catalog write failed: {0}")]
+    WriteFailed(String),
 }
 
 /// Two pools on one file: every write goes through `writer`, a single connection, so writers
@@ -42,16 +47,8 @@ pub enum CatalogError {
 pub struct Catalog {
     reader: SqlitePool,
     writer: SqlitePool,
-}
-
-/// What a toolset registration stores.
-pub struct NewToolsetServer<'a> {
-    pub id: &'a ServerId,
-    pub name: &'a str,
-    pub access_token_sha256: Option<&'a str>,
-    pub allow_domains: &'a [String],
-    pub whitelist: &'a Whitelist,
-    pub toolset: &'a Toolset,
+    /// Toolset registrations, written in batches by [`registrations::write`].
+    registrations: mpsc::Sender<registrations::Pending>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -226,7 +223,9 @@ impl Catalog {
         let reader = open(4)
             .await
             .with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
-        Ok(Catalog { reader, writer })
+        let (registrations, queue) = mpsc::channel(registrations::QUEUE);
+        tokio::spawn(registrations::write(writer.clone(), queue));
+        Ok(Catalog { reader, writer, registrations })
     }
 
     pub async fn ping(&self) -> bool {
@@ -236,48 +235,6 @@ impl Catalog {
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
-    }
-
-    /// Stores a ready toolset server, its generation and tools in one transaction.
-    pub async fn create_toolset_server(&self, new: NewToolsetServer<'_>) -> Result<i64, CatalogError> {
-        let now = now_millis();
-        let mut tx = self.writer.begin().await?;
-        let inserted = sqlx::query(
-            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
-             VALUES (?, ?, 'toolset', NULL, ?, 'ready', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(new.id.as_str())
-        .bind(new.name)
-        .bind(to_json(&new.allow_domains))
-        .bind(now)
-        .bind(now)
-        .bind(new.access_token_sha256)
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            return Err(CatalogError::Conflict(new.id.to_string()));
-        }
-        let generation_id: i64 = sqlx::query_scalar(
-            "INSERT INTO generations (server_id, source, status, generator_version, whitelist, created_at, finished_at)
-             VALUES (?, 'toolset', 'ready', ?, ?, ?, ?) RETURNING id",
-        )
-        .bind(new.id.as_str())
-        .bind(GENERATOR_VERSION)
-        .bind(to_json(new.whitelist))
-        .bind(now)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
-        let no_extras = ToolExtras::default();
-        let tools: Vec<_> = new.toolset.tools().iter().map(|tool| (tool, &no_extras)).collect();
-        insert_tools(&mut tx, generation_id, &tools).await?;
-        sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
-            .bind(generation_id)
-            .bind(new.id.as_str())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(generation_id)
     }
 
     pub async fn list_servers(&self) -> Result<Vec<ServerSummary>, CatalogError> {
@@ -625,11 +582,36 @@ impl Catalog {
     }
 }
 
+/// A tool row as stored, its JSON columns serialised.
+pub(crate) struct ToolRow {
+    name: String,
+    description: String,
+    input_schema: String,
+    handler: String,
+    annotations: Option<String>,
+    needs_network: Option<bool>,
+    self_test: Option<String>,
+}
+
+impl ToolRow {
+    pub(crate) fn new(tool: &ToolSpec, extras: &ToolExtras) -> ToolRow {
+        ToolRow {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            input_schema: to_json(&tool.input_schema),
+            handler: tool.handler.clone(),
+            annotations: tool.annotations.as_ref().map(to_json),
+            needs_network: extras.needs_network,
+            self_test: extras.self_test.as_ref().map(to_json),
+        }
+    }
+}
+
 /// A generation's tool rows, in one statement inside the caller's transaction.
 pub(crate) async fn insert_tools(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     generation_id: i64,
-    tools: &[(&ToolSpec, &ToolExtras)],
+    tools: &[ToolRow],
 ) -> Result<(), CatalogError> {
     if tools.is_empty() {
         return Ok(());
@@ -638,16 +620,16 @@ pub(crate) async fn insert_tools(
         "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations,
              needs_network, self_test) ",
     );
-    insert.push_values(tools.iter().enumerate(), |mut row, (position, (tool, extras))| {
+    insert.push_values(tools.iter().enumerate(), |mut row, (position, tool)| {
         row.push_bind(generation_id)
             .push_bind(position as i64)
             .push_bind(tool.name.as_str())
             .push_bind(tool.description.as_str())
-            .push_bind(to_json(&tool.input_schema))
+            .push_bind(tool.input_schema.as_str())
             .push_bind(tool.handler.as_str())
-            .push_bind(tool.annotations.as_ref().map(to_json))
-            .push_bind(extras.needs_network)
-            .push_bind(extras.self_test.as_ref().map(to_json));
+            .push_bind(tool.annotations.as_deref())
+            .push_bind(tool.needs_network)
+            .push_bind(tool.self_test.as_deref());
     });
     insert.build().execute(&mut **tx).await?;
     Ok(())

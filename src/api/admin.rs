@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use crate::access_token;
 use crate::api::error::ApiError;
 use crate::app::AppState;
-use crate::catalog::{GenerationRecord, MountRecord, NewToolsetServer, ServerRecord, format_millis};
+use crate::catalog::{CatalogError, GenerationRecord, MountRecord, NewToolsetServer, ServerRecord, format_millis};
 use crate::generate::Job;
 use crate::serve::call::{CallError, Via, result_json};
 use crate::serve::isolate::check_handler;
@@ -109,27 +109,30 @@ pub async fn create_server(
             })?;
             let toolset = Toolset::parse(tools)
                 .map_err(|e| ApiError::unprocessable("invalid_tool", e.to_string()))?;
-            check_handlers(&toolset).await?;
-            let generation_id = state
-                .catalog
-                .create_toolset_server(NewToolsetServer {
-                    id: &id,
-                    name: &name,
-                    access_token_sha256: access_token.as_deref(),
-                    allow_domains: &allow_domains,
-                    whitelist: &whitelist,
-                    toolset: &toolset,
-                })
-                .await?;
-            // Everything the mount needs is at hand; its validators are built on first use.
-            state.registry.mount(MountRecord {
+            let toolset = check_handlers(toolset).await?;
+            let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
+            let new = NewToolsetServer {
                 id: id.clone(),
                 name: name.clone(),
-                generation_id,
-                access_token_sha256: access_token,
-            });
-            tracing::info!(server_id = %id, tools = toolset.tools().len(), "toolset server registered");
-            let tool_names: Vec<&str> = toolset.tools().iter().map(|t| t.name.as_str()).collect();
+                access_token_sha256: access_token.clone(),
+                allow_domains,
+                whitelist,
+                toolset,
+            };
+            // Stored and mounted in a task of its own, so a client that hangs up while the write
+            // is queued cannot leave a stored server unmounted.
+            let (catalog, registry) = (state.catalog.clone(), state.registry.clone());
+            let record = (id.clone(), name.clone(), access_token);
+            tokio::spawn(async move {
+                let generation_id = catalog.create_toolset_server(new).await?;
+                // Everything the mount needs is at hand; its validators are built on first use.
+                let (id, name, access_token_sha256) = record;
+                registry.mount(MountRecord { id, name, generation_id, access_token_sha256 });
+                Ok::<_, CatalogError>(())
+            })
+            .await
+            .map_err(ApiError::internal)??;
+            tracing::info!(server_id = %id, tools = tool_names.len(), "toolset server registered");
             Ok((
                 StatusCode::CREATED,
                 Json(json!({
@@ -145,19 +148,18 @@ pub async fn create_server(
     }
 }
 
-/// Compiles every handler in the real engine, off the async threads.
-async fn check_handlers(toolset: &Toolset) -> Result<(), ApiError> {
-    let sources: Vec<(String, String)> =
-        toolset.tools().iter().map(|t| (t.name.clone(), t.handler.clone())).collect();
-    let failure = tokio::task::spawn_blocking(move || {
-        sources.into_iter().enumerate().find_map(|(index, (name, source))| {
-            check_handler(&source).err().map(|error| (index, name, error))
-        })
+/// Compiles every handler in the real engine, off the async threads; hands the toolset back.
+async fn check_handlers(toolset: Toolset) -> Result<Toolset, ApiError> {
+    let (toolset, failure) = tokio::task::spawn_blocking(move || {
+        let failure = toolset.tools().iter().enumerate().find_map(|(index, tool)| {
+            check_handler(&tool.handler).err().map(|error| (index, tool.name.clone(), error))
+        });
+        (toolset, failure)
     })
     .await
     .map_err(ApiError::internal)?;
     match failure {
-        None => Ok(()),
+        None => Ok(toolset),
         Some((index, name, error)) => {
             let line = error.line.map(|l| format!(" at line {l}")).unwrap_or_default();
             Err(ApiError::unprocessable(

@@ -280,7 +280,7 @@ impl Catalog {
         .bind(generation_id)
         .execute(&mut *tx)
         .await?;
-        let tools: Vec<_> = finished.tools.iter().map(|(tool, extras)| (tool, extras)).collect();
+        let tools: Vec<_> = finished.tools.iter().map(|(tool, extras)| super::ToolRow::new(tool, extras)).collect();
         super::insert_tools(&mut tx, generation_id, &tools).await?;
         let activate = outcome == GenerationOutcome::Ready;
         sqlx::query(

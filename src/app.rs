@@ -41,7 +41,7 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
     let pool = Arc::new(IsolatePool::new(config.pool_settings(), tokio::runtime::Handle::current()));
     let metrics = Arc::new(Metrics::default());
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
-    let registry = Arc::new(Registry::new(&config, caller.clone()));
+    let registry = Arc::new(Registry::new(&config, caller.clone(), catalog.clone()));
     let llm = crate::llm::LlmSettings::from_config(&config.llm)
         .and_then(|settings| settings.map(crate::llm::build_client).transpose())
         .map_err(|e| anyhow::anyhow!("[llm]: {e}"))?;
@@ -67,16 +67,14 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
     tracing::info!(%address, catalog = %config.catalog.path.display(), workers = config.worker_threads(), "mcpbootd listening");
 
     // Serve at once so /healthz answers during start-up; /readyz turns ready after the remount.
+    // Mounting reads one row per server; each server's tools are loaded and compiled on first use.
     let remount_state = state.clone();
     tokio::spawn(async move {
-        match remount_state.catalog.ready_servers().await {
-            Ok(servers) => {
-                for server in &servers {
-                    if let Err(error) = remount_state.registry.mount(server) {
-                        tracing::error!(server_id = %server.id, %error, "cannot mount server");
-                    }
-                }
-                tracing::info!(servers = servers.len(), "servers mounted from the catalog");
+        match remount_state.catalog.mount_records().await {
+            Ok(records) => {
+                let servers = records.len();
+                remount_state.registry.mount_all(records);
+                tracing::info!(servers, "servers mounted from the catalog");
                 remount_state.ready.store(true, Ordering::Release);
             }
             Err(error) => tracing::error!(%error, "cannot read servers from the catalog; not ready"),

@@ -19,8 +19,10 @@ use crate::toolset::{ServerId, ToolSpec, Toolset};
 use crate::whitelist::Whitelist;
 
 mod generations;
+mod registrations;
 
 pub use generations::{CachedGeneration, FinishedGeneration, GenerationOutcome, NewDocument};
+pub use registrations::NewToolsetServer;
 
 /// Version of the code that produced a generation; part of the generation cache key.
 pub const GENERATOR_VERSION: &str = concat!("mcpbootd-", env!("CARGO_PKG_VERSION"));
@@ -33,21 +35,20 @@ pub enum CatalogError {
     Database(#[from] sqlx::Error),
     #[error("catalog holds unreadable data: {0}")]
     Corrupt(String),
+    /// A write shared with other requests (a batch) failed; the message is the cause.
+    #[error("catalog write failed: {0}")]
+    WriteFailed(String),
 }
 
+/// Two pools on one file: every write goes through `writer`, a single connection, so writers
+/// queue in the pool instead of meeting SQLite's busy handler (which sleeps for milliseconds);
+/// reads use `reader` and, with WAL, never wait for a writer.
 #[derive(Clone)]
 pub struct Catalog {
-    pool: SqlitePool,
-}
-
-/// What a toolset registration stores.
-pub struct NewToolsetServer<'a> {
-    pub id: &'a ServerId,
-    pub name: &'a str,
-    pub access_token_sha256: Option<&'a str>,
-    pub allow_domains: &'a [String],
-    pub whitelist: &'a Whitelist,
-    pub toolset: &'a Toolset,
+    reader: SqlitePool,
+    writer: SqlitePool,
+    /// Toolset registrations, written in batches by [`registrations::write`].
+    registrations: mpsc::Sender<registrations::Pending>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -62,7 +63,26 @@ pub struct ServerSummary {
     pub updated_at: String,
 }
 
-/// A server with its active generation and tools, as the admin view and the mounts need it.
+/// What routing and authentication need to know about a server that is being served; the rest
+/// of a mount is built from its [`ServedGeneration`] when the server is first used.
+#[derive(Debug, Clone)]
+pub struct MountRecord {
+    pub id: ServerId,
+    pub name: String,
+    /// The generation being served.
+    pub generation_id: i64,
+    /// Hex sha256 of the MCP access token, when the mount requires one.
+    pub access_token_sha256: Option<String>,
+}
+
+/// What serving a generation takes: its whitelist and its tools, in order.
+#[derive(Debug, Clone)]
+pub struct ServedGeneration {
+    pub whitelist: Whitelist,
+    pub tools: Vec<ToolSpec>,
+}
+
+/// A server with its active generation and tools, as the admin view needs it.
 #[derive(Debug, Clone)]
 pub struct ServerRecord {
     pub id: ServerId,
@@ -179,73 +199,42 @@ impl Catalog {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create the catalog directory {}", dir.display()))?;
         }
+        // WAL with synchronous = FULL: every commit syncs the WAL before it returns, so a
+        // registration answered 201 survives a crash of the process *and* of the machine (with
+        // NORMAL the last commits could roll back on power loss). The cost is one fsync per write
+        // transaction; the call log amortises it over a batch.
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
             .with_context(|| format!("invalid catalog path {}", path.display()))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
+        let open = |connections: u32| {
+            SqlitePoolOptions::new().max_connections(connections).connect_with(options.clone())
+        };
+        let writer = open(1)
             .await
             .with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
         sqlx::migrate!("./migrations")
-            .run(&pool)
+            .run(&writer)
             .await
             .context("cannot apply catalog migrations")?;
-        Ok(Catalog { pool })
+        let reader = open(4)
+            .await
+            .with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
+        let (registrations, queue) = mpsc::channel(registrations::QUEUE);
+        tokio::spawn(registrations::write(writer.clone(), queue));
+        Ok(Catalog { reader, writer, registrations })
     }
 
     pub async fn ping(&self) -> bool {
-        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+        sqlx::query("SELECT 1").execute(&self.reader).await.is_ok()
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
-    }
-
-    /// Stores a ready toolset server, its generation and tools in one transaction.
-    pub async fn create_toolset_server(&self, new: NewToolsetServer<'_>) -> Result<i64, CatalogError> {
-        let now = now_millis();
-        let mut tx = self.pool.begin().await?;
-        let inserted = sqlx::query(
-            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
-             VALUES (?, ?, 'toolset', NULL, ?, 'ready', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(new.id.as_str())
-        .bind(new.name)
-        .bind(to_json(&new.allow_domains))
-        .bind(now)
-        .bind(now)
-        .bind(new.access_token_sha256)
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            return Err(CatalogError::Conflict(new.id.to_string()));
-        }
-        let generation_id: i64 = sqlx::query_scalar(
-            "INSERT INTO generations (server_id, source, status, generator_version, whitelist, created_at, finished_at)
-             VALUES (?, 'toolset', 'ready', ?, ?, ?, ?) RETURNING id",
-        )
-        .bind(new.id.as_str())
-        .bind(GENERATOR_VERSION)
-        .bind(to_json(new.whitelist))
-        .bind(now)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
-        for (position, tool) in new.toolset.tools().iter().enumerate() {
-            insert_tool(&mut tx, generation_id, position, tool, &ToolExtras::default()).await?;
-        }
-        sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
-            .bind(generation_id)
-            .bind(new.id.as_str())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(generation_id)
+        self.reader.close().await;
+        self.writer.close().await;
     }
 
     pub async fn list_servers(&self) -> Result<Vec<ServerSummary>, CatalogError> {
@@ -254,7 +243,7 @@ impl Catalog {
                     (SELECT COUNT(*) FROM tools t WHERE t.generation_id = s.active_generation_id) AS tool_count
              FROM servers s ORDER BY s.created_at, s.id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         Ok(rows
             .into_iter()
@@ -281,7 +270,7 @@ impl Catalog {
              FROM servers WHERE id = ?",
         )
         .bind(id.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         match row {
             Some(row) => Ok(Some(self.server_from_row(row).await?)),
@@ -289,20 +278,64 @@ impl Catalog {
         }
     }
 
-    /// Every server with a generation to serve, for mounting at start-up.
-    pub async fn ready_servers(&self) -> Result<Vec<ServerRecord>, CatalogError> {
+    /// Every server with a generation to serve, in one query: what start-up mounts.
+    pub async fn mount_records(&self) -> Result<Vec<MountRecord>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at,
-                    access_token_sha256
-             FROM servers WHERE active_generation_id IS NOT NULL ORDER BY id",
+            "SELECT id, name, active_generation_id, access_token_sha256 FROM servers
+             WHERE active_generation_id IS NOT NULL",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
-        let mut servers = Vec::with_capacity(rows.len());
-        for row in rows {
-            servers.push(self.server_from_row(row).await?);
+        rows.into_iter().map(mount_record).collect()
+    }
+
+    /// One server's [`MountRecord`]; `None` if it does not exist or serves no generation yet.
+    pub async fn mount_record(&self, id: &ServerId) -> Result<Option<MountRecord>, CatalogError> {
+        let row = sqlx::query(
+            "SELECT id, name, active_generation_id, access_token_sha256 FROM servers
+             WHERE id = ? AND active_generation_id IS NOT NULL",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(mount_record).transpose()
+    }
+
+    /// A finished generation's whitelist and tools, in one query: what a mount is built from.
+    /// `None` if the generation no longer exists (its server was deleted).
+    pub async fn served_generation(&self, generation_id: i64) -> Result<Option<ServedGeneration>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT g.whitelist, t.name, t.description, t.input_schema, t.handler, t.annotations
+             FROM generations g LEFT JOIN tools t ON t.generation_id = g.id
+             WHERE g.id = ? ORDER BY t.position",
+        )
+        .bind(generation_id)
+        .fetch_all(&self.reader)
+        .await?;
+        let Some(first) = rows.first() else { return Ok(None) };
+        let whitelist = from_json(&first.get::<String, _>("whitelist"))?;
+        let mut tools = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // A generation without tools yields one row of NULLs from the outer join.
+            let Some(name) = row.get::<Option<String>, _>("name") else { continue };
+            let annotations: Option<String> = row.get("annotations");
+            tools.push(ToolSpec {
+                name,
+                description: row.get("description"),
+                input_schema: from_json(&row.get::<String, _>("input_schema"))?,
+                handler: row.get("handler"),
+                annotations: annotations.as_deref().map(from_json).transpose()?,
+            });
         }
-        Ok(servers)
+        Ok(Some(ServedGeneration { whitelist, tools }))
+    }
+
+    /// A server's status without loading its generations; `None` if there is no such server.
+    pub async fn server_status(&self, id: &ServerId) -> Result<Option<String>, CatalogError> {
+        Ok(sqlx::query_scalar("SELECT status FROM servers WHERE id = ?")
+            .bind(id.as_str())
+            .fetch_optional(&self.reader)
+            .await?)
     }
 
     /// Sets (or, with `None`, removes) a server's MCP access token digest. False if no such server.
@@ -311,14 +344,14 @@ impl Catalog {
             .bind(sha256)
             .bind(now_millis())
             .bind(id.as_str())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(updated.rows_affected() > 0)
     }
 
     /// Deletes a server with its generations, tools and call log. Returns false if it did not exist.
     pub async fn delete_server(&self, id: &ServerId) -> Result<bool, CatalogError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         // Break the server -> generation reference first so the cascade has a clean order.
         sqlx::query("UPDATE servers SET active_generation_id = NULL WHERE id = ?")
             .bind(id.as_str())
@@ -337,7 +370,7 @@ impl Catalog {
         )
         .bind(id.as_str())
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         // All egress rows of those calls in one query, rather than one query per call.
         let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
@@ -349,7 +382,7 @@ impl Catalog {
         )
         .bind(id.as_str())
         .bind(limit)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         for e in egress_rows {
             egress_by_call.entry(e.get("execution_id")).or_default().push(EgressRecord {
@@ -388,23 +421,11 @@ impl Catalog {
         Ok(calls)
     }
 
-    /// Keeps the newest `keep` calls of a server; egress rows go with their calls (cascade).
-    async fn prune_calls(&self, server: &str, keep: u64) -> Result<(), CatalogError> {
-        sqlx::query(
-            "DELETE FROM calls WHERE server_id = ? AND rowid IN (
-                 SELECT rowid FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
-        )
-        .bind(server)
-        .bind(server)
-        .bind(keep as i64)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    /// Writes a batch of calls in one transaction. Calls of a server deleted meanwhile are dropped.
-    async fn insert_calls(&self, batch: &[CallRecord]) -> Result<(), CatalogError> {
-        let mut tx = self.pool.begin().await?;
+    /// Writes a batch of calls and prunes each of their servers' logs to the newest `keep` calls,
+    /// in one transaction (one WAL sync per batch). Calls of a server deleted meanwhile are dropped;
+    /// egress rows go with their calls (cascade).
+    async fn insert_calls(&self, batch: &[CallRecord], keep: u64) -> Result<(), CatalogError> {
+        let mut tx = self.writer.begin().await?;
         for call in batch {
             let inserted = sqlx::query(
                 "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console)
@@ -446,6 +467,20 @@ impl Catalog {
                 .await?;
             }
         }
+        let mut servers: Vec<&str> = batch.iter().map(|c| c.server_id.as_str()).collect();
+        servers.sort_unstable();
+        servers.dedup();
+        for server in servers {
+            sqlx::query(
+                "DELETE FROM calls WHERE server_id = ? AND rowid IN (
+                     SELECT rowid FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
+            )
+            .bind(server)
+            .bind(server)
+            .bind(keep as i64)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(())
     }
@@ -460,7 +495,7 @@ impl Catalog {
         };
         let latest_id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM generations WHERE server_id = ?")
             .bind(id.as_str())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.reader)
             .await?;
         let latest_generation = match latest_id {
             Some(latest) if Some(latest) != generation_id => Some(self.generation(latest).await?),
@@ -489,14 +524,14 @@ impl Catalog {
              FROM generations WHERE id = ?",
         )
         .bind(id)
-        .fetch_one(&self.pool)
+        .fetch_one(&self.reader)
         .await?;
         let tool_rows = sqlx::query(
             "SELECT name, description, input_schema, handler, annotations, needs_network, self_test FROM tools
              WHERE generation_id = ? ORDER BY position",
         )
         .bind(id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         let mut tools = Vec::with_capacity(tool_rows.len());
         let mut tool_extras = Vec::with_capacity(tool_rows.len());
@@ -547,30 +582,56 @@ impl Catalog {
     }
 }
 
-/// One tool row of a generation, inside the caller's transaction.
-pub(crate) async fn insert_tool(
+/// A tool row as stored, its JSON columns serialised.
+pub(crate) struct ToolRow {
+    name: String,
+    description: String,
+    input_schema: String,
+    handler: String,
+    annotations: Option<String>,
+    needs_network: Option<bool>,
+    self_test: Option<String>,
+}
+
+impl ToolRow {
+    pub(crate) fn new(tool: &ToolSpec, extras: &ToolExtras) -> ToolRow {
+        ToolRow {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            input_schema: to_json(&tool.input_schema),
+            handler: tool.handler.clone(),
+            annotations: tool.annotations.as_ref().map(to_json),
+            needs_network: extras.needs_network,
+            self_test: extras.self_test.as_ref().map(to_json),
+        }
+    }
+}
+
+/// A generation's tool rows, in one statement inside the caller's transaction.
+pub(crate) async fn insert_tools(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     generation_id: i64,
-    position: usize,
-    tool: &ToolSpec,
-    extras: &ToolExtras,
+    tools: &[ToolRow],
 ) -> Result<(), CatalogError> {
-    sqlx::query(
+    if tools.is_empty() {
+        return Ok(());
+    }
+    let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
         "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations,
-             needs_network, self_test)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(generation_id)
-    .bind(position as i64)
-    .bind(&tool.name)
-    .bind(&tool.description)
-    .bind(to_json(&tool.input_schema))
-    .bind(&tool.handler)
-    .bind(tool.annotations.as_ref().map(to_json))
-    .bind(extras.needs_network)
-    .bind(extras.self_test.as_ref().map(to_json))
-    .execute(&mut **tx)
-    .await?;
+             needs_network, self_test) ",
+    );
+    insert.push_values(tools.iter().enumerate(), |mut row, (position, tool)| {
+        row.push_bind(generation_id)
+            .push_bind(position as i64)
+            .push_bind(tool.name.as_str())
+            .push_bind(tool.description.as_str())
+            .push_bind(tool.input_schema.as_str())
+            .push_bind(tool.handler.as_str())
+            .push_bind(tool.annotations.as_deref())
+            .push_bind(tool.needs_network)
+            .push_bind(tool.self_test.as_deref());
+    });
+    insert.build().execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -616,16 +677,8 @@ impl CallLog {
                     }
                 }
                 if !calls.is_empty() {
-                    if let Err(error) = catalog.insert_calls(&calls).await {
+                    if let Err(error) = catalog.insert_calls(&calls, max_calls_per_server).await {
                         tracing::error!(%error, calls = calls.len(), "could not write the call log");
-                    }
-                    let mut servers: Vec<&str> = calls.iter().map(|c| c.server_id.as_str()).collect();
-                    servers.sort_unstable();
-                    servers.dedup();
-                    for server in servers {
-                        if let Err(error) = catalog.prune_calls(server, max_calls_per_server).await {
-                            tracing::error!(%error, server_id = server, "could not prune the call log");
-                        }
                     }
                 }
                 for waiter in waiters {
@@ -681,6 +734,15 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
 
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, CatalogError> {
     serde_json::from_str(text).map_err(|e| CatalogError::Corrupt(e.to_string()))
+}
+
+fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogError> {
+    Ok(MountRecord {
+        id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
+        name: row.get("name"),
+        generation_id: row.get("active_generation_id"),
+        access_token_sha256: row.get("access_token_sha256"),
+    })
 }
 
 fn static_label(value: &str, labels: &[&'static str]) -> &'static str {

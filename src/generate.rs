@@ -220,12 +220,8 @@ impl Inner {
         // Mount before announcing `ready`, so a client that reacts to the event finds the server.
         let announce = finished.error.clone();
         if outcome == GenerationOutcome::Ready {
-            match self.catalog.get_server(&job.server).await {
-                Ok(Some(record)) => {
-                    if let Err(error) = self.registry.mount(&record) {
-                        tracing::error!(%error, "generated server could not be mounted");
-                    }
-                }
+            match self.catalog.mount_record(&job.server).await {
+                Ok(Some(record)) => self.registry.mount(record),
                 Ok(None) => tracing::info!("server was deleted while it was being generated"),
                 Err(error) => tracing::error!(%error, "could not read the generated server"),
             }

@@ -11,10 +11,11 @@ use serde_json::{Map, Value, json};
 use crate::access_token;
 use crate::api::error::ApiError;
 use crate::app::AppState;
-use crate::catalog::{GenerationRecord, NewToolsetServer, ServerRecord, format_millis};
+use crate::catalog::{CatalogError, GenerationRecord, MountRecord, NewToolsetServer, ServerRecord, format_millis};
 use crate::generate::Job;
 use crate::serve::call::{CallError, Via, result_json};
 use crate::serve::isolate::check_handler;
+use crate::serve::registry::MountError;
 use crate::toolset::{ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
@@ -108,26 +109,30 @@ pub async fn create_server(
             })?;
             let toolset = Toolset::parse(tools)
                 .map_err(|e| ApiError::unprocessable("invalid_tool", e.to_string()))?;
-            check_handlers(&toolset).await?;
-            state
-                .catalog
-                .create_toolset_server(NewToolsetServer {
-                    id: &id,
-                    name: &name,
-                    access_token_sha256: access_token.as_deref(),
-                    allow_domains: &allow_domains,
-                    whitelist: &whitelist,
-                    toolset: &toolset,
-                })
-                .await?;
-            let record = state
-                .catalog
-                .get_server(&id)
-                .await?
-                .ok_or_else(|| ApiError::internal("server vanished right after it was stored"))?;
-            state.registry.mount(&record).map_err(ApiError::internal)?;
-            tracing::info!(server_id = %id, tools = toolset.tools().len(), "toolset server registered");
-            let tool_names: Vec<&str> = toolset.tools().iter().map(|t| t.name.as_str()).collect();
+            let toolset = check_handlers(toolset).await?;
+            let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
+            let new = NewToolsetServer {
+                id: id.clone(),
+                name: name.clone(),
+                access_token_sha256: access_token.clone(),
+                allow_domains,
+                whitelist,
+                toolset,
+            };
+            // Stored and mounted in a task of its own, so a client that hangs up while the write
+            // is queued cannot leave a stored server unmounted.
+            let (catalog, registry) = (state.catalog.clone(), state.registry.clone());
+            let record = (id.clone(), name.clone(), access_token);
+            tokio::spawn(async move {
+                let generation_id = catalog.create_toolset_server(new).await?;
+                // Everything the mount needs is at hand; its validators are built on first use.
+                let (id, name, access_token_sha256) = record;
+                registry.mount(MountRecord { id, name, generation_id, access_token_sha256 });
+                Ok::<_, CatalogError>(())
+            })
+            .await
+            .map_err(ApiError::internal)??;
+            tracing::info!(server_id = %id, tools = tool_names.len(), "toolset server registered");
             Ok((
                 StatusCode::CREATED,
                 Json(json!({
@@ -143,19 +148,18 @@ pub async fn create_server(
     }
 }
 
-/// Compiles every handler in the real engine, off the async threads.
-async fn check_handlers(toolset: &Toolset) -> Result<(), ApiError> {
-    let sources: Vec<(String, String)> =
-        toolset.tools().iter().map(|t| (t.name.clone(), t.handler.clone())).collect();
-    let failure = tokio::task::spawn_blocking(move || {
-        sources.into_iter().enumerate().find_map(|(index, (name, source))| {
-            check_handler(&source).err().map(|error| (index, name, error))
-        })
+/// Compiles every handler in the real engine, off the async threads; hands the toolset back.
+async fn check_handlers(toolset: Toolset) -> Result<Toolset, ApiError> {
+    let (toolset, failure) = tokio::task::spawn_blocking(move || {
+        let failure = toolset.tools().iter().enumerate().find_map(|(index, tool)| {
+            check_handler(&tool.handler).err().map(|error| (index, tool.name.clone(), error))
+        });
+        (toolset, failure)
     })
     .await
     .map_err(ApiError::internal)?;
     match failure {
-        None => Ok(()),
+        None => Ok(toolset),
         Some((index, name, error)) => {
             let line = error.line.map(|l| format!(" at line {l}")).unwrap_or_default();
             Err(ApiError::unprocessable(
@@ -288,8 +292,8 @@ async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>)
     }
     // Remount so the serving path sees the new token at once.
     if state.registry.get(id).is_some() {
-        if let Some(record) = state.catalog.get_server(id).await? {
-            state.registry.mount(&record).map_err(ApiError::internal)?;
+        if let Some(record) = state.catalog.mount_record(id).await? {
+            state.registry.mount(record);
         }
     }
     tracing::info!(server_id = %id, set = digest.is_some(), "access token changed");
@@ -315,16 +319,20 @@ pub async fn call_tool(
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     let id = parse_id(&id)?;
-    let Some(mounted) = state.registry.get(&id) else {
-        return Err(match state.catalog.get_server(&id).await? {
-            Some(record) => ApiError::unavailable(
-                "server_not_ready",
-                format!("server {id:?} is {}; it can be called once it is ready", record.status),
-            ),
-            None => not_found(&id),
-        });
+    let mounted = match state.registry.mounted(&id).await {
+        Ok(Some(mounted)) => mounted,
+        Ok(None) | Err(MountError::Gone { .. }) => {
+            return Err(match state.catalog.server_status(&id).await? {
+                Some(status) => ApiError::unavailable(
+                    "server_not_ready",
+                    format!("server {id:?} is {status}; it can be called once it is ready"),
+                ),
+                None => not_found(&id),
+            });
+        }
+        Err(failure) => return Err(ApiError::unavailable("server_unavailable", failure.to_string())),
     };
-    let output = mounted.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
+    let output = mounted.server.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
         CallError::UnknownTool(name) => ApiError::not_found(
             "tool_not_found",
             format!("server {id:?} has no tool {name:?}; GET /admin/servers/{id} lists its tools"),
@@ -336,7 +344,7 @@ pub async fn call_tool(
     Ok(Json(json!({
         "execution_id": output.execution_id,
         "outcome": output.outcome.as_str(),
-        "result": result_json(&output.result),
+        "result": result_json(output.result),
     })))
 }
 

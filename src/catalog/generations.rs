@@ -73,7 +73,7 @@ impl Catalog {
         access_token_sha256: Option<&str>,
     ) -> Result<i64, CatalogError> {
         let now = now_millis();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
              VALUES (?, ?, 'prompt', ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
@@ -98,7 +98,7 @@ impl Catalog {
     /// Starts another generation of an existing prompt server. `None` if one is already running.
     pub async fn start_regeneration(&self, id: &ServerId, dry_run: bool, force: bool) -> Result<Option<i64>, CatalogError> {
         let now = now_millis();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let running: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM generations WHERE server_id = ?
                AND status IN ('pending', 'fetching', 'planning', 'compiling', 'testing')",
@@ -122,7 +122,7 @@ impl Catalog {
     /// Moves a running generation (and its server's status) to the next stage.
     pub async fn set_generation_stage(&self, server: &ServerId, generation_id: i64, stage: &str) -> Result<(), CatalogError> {
         let now = now_millis();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         sqlx::query("UPDATE generations SET status = ? WHERE id = ?")
             .bind(stage)
             .bind(generation_id)
@@ -141,7 +141,7 @@ impl Catalog {
     /// Stores the documents a generation fetched; texts are deduplicated by hash.
     pub async fn record_documents(&self, generation_id: i64, documents: &[NewDocument<'_>]) -> Result<(), CatalogError> {
         let now = now_millis();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         for (position, document) in documents.iter().enumerate() {
             sqlx::query("INSERT INTO documents (sha256, text, created_at) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING")
                 .bind(document.sha256)
@@ -181,7 +181,7 @@ impl Catalog {
              FROM generation_documents WHERE generation_id = ? ORDER BY position",
         )
         .bind(generation_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.into_iter()
             .map(|row| {
@@ -222,7 +222,7 @@ impl Catalog {
         .bind(model)
         .bind(GENERATOR_VERSION)
         .bind(need_tools)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         let Some(row) = row else { return Ok(None) };
         let id: i64 = row.get("id");
@@ -254,7 +254,7 @@ impl Catalog {
             GenerationOutcome::Planned => "planned",
             GenerationOutcome::Failed => "failed",
         };
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         sqlx::query(
             "UPDATE generations SET status = ?, error = ?, prompt_hash = ?, content_hash = ?, model = ?, plan = ?,
                  whitelist = ?, refused_domains = ?, warnings = ?, timings = ?, input_tokens = ?, output_tokens = ?,
@@ -280,9 +280,8 @@ impl Catalog {
         .bind(generation_id)
         .execute(&mut *tx)
         .await?;
-        for (position, (tool, extras)) in finished.tools.iter().enumerate() {
-            super::insert_tool(&mut tx, generation_id, position, tool, extras).await?;
-        }
+        let tools: Vec<_> = finished.tools.iter().map(|(tool, extras)| super::ToolRow::new(tool, extras)).collect();
+        super::insert_tools(&mut tx, generation_id, &tools).await?;
         let activate = outcome == GenerationOutcome::Ready;
         sqlx::query(
             "UPDATE servers SET status = ?, updated_at = ?,
@@ -304,7 +303,7 @@ impl Catalog {
     /// stays "planning" forever. Returns (server, stage) for each.
     pub async fn fail_interrupted_generations(&self) -> Result<Vec<(String, String)>, CatalogError> {
         let now = now_millis();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let rows = sqlx::query(
             "SELECT id, server_id, status FROM generations
              WHERE status IN ('pending', 'fetching', 'planning', 'compiling', 'testing')",

@@ -16,9 +16,10 @@ use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::isolate::{Invocation, IsolatePool, Outcome, PoolError, SandboxLimits, ToolResult};
 use crate::toolset::{ServerId, ToolSpec};
 
-/// A tool ready to be called: its spec plus the compiled argument validator.
+/// A tool ready to be called: its name, handler and compiled argument validator. (Its description
+/// and schema live in the MCP tool definition; nothing is kept twice.)
 pub struct CallableTool {
-    pub spec: ToolSpec,
+    pub name: String,
     pub handler: Arc<str>,
     validator: jsonschema::Validator,
 }
@@ -60,10 +61,10 @@ pub struct Caller {
 }
 
 impl CallableTool {
-    pub fn new(spec: ToolSpec) -> Result<CallableTool, String> {
+    pub fn new(spec: &ToolSpec) -> Result<CallableTool, String> {
         let validator = jsonschema::validator_for(&Value::Object(spec.input_schema.clone()))
             .map_err(|e| format!("input schema of tool {:?} cannot be used: {e}", spec.name))?;
-        Ok(CallableTool { handler: Arc::from(spec.handler.as_str()), spec, validator })
+        Ok(CallableTool { name: spec.name.clone(), handler: Arc::from(spec.handler.as_str()), validator })
     }
 
     /// Checks arguments against the input schema; the message names the offending field.
@@ -155,7 +156,7 @@ impl Caller {
             limits: self.sandbox_limits(),
             fetch: egress.clone(),
         };
-        let span = tracing::info_span!("call", server_id = %server, tool = %tool.spec.name, execution_id = %execution_id);
+        let span = tracing::info_span!("call", server_id = %server, tool = %tool.name, execution_id = %execution_id);
         // If the caller goes away mid-call this future is dropped (and with it the isolate);
         // the guard still leaves a line in the call log.
         let mut abandoned = AbandonedCall {
@@ -164,7 +165,7 @@ impl Caller {
                 execution_id: execution_id.clone(),
                 server_id: server.to_string(),
                 generation_id,
-                tool: tool.spec.name.clone(),
+                tool: tool.name.clone(),
                 via: via.label(),
                 started_at,
                 duration_us: 0,
@@ -186,12 +187,12 @@ impl Caller {
                     PoolError::Busy(busy) => ("busy", CallError::Busy(busy.to_string())),
                     PoolError::Closed => ("busy", CallError::ShuttingDown),
                 };
-                self.metrics.record_call(server.as_str(), &tool.spec.name, outcome, started.elapsed());
+                self.metrics.record_call(server.as_str(), &tool.name, outcome, started.elapsed());
                 self.call_log.record(CallRecord {
                     execution_id,
                     server_id: server.to_string(),
                     generation_id,
-                    tool: tool.spec.name.clone(),
+                    tool: tool.name.clone(),
                     via: via.label(),
                     started_at,
                     duration_us: started.elapsed().as_micros() as i64,
@@ -218,19 +219,19 @@ impl Caller {
                 (true, Some(_)) => EgressOutcome::Error,
             });
         }
-        self.metrics.record_call(server.as_str(), &tool.spec.name, outcome_label, started.elapsed());
+        self.metrics.record_call(server.as_str(), &tool.name, outcome_label, started.elapsed());
         self.call_log.record(CallRecord {
             execution_id: execution_id.clone(),
             server_id: server.to_string(),
             generation_id,
-            tool: tool.spec.name.clone(),
+            tool: tool.name.clone(),
             via: via.label(),
             started_at,
             duration_us: started.elapsed().as_micros() as i64,
             outcome: outcome_label,
-            error: completion.error.clone(),
+            error: completion.error,
             fetches: i64::from(completion.fetches),
-            console: completion.console.clone(),
+            console: completion.console,
             egress: egress_log,
         });
         Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
@@ -287,11 +288,12 @@ impl Via {
 }
 
 /// A tool result as MCP's `CallToolResult` JSON (`content`, `structuredContent`, `isError`).
-pub fn result_json(result: &ToolResult) -> Value {
+/// Takes the result by value: results can be large, and are moved rather than copied.
+pub fn result_json(result: ToolResult) -> Value {
     let mut object = serde_json::Map::new();
-    object.insert("content".into(), Value::Array(result.content.clone()));
-    if let Some(structured) = &result.structured_content {
-        object.insert("structuredContent".into(), structured.clone());
+    object.insert("content".into(), Value::Array(result.content));
+    if let Some(structured) = result.structured_content {
+        object.insert("structuredContent".into(), structured);
     }
     object.insert("isError".into(), Value::Bool(result.is_error));
     Value::Object(object)

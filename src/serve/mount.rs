@@ -2,8 +2,9 @@
 //!
 //! Every mount is **stateless** (`legacy_session_mode = false`, JSON responses): a request carries
 //! all it needs, so any replica can answer it, a restart loses no sessions, and thousands of hosts
-//! cost no per-session memory. The one axum route looks the id up in the [`Registry`] and forwards
-//! the request to that server's service.
+//! cost no per-session memory. The one axum route looks the id up in the [`Registry`], checks the
+//! access token, builds the server's service if this is its first use, and forwards the request to
+//! it. A mount that cannot be built answers 503 `server_unavailable` with the reason.
 
 use std::sync::Arc;
 
@@ -25,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 use crate::app::AppState;
 use crate::config::Config;
 use crate::serve::call::{CallError, Caller, Via, result_json};
-use crate::serve::registry::MountedServer;
-use crate::toolset::ServerId;
+use crate::serve::registry::{MountError, MountedServer};
+use crate::toolset::{ServerId, ToolSpec};
 
 type McpService = StreamableHttpService<Arc<McpHandler>, NeverSessionManager>;
 
@@ -42,7 +43,6 @@ pub struct McpSettings {
 /// One server's MCP endpoint.
 pub struct McpMount {
     service: McpService,
-    cancel: CancellationToken,
 }
 
 /// The rmcp handler for one mounted server; tools are data, not code, so this is hand-written.
@@ -64,10 +64,10 @@ impl McpSettings {
 }
 
 impl McpMount {
-    pub fn new(server: Arc<MountedServer>, settings: &McpSettings) -> McpMount {
-        let tools = server.tools.iter().map(|t| mcp_tool(&t.spec)).collect();
+    /// The endpoint of `server`, listing `tools` (in order); `cancel` closes its streams.
+    pub fn new(server: Arc<MountedServer>, tools: Vec<ToolSpec>, settings: &McpSettings, cancel: CancellationToken) -> McpMount {
+        let tools = tools.into_iter().map(mcp_tool).collect();
         let handler = Arc::new(McpHandler { server, caller: settings.caller.clone(), tools });
-        let cancel = CancellationToken::new();
         let config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
@@ -78,28 +78,19 @@ impl McpMount {
             .with_cancellation_token(cancel.clone());
         // Stateless mode builds the handler per request: hand out clones of one Arc.
         let service = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
-        McpMount { service, cancel }
-    }
-
-    pub fn close(&self) {
-        self.cancel.cancel();
+        McpMount { service }
     }
 }
 
 /// The MCP tool definition: name, description, input schema and annotations; never the handler.
-fn mcp_tool(spec: &crate::toolset::ToolSpec) -> Tool {
-    let mut definition = json!({
-        "name": spec.name,
-        "description": spec.description,
-        "inputSchema": spec.input_schema,
-    });
-    if let Some(annotations) = &spec.annotations {
-        definition["annotations"] = Value::Object(annotations.clone());
+/// Takes the spec by value, so the schema is moved into the definition rather than copied.
+fn mcp_tool(spec: ToolSpec) -> Tool {
+    let mut tool = Tool::new(spec.name, spec.description, Arc::new(spec.input_schema));
+    if let Some(annotations) = spec.annotations {
+        // Annotations were validated at registration; a tool without them beats no tool.
+        tool.annotations = serde_json::from_value(Value::Object(annotations)).ok();
     }
-    serde_json::from_value(definition).unwrap_or_else(|_| {
-        // Annotations were validated at registration; fall back to the bare tool rather than fail.
-        Tool::new(spec.name.clone(), spec.description.clone(), Arc::new(spec.input_schema.clone()))
-    })
+    tool
 }
 
 impl ServerHandler for McpHandler {
@@ -138,7 +129,7 @@ impl ServerHandler for McpHandler {
         };
         match outcome {
             Ok(output) => {
-                let mut result: CallToolResult = serde_json::from_value(result_json(&output.result))
+                let mut result: CallToolResult = serde_json::from_value(result_json(output.result))
                     .unwrap_or_else(|e| {
                         CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
                             "the tool returned a result that is not valid MCP content: {e}"
@@ -161,9 +152,13 @@ impl ServerHandler for McpHandler {
 
 /// `ANY /servers/{id}/mcp`
 pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
-    let mounted = ServerId::parse(&id).ok().and_then(|id| state.registry.get_mounted(&id));
-    if let Some(mounted) = mounted {
-        if let Some(expected) = &mounted.server.access_token_sha256 {
+    let error = |status: StatusCode, code: &str, message: String| {
+        (status, Json(json!({"error": {"code": code, "message": message}}))).into_response()
+    };
+    let mount = ServerId::parse(&id).ok().and_then(|id| state.registry.get(&id));
+    if let Some(mount) = mount {
+        // The token is checked before anything is built, so unauthenticated requests cost a lookup.
+        if let Some(expected) = &mount.access_token_sha256 {
             let presented = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
             if !crate::access_token::verify(presented, expected) {
                 let mut response = (
@@ -177,20 +172,23 @@ pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, re
                 return response;
             }
         }
-        return mounted.mcp.service.handle(request).await.map(axum::body::Body::new);
+        return match state.registry.build(&mount).await {
+            Ok(mounted) => mounted.mcp.service.handle(request).await.map(axum::body::Body::new),
+            Err(MountError::Gone { .. }) => {
+                error(StatusCode::NOT_FOUND, "server_not_found", format!("no server {id:?} is mounted here"))
+            }
+            Err(failure) => error(StatusCode::SERVICE_UNAVAILABLE, "server_unavailable", failure.to_string()),
+        };
     }
-    let error = |status: StatusCode, code: &str, message: String| {
-        (status, Json(json!({"error": {"code": code, "message": message}}))).into_response()
-    };
     if !state.ready.load(std::sync::atomic::Ordering::Acquire) {
         return error(StatusCode::SERVICE_UNAVAILABLE, "starting", "the daemon is still mounting servers".into());
     }
     if let Ok(server_id) = ServerId::parse(&id) {
-        if let Ok(Some(record)) = state.catalog.get_server(&server_id).await {
+        if let Ok(Some(status)) = state.catalog.server_status(&server_id).await {
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_not_ready",
-                format!("server {id:?} is {}; its tools are served once it is ready", record.status),
+                format!("server {id:?} is {status}; its tools are served once it is ready"),
             );
         }
     }

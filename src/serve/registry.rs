@@ -1,46 +1,82 @@
 //! The registry of mounted servers: what `/servers/{id}/mcp` looks up on every request.
 //!
-//! Mounting builds everything a call needs once (argument validators, the egress policy, the MCP
-//! service), so the hot path is a read-lock and a hash lookup.
+//! Mounting is cheap and lazy. A mount starts as what routing and authentication need — id, name,
+//! served generation and token digest, a few hundred bytes — so start-up reads one row per server
+//! and registering a server adds one entry. Everything a call needs (argument validators, the
+//! egress policy, the rmcp service) is built from the catalog the first time the server is used,
+//! once even under concurrent first requests, and kept until the server is remounted or
+//! unmounted. After that the hot path is a read-lock, a hash lookup and a cell read.
+//!
+//! A mount that cannot be built (a stored schema that no longer compiles) is logged once and
+//! answers every request with that error until it is remounted; a catalog read that fails is
+//! reported to the caller and retried on the next request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
 
-use crate::catalog::ServerRecord;
+use crate::catalog::{Catalog, MountRecord, ServedGeneration};
 use crate::config::Config;
 use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Via};
 use crate::serve::egress::ServerPolicy;
 use crate::serve::mount::{McpMount, McpSettings};
 use crate::toolset::ServerId;
 
-/// A ready server as the serving path sees it.
+/// A ready server as the serving path sees it, built on first use.
 pub struct MountedServer {
     pub id: ServerId,
     pub name: String,
     pub generation_id: i64,
-    /// Hex sha256 of the token MCP clients must present, when one is set.
-    pub access_token_sha256: Option<String>,
     pub policy: Arc<ServerPolicy>,
     pub tools: Vec<CallableTool>,
 }
 
 pub struct Registry {
-    mounts: RwLock<HashMap<ServerId, Arc<Mounted>>>,
+    mounts: RwLock<HashMap<ServerId, Arc<Mount>>>,
+    catalog: Catalog,
     mcp: McpSettings,
     max_response_bytes: u64,
 }
 
-/// A mounted server plus its MCP endpoint.
+/// One server in the registry: routing and auth data at once, the rest on first use.
+pub struct Mount {
+    pub id: ServerId,
+    pub name: String,
+    pub generation_id: i64,
+    /// Hex sha256 of the token MCP clients must present, when one is set.
+    pub access_token_sha256: Option<String>,
+    /// Cancelled on unmount and remount; closes the server's open MCP streams.
+    cancel: CancellationToken,
+    /// Build errors are kept (they repeat until the server is remounted); catalog errors are not.
+    built: OnceCell<Result<Arc<Mounted>, String>>,
+}
+
+/// A built mount: the server plus its MCP endpoint.
 pub struct Mounted {
     pub server: Arc<MountedServer>,
     pub mcp: McpMount,
 }
 
+/// Why a mount could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// The stored server cannot be served as it is; stays until the server is remounted.
+    #[error("server {id:?} cannot be served: {message}")]
+    Broken { id: ServerId, message: String },
+    /// The catalog could not be read; the next request tries again.
+    #[error("server {id:?} could not be loaded from the catalog; retry shortly")]
+    Catalog { id: ServerId },
+    /// The server was deleted while it was being loaded.
+    #[error("server {id:?} no longer exists")]
+    Gone { id: ServerId },
+}
+
 impl MountedServer {
     pub fn tool(&self, name: &str) -> Option<&CallableTool> {
-        self.tools.iter().find(|t| t.spec.name == name)
+        self.tools.iter().find(|t| t.name == name)
     }
 
     pub async fn call(&self, caller: &Caller, tool: &str, arguments: Value, via: Via) -> Result<CallOutput, CallError> {
@@ -49,65 +85,115 @@ impl MountedServer {
     }
 }
 
+impl Mount {
+    fn new(record: MountRecord) -> Mount {
+        Mount {
+            id: record.id,
+            name: record.name,
+            generation_id: record.generation_id,
+            access_token_sha256: record.access_token_sha256,
+            cancel: CancellationToken::new(),
+            built: OnceCell::new(),
+        }
+    }
+}
+
 impl Registry {
-    pub fn new(config: &Config, caller: Caller) -> Registry {
+    pub fn new(config: &Config, caller: Caller, catalog: Catalog) -> Registry {
         Registry {
             mounts: RwLock::new(HashMap::new()),
             max_response_bytes: caller.max_response_bytes(),
             mcp: McpSettings::new(config, caller),
+            catalog,
         }
     }
 
-    /// Mounts (or re-mounts) a ready server from its catalog record.
-    pub fn mount(&self, record: &ServerRecord) -> Result<(), String> {
-        let generation = record
-            .generation
-            .as_ref()
-            .ok_or_else(|| format!("server {} has no active generation", record.id))?;
-        let tools = generation
-            .tools
-            .tools()
-            .iter()
-            .cloned()
-            .map(CallableTool::new)
-            .collect::<Result<Vec<_>, _>>()?;
-        let server = Arc::new(MountedServer {
-            id: record.id.clone(),
-            name: record.name.clone(),
-            generation_id: generation.id,
-            access_token_sha256: record.access_token_sha256.clone(),
-            policy: Arc::new(ServerPolicy {
-                whitelist: generation.whitelist.clone(),
-                max_response_bytes: self.max_response_bytes,
-                any_host: false,
-            }),
-            tools,
-        });
-        let mcp = McpMount::new(server.clone(), &self.mcp);
-        let previous = self.write().insert(record.id.clone(), Arc::new(Mounted { server, mcp }));
+    /// Mounts (or re-mounts) a server; nothing is built until it is first used. A previous mount
+    /// of the same id is closed.
+    pub fn mount(&self, record: MountRecord) {
+        let previous = self.write().insert(record.id.clone(), Arc::new(Mount::new(record)));
         if let Some(previous) = previous {
-            previous.mcp.close();
+            previous.cancel.cancel();
         }
-        Ok(())
+    }
+
+    /// Mounts many servers under one lock (start-up).
+    pub fn mount_all(&self, records: Vec<MountRecord>) {
+        let mut mounts = self.write();
+        mounts.reserve(records.len());
+        for record in records {
+            if let Some(previous) = mounts.insert(record.id.clone(), Arc::new(Mount::new(record))) {
+                previous.cancel.cancel();
+            }
+        }
     }
 
     /// Unmounts a server; its open MCP streams are closed at once.
     pub fn unmount(&self, id: &ServerId) -> bool {
         match self.write().remove(id) {
-            Some(mounted) => {
-                mounted.mcp.close();
+            Some(mount) => {
+                mount.cancel.cancel();
                 true
             }
             None => false,
         }
     }
 
-    pub fn get(&self, id: &ServerId) -> Option<Arc<MountedServer>> {
-        self.read().get(id).map(|m| m.server.clone())
+    /// The mount for `id`, built or not: enough to route and authenticate.
+    pub fn get(&self, id: &ServerId) -> Option<Arc<Mount>> {
+        self.read().get(id).cloned()
     }
 
-    pub fn get_mounted(&self, id: &ServerId) -> Option<Arc<Mounted>> {
-        self.read().get(id).cloned()
+    /// The built mount for `id`, building it first if this is its first use. `Ok(None)` if no
+    /// such server is mounted.
+    pub async fn mounted(&self, id: &ServerId) -> Result<Option<Arc<Mounted>>, MountError> {
+        match self.get(id) {
+            Some(mount) => self.build(&mount).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Builds `mount` on its first use; later calls return the same result.
+    pub async fn build(&self, mount: &Mount) -> Result<Arc<Mounted>, MountError> {
+        let built = mount
+            .built
+            .get_or_try_init(|| async {
+                let generation = match self.catalog.served_generation(mount.generation_id).await {
+                    Ok(Some(generation)) => generation,
+                    Ok(None) => return Err(MountError::Gone { id: mount.id.clone() }),
+                    Err(error) => {
+                        tracing::error!(server_id = %mount.id, %error, "cannot load the server from the catalog");
+                        return Err(MountError::Catalog { id: mount.id.clone() });
+                    }
+                };
+                let built = self.assemble(mount, generation);
+                if let Err(message) = &built {
+                    tracing::error!(server_id = %mount.id, generation_id = mount.generation_id, error = %message, "cannot mount server");
+                }
+                Ok(built)
+            })
+            .await?;
+        match built {
+            Ok(mounted) => Ok(mounted.clone()),
+            Err(message) => Err(MountError::Broken { id: mount.id.clone(), message: message.clone() }),
+        }
+    }
+
+    fn assemble(&self, mount: &Mount, generation: ServedGeneration) -> Result<Arc<Mounted>, String> {
+        let tools = generation.tools.iter().map(CallableTool::new).collect::<Result<Vec<_>, _>>()?;
+        let server = Arc::new(MountedServer {
+            id: mount.id.clone(),
+            name: mount.name.clone(),
+            generation_id: mount.generation_id,
+            policy: Arc::new(ServerPolicy {
+                whitelist: generation.whitelist,
+                max_response_bytes: self.max_response_bytes,
+                any_host: false,
+            }),
+            tools,
+        });
+        let mcp = McpMount::new(server.clone(), generation.tools, &self.mcp, mount.cancel.clone());
+        Ok(Arc::new(Mounted { server, mcp }))
     }
 
     pub fn len(&self) -> usize {
@@ -120,16 +206,16 @@ impl Registry {
 
     /// Closes every MCP endpoint's streams (shutdown).
     pub fn close_all(&self) {
-        for mounted in self.read().values() {
-            mounted.mcp.close();
+        for mount in self.read().values() {
+            mount.cancel.cancel();
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ServerId, Arc<Mounted>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ServerId, Arc<Mount>>> {
         self.mounts.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<ServerId, Arc<Mounted>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<ServerId, Arc<Mount>>> {
         self.mounts.write().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -23,9 +23,13 @@ pub enum EgressOutcome {
     Error,
 }
 
+/// One server's call counts: tool → outcome → count.
+type ToolCalls = BTreeMap<String, BTreeMap<&'static str, u64>>;
+
 #[derive(Default)]
 pub struct Metrics {
-    calls: Mutex<BTreeMap<(String, String, &'static str), u64>>,
+    /// Server → tool → outcome → count; nested so that counting a call allocates no key.
+    calls: Mutex<BTreeMap<String, ToolCalls>>,
     call_duration: Mutex<Histogram>,
     egress: [AtomicU64; 3],
     generations: Mutex<BTreeMap<&'static str, u64>>,
@@ -81,7 +85,17 @@ impl Histogram {
 
 impl Metrics {
     pub fn record_call(&self, server: &str, tool: &str, outcome: &'static str, duration: Duration) {
-        *lock(&self.calls).entry((server.to_string(), tool.to_string(), outcome)).or_default() += 1;
+        let mut calls = lock(&self.calls);
+        let tools = match calls.get_mut(server) {
+            Some(tools) => tools,
+            None => calls.entry(server.to_string()).or_default(),
+        };
+        let outcomes = match tools.get_mut(tool) {
+            Some(outcomes) => outcomes,
+            None => tools.entry(tool.to_string()).or_default(),
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+        drop(calls);
         lock(&self.call_duration).observe(CALL_BUCKETS, duration.as_secs_f64());
     }
 
@@ -101,13 +115,17 @@ impl Metrics {
 
     /// Forgets a deleted server's series, so label sets do not grow with churn.
     pub fn forget_server(&self, server: &str) {
-        lock(&self.calls).retain(|(s, _, _), _| s != server);
+        lock(&self.calls).remove(server);
     }
 
     pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::with_capacity(4096);
         header(&mut out, "mcpbootd_tool_calls_total", "counter", "Tool calls by server, tool and outcome.");
-        for ((server, tool, outcome), count) in lock(&self.calls).iter() {
+        let calls = lock(&self.calls);
+        let series = calls.iter().flat_map(|(server, tools)| {
+            tools.iter().flat_map(move |(tool, outcomes)| outcomes.iter().map(move |(outcome, count)| (server, tool, outcome, count)))
+        });
+        for (server, tool, outcome, count) in series {
             let _ = writeln!(
                 out,
                 "mcpbootd_tool_calls_total{{server=\"{}\",tool=\"{}\",outcome=\"{outcome}\"}} {count}",

@@ -62,6 +62,93 @@ async fn servers_are_remounted_after_a_restart() {
     client.cancel().await.unwrap();
 }
 
+/// Mounts are built on first use after a restart; concurrent first requests share one build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_requests_after_a_restart_are_all_served() {
+    let app = spawn_app().await;
+    for i in 0..3 {
+        app.register(json!({"id": format!("lazy-{i}"), "tools": [tool("hi", &format!("return 'hi {i}';"))]})).await;
+    }
+    let data_dir = app.data_dir.clone();
+    let upstream = app.upstream.clone();
+    app.stop().await;
+
+    let app = spawn_app_with(AppOptions { data_dir: Some(data_dir), upstream: Some(upstream), ..AppOptions::default() }).await;
+    assert_eq!(app.get("/readyz").await.1["mounted"], 3);
+    let requests: Vec<_> = (0..12)
+        .map(|n| {
+            let request = app
+                .http
+                .post(app.mcp_url(&format!("lazy-{}", n % 3)))
+                .header("accept", "application/json, text/event-stream")
+                .json(&json!({"jsonrpc": "2.0", "id": n, "method": "tools/list"}));
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                (response.status().as_u16(), response.json::<serde_json::Value>().await.unwrap())
+            })
+        })
+        .collect();
+    for request in requests {
+        let (status, body) = request.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["tools"][0]["name"], "hi", "{body}");
+    }
+    for i in 0..3 {
+        let (status, body) = app.admin_call(&format!("lazy-{i}"), "hi", json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["content"][0]["text"], format!("hi {i}"));
+    }
+}
+
+/// A stored server that can no longer be built (here: a schema the validator refuses) answers
+/// with the reason on both doors, without taking other servers or the daemon down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_server_that_cannot_be_built_answers_with_the_reason() {
+    let app = spawn_app().await;
+    app.register(json!({"id": "broken", "tools": [tool("hi", "return 'hi';")]})).await;
+    app.register(json!({"id": "fine", "tools": [tool("hi", "return 'fine';")]})).await;
+    let data_dir = app.data_dir.clone();
+    let upstream = app.upstream.clone();
+    app.stop().await;
+    let catalog = sqlx::SqlitePool::connect(&format!("sqlite://{}", catalog_path(data_dir.path()).display())).await.unwrap();
+    sqlx::query(
+        "UPDATE tools SET input_schema = ?
+         WHERE generation_id = (SELECT active_generation_id FROM servers WHERE id = 'broken')",
+    )
+    .bind(r#"{"type": "object", "properties": {"q": {"type": "string", "pattern": "("}}}"#)
+    .execute(&catalog)
+    .await
+    .unwrap();
+    catalog.close().await;
+
+    let app = spawn_app_with(AppOptions { data_dir: Some(data_dir), upstream: Some(upstream), ..AppOptions::default() }).await;
+    let (status, ready) = app.get("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["mounted"], 2);
+    // The failure is kept: asking again gives the same answer.
+    for _ in 0..2 {
+        let (status, body) = app.admin_call("broken", "hi", json!({})).await;
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["error"]["code"], "server_unavailable");
+        assert!(error_message(&body).contains("input schema of tool \"hi\""), "{body}");
+    }
+    let response = app
+        .http
+        .post(app.mcp_url("broken"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "server_unavailable", "{body}");
+
+    assert_eq!(text_of(&mcp_call(&app.mcp("fine").await, "hi", json!({})).await), "fine");
+    assert_eq!(app.delete("/admin/servers/broken").await.0, 204);
+    assert_eq!(app.admin_call("broken", "hi", json!({})).await.0, 404);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_mounts_check_the_host_header() {
     let app = spawn_app().await;

@@ -217,3 +217,46 @@ async fn export_round_trips_through_registration() {
     assert_eq!(ids, ["orig", "copy"]);
     assert_eq!(list["servers"][0]["tool_count"], 2);
 }
+
+/// Registrations that arrive together are written together; each is still all-or-nothing, and
+/// an id taken within the same batch is a conflict like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_registrations_each_get_their_own_answer() {
+    let app = spawn_app().await;
+    let register = |id: String, reply: &'static str| {
+        let request = app
+            .http
+            .post(app.url("/admin/servers"))
+            .json(&json!({"id": id, "tools": [tool("hi", &format!("return '{reply}';"))]}));
+        tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.json::<serde_json::Value>().await.unwrap())
+        })
+    };
+    let distinct: Vec<_> = (0..16).map(|i| register(format!("batch-{i}"), "distinct")).collect();
+    let same: Vec<_> = (0..8).map(|_| register("contested".into(), "contested")).collect();
+    for request in distinct {
+        let (status, body) = request.await.unwrap();
+        assert_eq!(status, 201, "{body}");
+    }
+    let mut statuses = Vec::new();
+    for request in same {
+        let (status, body) = request.await.unwrap();
+        if status == 409 {
+            assert_eq!(body["error"]["code"], "server_exists", "{body}");
+        }
+        statuses.push(status);
+    }
+    statuses.sort_unstable();
+    assert_eq!(statuses, [201, 409, 409, 409, 409, 409, 409, 409]);
+
+    let (_, listed) = app.get("/admin/servers").await;
+    assert_eq!(listed["servers"].as_array().unwrap().len(), 17);
+    for i in [0, 15] {
+        let (status, body) = app.admin_call(&format!("batch-{i}"), "hi", json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["content"][0]["text"], "distinct");
+    }
+    let (_, contested) = app.get("/admin/servers/contested").await;
+    assert_eq!(contested["tools"].as_array().unwrap().len(), 1, "{contested}");
+}

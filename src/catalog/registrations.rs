@@ -1,0 +1,129 @@
+//! Toolset registrations, written with group commit.
+//!
+//! With `synchronous = FULL` every write transaction ends in a WAL sync, and there is one writer.
+//! Registrations therefore go to a background task that writes everything waiting at that moment
+//! in one transaction and answers each caller after the commit: one sync for many registrations
+//! when they arrive together, no added wait when one arrives alone. Each registration is still
+//! all-or-nothing: a taken id writes nothing for that registration and is answered with
+//! [`CatalogError::Conflict`]; a failing transaction fails every registration in it and leaves
+//! nothing behind.
+
+use sqlx::SqlitePool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, ToolRow, insert_tools, now_millis, to_json};
+use crate::toolset::{ServerId, Toolset};
+use crate::whitelist::Whitelist;
+
+/// Registrations written in one transaction at most.
+const BATCH: usize = 64;
+/// Registrations waiting for the writer before callers wait to queue.
+pub(super) const QUEUE: usize = 1024;
+
+/// What a toolset registration stores.
+pub struct NewToolsetServer {
+    pub id: ServerId,
+    pub name: String,
+    pub access_token_sha256: Option<String>,
+    pub allow_domains: Vec<String>,
+    pub whitelist: Whitelist,
+    pub toolset: Toolset,
+}
+
+/// A registration as the writer stores it, JSON columns already serialised by the caller.
+pub(super) struct Pending {
+    id: ServerId,
+    name: String,
+    access_token_sha256: Option<String>,
+    allow_domains: String,
+    whitelist: String,
+    tools: Vec<ToolRow>,
+    done: oneshot::Sender<Result<i64, CatalogError>>,
+}
+
+impl Catalog {
+    /// Stores a ready toolset server, its generation and tools; returns the generation id once
+    /// the transaction is committed (and synced).
+    pub async fn create_toolset_server(&self, new: NewToolsetServer) -> Result<i64, CatalogError> {
+        let no_extras = ToolExtras::default();
+        let (done, answer) = oneshot::channel();
+        let pending = Pending {
+            allow_domains: to_json(&new.allow_domains),
+            whitelist: to_json(&new.whitelist),
+            tools: new.toolset.tools().iter().map(|tool| ToolRow::new(tool, &no_extras)).collect(),
+            id: new.id,
+            name: new.name,
+            access_token_sha256: new.access_token_sha256,
+            done,
+        };
+        let stopped = || CatalogError::WriteFailed("the catalog writer has stopped".into());
+        self.registrations.send(pending).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// The writer task: runs until every [`Catalog`] handle is dropped.
+pub(super) async fn write(writer: SqlitePool, mut queue: mpsc::Receiver<Pending>) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while queue.recv_many(&mut batch, BATCH).await > 0 {
+        match store(&writer, &batch).await {
+            Ok(outcomes) => {
+                for (pending, outcome) in batch.drain(..).zip(outcomes) {
+                    let _ = pending.done.send(outcome);
+                }
+            }
+            Err(error) => {
+                let message = error.to_string();
+                for pending in batch.drain(..) {
+                    let _ = pending.done.send(Err(CatalogError::WriteFailed(message.clone())));
+                }
+            }
+        }
+    }
+}
+
+/// One transaction for the whole batch; per registration the generation id or a conflict.
+async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64, CatalogError>>, CatalogError> {
+    let now = now_millis();
+    let mut tx = writer.begin().await?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for new in batch {
+        let inserted = sqlx::query(
+            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
+             VALUES (?, ?, 'toolset', NULL, ?, 'ready', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(new.id.as_str())
+        .bind(&new.name)
+        .bind(&new.allow_domains)
+        .bind(now)
+        .bind(now)
+        .bind(&new.access_token_sha256)
+        .execute(&mut *tx)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            // Nothing was written for this one (the id is taken, possibly earlier in this batch).
+            outcomes.push(Err(CatalogError::Conflict(new.id.to_string())));
+            continue;
+        }
+        let generation_id: i64 = sqlx::query_scalar(
+            "INSERT INTO generations (server_id, source, status, generator_version, whitelist, created_at, finished_at)
+             VALUES (?, 'toolset', 'ready', ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(new.id.as_str())
+        .bind(GENERATOR_VERSION)
+        .bind(&new.whitelist)
+        .bind(now)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        insert_tools(&mut tx, generation_id, &new.tools).await?;
+        sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
+            .bind(generation_id)
+            .bind(new.id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        outcomes.push(Ok(generation_id));
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}

@@ -870,6 +870,18 @@ fn check_handler_reports_syntax_errors_with_lines() {
 }
 
 #[test]
+fn check_handler_recovers_after_a_check_that_exhausted_its_runtime() {
+    let deep = format!("return {}1{};", "(".repeat(100_000), ")".repeat(100_000));
+    let err = check_handler(&deep).unwrap_err();
+    assert!(err.message.contains("nested too deeply"), "{err:?}");
+    // The thread's checker runtime was replaced: ordinary checks keep working.
+    for _ in 0..3 {
+        assert_eq!(check_handler("return args.x;"), Ok(()));
+        assert!(check_handler("return ;;(").is_err());
+    }
+}
+
+#[test]
 fn check_handler_rejects_modules() {
     let err = check_handler("const x = 1;\nconst fs = require('fs');").unwrap_err();
     assert_eq!(err.line, Some(2));

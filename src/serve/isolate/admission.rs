@@ -147,6 +147,12 @@ pub(super) struct Permit {
     tenant: Arc<str>,
 }
 
+impl Permit {
+    pub(super) fn tenant(&self) -> &Arc<str> {
+        &self.tenant
+    }
+}
+
 impl Drop for Permit {
     fn drop(&mut self) {
         self.admission.release(&self.tenant);

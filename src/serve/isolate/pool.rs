@@ -10,8 +10,11 @@
 //! A call reaches a worker through [`Admission`] (slots, memory and a fair queue, see
 //! `admission.rs`), and is handed to the worker that is not running JavaScript right now
 //! and has the fewest calls, so a worker stuck in a long turn (bounded by the CPU limit)
-//! does not collect new work.
+//! does not collect new work. Each worker takes its new calls round-robin across servers
+//! ([`Inbox`]), so a burst of hundreds of calls to one server delays another server's next
+//! call by at most one first turn per busy server, not by the whole burst.
 
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -22,7 +25,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, oneshot};
 
 use super::admission::{Admission, AdmissionLimits, Busy, Permit, Refused};
 use super::engine::{Engine, HostContext};
@@ -111,8 +114,81 @@ struct WorkerLoad {
 }
 
 struct Worker {
-    jobs: mpsc::UnboundedSender<Job>,
+    inbox: Arc<Inbox>,
     load: Arc<WorkerLoad>,
+}
+
+/// A worker's new calls, taken round-robin across tenants.
+#[derive(Default)]
+struct Inbox {
+    state: Mutex<InboxState>,
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct InboxState {
+    jobs: HashMap<Arc<str>, VecDeque<Job>>,
+    /// Tenants with jobs, in the order they are served next.
+    ring: VecDeque<Arc<str>>,
+    closed: bool,
+}
+
+impl Inbox {
+    fn push(&self, job: Job) -> Result<(), Job> {
+        {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if state.closed {
+                return Err(job);
+            }
+            let tenant = Arc::clone(job.permit.tenant());
+            let queue = state.jobs.entry(Arc::clone(&tenant)).or_default();
+            queue.push_back(job);
+            if queue.len() == 1 {
+                state.ring.push_back(tenant);
+            }
+        }
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    fn pop(&self) -> Result<Option<Job>, ()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = &mut *state;
+        let Some(tenant) = state.ring.pop_front() else {
+            return if state.closed { Err(()) } else { Ok(None) };
+        };
+        let Some(queue) = state.jobs.get_mut(&tenant) else {
+            return Ok(None);
+        };
+        let job = queue.pop_front();
+        if queue.is_empty() {
+            state.jobs.remove(&tenant);
+        } else {
+            state.ring.push_back(tenant);
+        }
+        Ok(job)
+    }
+
+    /// The next job, or `None` once the inbox is closed and empty.
+    async fn next(&self) -> Option<Job> {
+        loop {
+            match self.pop() {
+                Ok(Some(job)) => return Some(job),
+                Ok(None) => {}
+                Err(()) => return None,
+            }
+            // A push between `pop` and here leaves a permit, so this cannot miss it.
+            self.ready.notified().await;
+        }
+    }
+
+    fn close(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .closed = true;
+        self.ready.notify_one();
+    }
 }
 
 /// Runs invocations on dedicated worker threads; see the module doc.
@@ -152,7 +228,7 @@ impl IsolatePool {
         let memory = IsolateMemory::new(settings.memory_budget_bytes);
         let mut workers = Vec::new();
         for index in 0..settings.workers.max(1) {
-            let (jobs, inbox) = mpsc::unbounded_channel();
+            let inbox = Arc::new(Inbox::default());
             let load = Arc::new(WorkerLoad::default());
             let host = WorkerHost {
                 engine: Arc::clone(&engine),
@@ -164,9 +240,12 @@ impl IsolatePool {
             std::thread::Builder::new()
                 .name(format!("mcpbootd-isolate-{index}"))
                 .stack_size(WORKER_STACK_BYTES)
-                .spawn(move || worker(inbox, host))
+                .spawn({
+                    let inbox = Arc::clone(&inbox);
+                    move || worker(&inbox, host)
+                })
                 .expect("failed to spawn an isolate worker thread");
-            workers.push(Worker { jobs, load });
+            workers.push(Worker { inbox, load });
         }
         let trimmer = runtime.spawn(trim_freed_memory(Arc::clone(&memory)));
         Self {
@@ -203,7 +282,7 @@ impl IsolatePool {
                 reply,
                 permit,
             };
-            if worker.jobs.send(job).is_err() {
+            if worker.inbox.push(job).is_err() {
                 worker.load.calls.fetch_sub(1, Ordering::SeqCst);
                 return Err(PoolError::Closed);
             }
@@ -235,10 +314,10 @@ impl IsolatePool {
     /// Stops accepting invocations and fails queued ones; running calls finish.
     pub fn close(&self) {
         self.admission.close();
-        self.workers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        let mut workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+        for worker in workers.drain(..) {
+            worker.inbox.close();
+        }
         self.trimmer.abort();
     }
 }
@@ -267,7 +346,7 @@ struct WorkerHost {
     load: Arc<WorkerLoad>,
 }
 
-fn worker(mut jobs: mpsc::UnboundedReceiver<Job>, host: WorkerHost) {
+fn worker(inbox: &Inbox, host: WorkerHost) {
     stack_guard::register_worker_thread(WORKER_STACK_BYTES);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -282,7 +361,7 @@ fn worker(mut jobs: mpsc::UnboundedReceiver<Job>, host: WorkerHost) {
     let calls = tokio::task::LocalSet::new();
     let host = Arc::new(host);
     calls.block_on(&runtime, async {
-        while let Some(job) = jobs.recv().await {
+        while let Some(job) = inbox.next().await {
             tokio::task::spawn_local(run_job(job, Arc::clone(&host)));
             // Let the new call run its first turn before taking the next job, so that a
             // burst of jobs is spread over the workers rather than collected by one.

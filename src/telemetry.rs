@@ -1,6 +1,7 @@
 //! Logging set-up and the per-request span.
 
 pub mod metrics;
+mod span_fields;
 
 use std::io::IsTerminal;
 
@@ -23,7 +24,7 @@ pub fn init(config: &LogConfig) {
     };
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = if json {
-        builder.json().flatten_event(true).with_current_span(true).try_init()
+        builder.json().flatten_event(true).with_current_span(true).fmt_fields(span_fields::SpanJsonFields).try_init()
     } else {
         builder.try_init()
     };

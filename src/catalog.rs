@@ -5,6 +5,7 @@
 //! half-written rows. The call log is written in batches by a background writer (see
 //! [`CallLog`]) so that tool calls never wait for the disk.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -421,10 +422,28 @@ impl Catalog {
         Ok(calls)
     }
 
-    /// Writes a batch of calls and prunes each of their servers' logs to the newest `keep` calls,
-    /// in one transaction (one WAL sync per batch). Calls of a server deleted meanwhile are dropped;
-    /// egress rows go with their calls (cascade).
-    async fn insert_calls(&self, batch: &[CallRecord], keep: u64) -> Result<(), CatalogError> {
+    /// Keeps the newest `keep` calls of a server (by start time, then insertion order); egress rows
+    /// go with their calls (cascade).
+    ///
+    /// Deletes the oldest `count - keep` rather than skipping the newest `keep` with `OFFSET`: the
+    /// same rows, but counting is one walk over the index and the deletion visits only the rows it
+    /// removes, where the `OFFSET` form sorted every row of the server through a temporary B-tree
+    /// (the index breaks ties by ascending rowid) and then scanned them all again to delete.
+    async fn prune_calls(&self, server: &str, keep: u64) -> Result<(), CatalogError> {
+        sqlx::query(
+            "DELETE FROM calls WHERE rowid IN (
+                 SELECT rowid FROM calls WHERE server_id = ?1 ORDER BY started_at ASC, rowid ASC
+                 LIMIT max(0, (SELECT COUNT(*) FROM calls WHERE server_id = ?1) - ?2))",
+        )
+        .bind(server)
+        .bind(i64::try_from(keep).unwrap_or(i64::MAX))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Writes a batch of calls in one transaction. Calls of a server deleted meanwhile are dropped.
+    async fn insert_calls(&self, batch: &[CallRecord]) -> Result<(), CatalogError> {
         let mut tx = self.writer.begin().await?;
         for call in batch {
             let inserted = sqlx::query(
@@ -466,20 +485,6 @@ impl Catalog {
                 .execute(&mut *tx)
                 .await?;
             }
-        }
-        let mut servers: Vec<&str> = batch.iter().map(|c| c.server_id.as_str()).collect();
-        servers.sort_unstable();
-        servers.dedup();
-        for server in servers {
-            sqlx::query(
-                "DELETE FROM calls WHERE server_id = ? AND rowid IN (
-                     SELECT rowid FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
-            )
-            .bind(server)
-            .bind(server)
-            .bind(keep as i64)
-            .execute(&mut *tx)
-            .await?;
         }
         tx.commit().await?;
         Ok(())
@@ -655,6 +660,11 @@ enum LogMessage {
 /// Calls waiting to be written before new ones are dropped (and counted) rather than queued.
 const CALL_LOG_QUEUE: usize = 16 * 1024;
 const CALL_LOG_BATCH: usize = 512;
+/// While calls keep coming, a server's log is pruned at most this often, and always before a flush
+/// or close answers. Pruning walks all of the server's index entries (up to
+/// `max_calls_per_server`), far more work than writing a small batch, so it is not done after
+/// every batch; in between, a busy server may briefly hold up to a second's calls beyond the limit.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(1);
 
 impl CallLog {
     /// Starts the writer task; it ends at [`CallLog::close`] or when every handle is dropped.
@@ -663,7 +673,20 @@ impl CallLog {
         let task = tokio::spawn(async move {
             let mut buffer = Vec::with_capacity(CALL_LOG_BATCH);
             let mut closing = false;
-            while !closing && receiver.recv_many(&mut buffer, CALL_LOG_BATCH).await > 0 {
+            // Servers with calls written since their last prune, and when that prune is due.
+            let mut unpruned: BTreeSet<String> = BTreeSet::new();
+            let mut prune_due = tokio::time::Instant::now();
+            while !closing {
+                let received = tokio::select! {
+                    received = receiver.recv_many(&mut buffer, CALL_LOG_BATCH) => received,
+                    () = tokio::time::sleep_until(prune_due), if !unpruned.is_empty() => {
+                        prune(&catalog, &mut unpruned, max_calls_per_server).await;
+                        continue;
+                    }
+                };
+                if received == 0 {
+                    break;
+                }
                 let mut calls = Vec::with_capacity(buffer.len());
                 let mut waiters = Vec::new();
                 for message in buffer.drain(..) {
@@ -677,14 +700,26 @@ impl CallLog {
                     }
                 }
                 if !calls.is_empty() {
-                    if let Err(error) = catalog.insert_calls(&calls, max_calls_per_server).await {
+                    if let Err(error) = catalog.insert_calls(&calls).await {
                         tracing::error!(%error, calls = calls.len(), "could not write the call log");
                     }
+                    if unpruned.is_empty() {
+                        prune_due = tokio::time::Instant::now() + PRUNE_INTERVAL;
+                    }
+                    for call in &calls {
+                        if !unpruned.contains(&call.server_id) {
+                            unpruned.insert(call.server_id.clone());
+                        }
+                    }
+                }
+                if !waiters.is_empty() {
+                    prune(&catalog, &mut unpruned, max_calls_per_server).await;
                 }
                 for waiter in waiters {
                     let _ = waiter.send(());
                 }
             }
+            prune(&catalog, &mut unpruned, max_calls_per_server).await;
         });
         (CallLog { sender }, task)
     }
@@ -707,6 +742,15 @@ impl CallLog {
         let (done, wait) = oneshot::channel();
         if self.sender.send(LogMessage::Close(done)).await.is_ok() {
             let _ = wait.await;
+        }
+    }
+}
+
+/// Prunes the log of every server in `servers` to `keep` calls, and empties the list.
+async fn prune(catalog: &Catalog, servers: &mut BTreeSet<String>, keep: u64) {
+    for server in std::mem::take(servers) {
+        if let Err(error) = catalog.prune_calls(&server, keep).await {
+            tracing::error!(%error, server_id = server, "could not prune the call log");
         }
     }
 }
@@ -747,4 +791,93 @@ fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogErro
 
 fn static_label(value: &str, labels: &[&'static str]) -> &'static str {
     labels.iter().copied().find(|l| *l == value).unwrap_or("unknown")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(execution_id: &str, server_id: &str, started_at: i64) -> CallRecord {
+        CallRecord {
+            execution_id: execution_id.into(),
+            server_id: server_id.into(),
+            generation_id: 1,
+            tool: "t".into(),
+            via: "mcp",
+            started_at,
+            duration_us: 1,
+            outcome: "ok",
+            error: None,
+            fetches: 0,
+            console: String::new(),
+            egress: Vec::new(),
+        }
+    }
+
+    async fn ids(catalog: &Catalog, server: &str) -> Vec<String> {
+        let mut ids: Vec<String> = sqlx::query_scalar("SELECT execution_id FROM calls WHERE server_id = ?")
+            .bind(server)
+            .fetch_all(&catalog.reader)
+            .await
+            .unwrap();
+        ids.sort();
+        ids
+    }
+
+    async fn catalog_with_servers(dir: &std::path::Path, servers: &[&str]) -> Catalog {
+        let catalog = Catalog::open(&dir.join("c.db")).await.unwrap();
+        for server in servers {
+            sqlx::query("INSERT INTO servers (id, name, kind, status, created_at, updated_at) VALUES (?, ?, 'toolset', 'ready', 0, 0)")
+                .bind(server)
+                .bind(server)
+                .execute(&catalog.writer)
+                .await
+                .unwrap();
+        }
+        catalog
+    }
+
+    #[tokio::test]
+    async fn pruning_keeps_the_newest_calls_by_start_then_insertion() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = catalog_with_servers(dir.path(), &["a", "b"]).await;
+        // Inserted out of start order, with ties that only the insertion order breaks.
+        let starts = [5, 1, 3, 3, 9, 1, 3, 7];
+        let calls: Vec<CallRecord> =
+            starts.iter().enumerate().map(|(i, start)| call(&format!("a{i}"), "a", *start)).collect();
+        catalog.insert_calls(&calls).await.unwrap();
+        catalog.insert_calls(&[call("b0", "b", 0), call("b1", "b", 0)]).await.unwrap();
+
+        catalog.prune_calls("a", 10).await.unwrap();
+        assert_eq!(ids(&catalog, "a").await.len(), 8);
+        // The newest four: 9 (a4), 7 (a7), 5 (a0), then of the three at 3 the last inserted (a6).
+        catalog.prune_calls("a", 4).await.unwrap();
+        assert_eq!(ids(&catalog, "a").await, ["a0", "a4", "a6", "a7"]);
+        catalog.prune_calls("a", 1).await.unwrap();
+        assert_eq!(ids(&catalog, "a").await, ["a4"]);
+        assert_eq!(ids(&catalog, "b").await, ["b0", "b1"], "other servers are left alone");
+    }
+
+    #[tokio::test]
+    async fn the_writer_prunes_before_a_flush_and_within_the_interval_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = catalog_with_servers(dir.path(), &["a"]).await;
+        let (log, task) = CallLog::start(catalog.clone(), 2);
+        for i in 0..5 {
+            log.record(call(&format!("a{i}"), "a", i));
+        }
+        log.flush().await;
+        assert_eq!(ids(&catalog, "a").await, ["a3", "a4"]);
+
+        for i in 5..10 {
+            log.record(call(&format!("a{i}"), "a", i));
+        }
+        tokio::time::sleep(PRUNE_INTERVAL + Duration::from_millis(500)).await;
+        assert_eq!(ids(&catalog, "a").await, ["a8", "a9"], "pruned without a flush");
+
+        log.record(call("a10", "a", 10));
+        log.close().await;
+        task.await.unwrap();
+        assert_eq!(ids(&catalog, "a").await, ["a10", "a9"], "pruned at close");
+    }
 }

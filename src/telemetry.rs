@@ -1,6 +1,7 @@
 //! Logging set-up and the per-request span.
 
 pub mod metrics;
+mod span_fields;
 
 use std::io::IsTerminal;
 
@@ -23,7 +24,7 @@ pub fn init(config: &LogConfig) {
     };
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = if json {
-        builder.json().flatten_event(true).with_current_span(true).try_init()
+        builder.json().flatten_event(true).with_current_span(true).fmt_fields(span_fields::SpanJsonFields).try_init()
     } else {
         builder.try_init()
     };
@@ -32,17 +33,15 @@ pub fn init(config: &LogConfig) {
 /// One span per HTTP request, named by the matched route (never the raw path, which may carry
 /// ids without bound) plus the server id for MCP mounts and admin routes.
 pub fn http_span(request: &Request<axum::body::Body>) -> tracing::Span {
-    let route = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
-    let route = route.unwrap_or_else(|| "unmatched".to_owned());
+    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
     let path = request.uri().path();
-    let server_id: String = path
+    let server_id = path
         .strip_prefix("/servers/")
         .or_else(|| path.strip_prefix("/admin/servers/"))
         .and_then(|rest| rest.split('/').next())
-        .unwrap_or("")
-        .chars()
-        .take(63)
-        .collect();
+        .unwrap_or("");
+    // At most 63 characters, cut on a character boundary.
+    let server_id = server_id.char_indices().nth(63).map_or(server_id, |(end, _)| &server_id[..end]);
     if route == "/healthz" || route == "/readyz" {
         tracing::debug_span!("http", method = %request.method(), route, server_id)
     } else {

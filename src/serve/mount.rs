@@ -13,8 +13,8 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
 use crate::config::Config;
-use crate::serve::call::{CallError, Caller, Via, result_json};
+use crate::serve::call::{CallError, Caller, Via};
+use crate::serve::isolate::ToolResult;
 use crate::serve::registry::{MountError, MountedServer};
 use crate::toolset::{ServerId, ToolSpec};
 
@@ -128,26 +129,34 @@ impl ServerHandler for McpHandler {
             }
         };
         match outcome {
-            Ok(output) => {
-                let mut result: CallToolResult = serde_json::from_value(result_json(output.result))
-                    .unwrap_or_else(|e| {
-                        CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
-                            "the tool returned a result that is not valid MCP content: {e}"
-                        ))])
-                    });
-                // Protocol 2026-07-28 requires `resultType`; deserialising leaves it unset, and
-                // rmcp strips it again for clients on older protocol versions.
-                result.result_type = Some(rmcp::model::ResultType::COMPLETE);
-                Ok(result.into())
-            }
+            Ok(output) => Ok(call_tool_result(output.result).into()),
             Err(CallError::UnknownTool(name)) => Err(ErrorData::invalid_params(
                 format!("unknown tool {name:?}; tools/list shows the tools of this server"),
                 None,
             )),
             // Argument and capacity problems are tool errors, so the model can read them and adapt.
-            Err(error) => Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(error.to_string())]).into()),
+            Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into()),
         }
     }
+}
+
+/// The MCP result for a tool result: what deserialising [`result_json`] would give, without
+/// building that JSON object (and copying the content into it) first.
+fn call_tool_result(result: ToolResult) -> CallToolResult {
+    let mut mcp = match serde_json::from_value::<Vec<ContentBlock>>(Value::Array(result.content)) {
+        Ok(content) => CallToolResult::success(content),
+        Err(e) => {
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "the tool returned a result that is not valid MCP content: {e}"
+            ))]);
+        }
+    };
+    mcp.structured_content = result.structured_content;
+    mcp.is_error = Some(result.is_error);
+    // Protocol 2026-07-28 requires `resultType` (the constructors set it); rmcp strips it again
+    // for clients on older protocol versions.
+    debug_assert_eq!(mcp.result_type, Some(rmcp::model::ResultType::COMPLETE));
+    mcp
 }
 
 /// `ANY /servers/{id}/mcp`
@@ -193,4 +202,47 @@ pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, re
         }
     }
     error(StatusCode::NOT_FOUND, "server_not_found", format!("no server {id:?} is mounted here"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::serve::call::result_json;
+
+    #[test]
+    fn results_convert_as_their_json_would_deserialise() {
+        let results = [
+            ToolResult::text("hello", false),
+            ToolResult::text("it broke", true),
+            ToolResult {
+                content: vec![json!({"type": "text", "text": "{\"a\": 1}"})],
+                structured_content: Some(json!({"a": 1, "nested": [1, {"b": null}]})),
+                is_error: false,
+            },
+            ToolResult {
+                content: vec![
+                    json!({"type": "image", "data": "aGk=", "mimeType": "image/png"}),
+                    json!({"type": "text", "text": "x", "annotations": {"audience": ["user"], "priority": 0.5}}),
+                ],
+                structured_content: Some(Value::Null),
+                is_error: false,
+            },
+            ToolResult { content: Vec::new(), structured_content: None, is_error: false },
+            ToolResult { content: vec![json!({"type": "no such type"})], structured_content: None, is_error: false },
+        ];
+        for result in results {
+            let expected = match serde_json::from_value::<CallToolResult>(result_json(result.clone())) {
+                Ok(mut expected) => {
+                    expected.result_type = Some(rmcp::model::ResultType::COMPLETE);
+                    expected
+                }
+                Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                    "the tool returned a result that is not valid MCP content: {e}"
+                ))]),
+            };
+            assert_eq!(call_tool_result(result.clone()), expected, "{result:?}");
+        }
+    }
 }

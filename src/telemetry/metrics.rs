@@ -3,17 +3,24 @@
 //! Hand-rolled rather than a metrics crate: the set is small and fixed. Labels are bounded by
 //! construction — server ids and tool names (bounded by registrations), outcomes and stages (fixed
 //! sets); never execution ids, URLs or hosts.
+//!
+//! Recording a call is on the hot path, so it takes no lock but a shared read lock, allocates
+//! nothing once a tool has been called, and only adds to atomic counters; rendering (rare) does the
+//! sorting and summing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the call-duration histogram buckets.
-const CALL_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+const CALL_BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Upper bounds (seconds) of the generation-stage histogram buckets.
 const STAGE_BUCKETS: &[f64] = &[0.01, 0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+
+/// Every outcome a tool call can be recorded with, sorted (the order series are rendered in).
+const CALL_OUTCOMES: [&str; 6] = ["busy", "denied", "error", "limit", "ok", "timeout"];
 
 /// Egress request outcomes.
 #[derive(Debug, Clone, Copy)]
@@ -23,14 +30,14 @@ pub enum EgressOutcome {
     Error,
 }
 
-/// One server's call counts: tool → outcome → count.
-type ToolCalls = BTreeMap<String, BTreeMap<&'static str, u64>>;
+/// One tool's call counts, by the index of the outcome in [`CALL_OUTCOMES`].
+type OutcomeCounts = [AtomicU64; CALL_OUTCOMES.len()];
 
 #[derive(Default)]
 pub struct Metrics {
-    /// Server → tool → outcome → count; nested so that counting a call allocates no key.
-    calls: Mutex<BTreeMap<String, ToolCalls>>,
-    call_duration: Mutex<Histogram>,
+    /// Server id → tool name → call counts. A tool's first call takes the write lock.
+    calls: RwLock<HashMap<Box<str>, HashMap<Box<str>, Arc<OutcomeCounts>>>>,
+    call_duration: AtomicHistogram<{ CALL_BUCKETS.len() }>,
     egress: [AtomicU64; 3],
     generations: Mutex<BTreeMap<&'static str, u64>>,
     stage_durations: Mutex<BTreeMap<String, Histogram>>,
@@ -83,20 +90,60 @@ impl Histogram {
     }
 }
 
+/// A histogram updated without a lock: each observation adds to the one bucket it falls in (the
+/// last slot is `+Inf`), and rendering accumulates them, so the cumulative buckets and the count
+/// a scrape sees always agree.
+struct AtomicHistogram<const N: usize> {
+    slots: [AtomicU64; N],
+    overflow: AtomicU64,
+    /// Sum of the observed seconds, as `f64` bits.
+    sum: AtomicU64,
+}
+
+impl<const N: usize> Default for AtomicHistogram<N> {
+    fn default() -> Self {
+        Self { slots: std::array::from_fn(|_| AtomicU64::new(0)), overflow: AtomicU64::new(0), sum: AtomicU64::new(0f64.to_bits()) }
+    }
+}
+
+impl<const N: usize> AtomicHistogram<N> {
+    fn observe(&self, buckets: &[f64; N], seconds: f64) {
+        match buckets.iter().position(|bound| seconds <= *bound) {
+            Some(slot) => &self.slots[slot],
+            None => &self.overflow,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        let _ = self.sum.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| Some((f64::from_bits(bits) + seconds).to_bits()));
+    }
+
+    /// The same state as a [`Histogram`] with cumulative buckets.
+    fn snapshot(&self) -> Histogram {
+        let mut counts = Vec::with_capacity(N);
+        let mut cumulative = 0;
+        for slot in &self.slots {
+            cumulative += slot.load(Ordering::Relaxed);
+            counts.push(cumulative);
+        }
+        let count = cumulative + self.overflow.load(Ordering::Relaxed);
+        Histogram { counts, sum: f64::from_bits(self.sum.load(Ordering::Relaxed)), count }
+    }
+}
+
 impl Metrics {
+    /// Counts a finished call; `outcome` is one of `busy`, `denied`, `error`, `limit`, `ok`, `timeout`.
     pub fn record_call(&self, server: &str, tool: &str, outcome: &'static str, duration: Duration) {
-        let mut calls = lock(&self.calls);
-        let tools = match calls.get_mut(server) {
-            Some(tools) => tools,
-            None => calls.entry(server.to_string()).or_default(),
+        let Some(index) = CALL_OUTCOMES.iter().position(|known| *known == outcome) else {
+            debug_assert!(false, "unknown call outcome {outcome:?}");
+            return;
         };
-        let outcomes = match tools.get_mut(tool) {
-            Some(outcomes) => outcomes,
-            None => tools.entry(tool.to_string()).or_default(),
-        };
-        *outcomes.entry(outcome).or_default() += 1;
-        drop(calls);
-        lock(&self.call_duration).observe(CALL_BUCKETS, duration.as_secs_f64());
+        let counts = read(&self.calls).get(server).and_then(|tools| tools.get(tool)).cloned();
+        let counts = counts.unwrap_or_else(|| {
+            let mut calls = write(&self.calls);
+            let tools = calls.entry(server.into()).or_default();
+            tools.entry(tool.into()).or_default().clone()
+        });
+        counts[index].fetch_add(1, Ordering::Relaxed);
+        self.call_duration.observe(&CALL_BUCKETS, duration.as_secs_f64());
     }
 
     pub fn record_egress(&self, outcome: EgressOutcome) {
@@ -115,26 +162,35 @@ impl Metrics {
 
     /// Forgets a deleted server's series, so label sets do not grow with churn.
     pub fn forget_server(&self, server: &str) {
-        lock(&self.calls).remove(server);
+        write(&self.calls).remove(server);
     }
 
     pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::with_capacity(4096);
         header(&mut out, "mcpbootd_tool_calls_total", "counter", "Tool calls by server, tool and outcome.");
-        let calls = lock(&self.calls);
-        let series = calls.iter().flat_map(|(server, tools)| {
-            tools.iter().flat_map(move |(tool, outcomes)| outcomes.iter().map(move |(outcome, count)| (server, tool, outcome, count)))
-        });
-        for (server, tool, outcome, count) in series {
-            let _ = writeln!(
-                out,
-                "mcpbootd_tool_calls_total{{server=\"{}\",tool=\"{}\",outcome=\"{outcome}\"}} {count}",
-                escape(server),
-                escape(tool)
-            );
+        {
+            let calls = read(&self.calls);
+            let mut series: Vec<(&str, &str, &OutcomeCounts)> = calls
+                .iter()
+                .flat_map(|(server, tools)| tools.iter().map(move |(tool, counts)| (&**server, &**tool, &**counts)))
+                .collect();
+            series.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            for (server, tool, counts) in series {
+                for (outcome, count) in CALL_OUTCOMES.iter().zip(counts.iter()) {
+                    let count = count.load(Ordering::Relaxed);
+                    if count > 0 {
+                        let _ = writeln!(
+                            out,
+                            "mcpbootd_tool_calls_total{{server=\"{}\",tool=\"{}\",outcome=\"{outcome}\"}} {count}",
+                            escape(server),
+                            escape(tool)
+                        );
+                    }
+                }
+            }
         }
         header(&mut out, "mcpbootd_tool_call_duration_seconds", "histogram", "Tool call duration, from arguments check to result.");
-        lock(&self.call_duration).render(&mut out, "mcpbootd_tool_call_duration_seconds", "", CALL_BUCKETS);
+        self.call_duration.snapshot().render(&mut out, "mcpbootd_tool_call_duration_seconds", "", &CALL_BUCKETS);
 
         header(&mut out, "mcpbootd_isolate_queue_depth", "gauge", "Calls waiting to be admitted.");
         let _ = writeln!(out, "mcpbootd_isolate_queue_depth {}", gauges.queue_depth);
@@ -190,6 +246,14 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +276,31 @@ mod tests {
         assert!(text.contains("mcpbootd_isolate_busy_workers 2"));
         metrics.forget_server("s");
         assert!(!metrics.render(&Gauges { queue_depth: 0, busy_workers: 0, workers: 0, in_flight_calls: 0, memory_bytes: 0, memory_budget_bytes: 0, mounted_servers: 0 }).contains("server=\"s\""));
+    }
+
+    #[test]
+    fn call_series_are_sorted_and_buckets_cumulative() {
+        let metrics = Metrics::default();
+        metrics.record_call("b", "t", "ok", Duration::from_millis(1));
+        metrics.record_call("a", "z", "timeout", Duration::from_secs(60));
+        metrics.record_call("a", "y", "ok", Duration::from_micros(1500));
+        metrics.record_call("a", "y", "busy", Duration::ZERO);
+        let text = metrics.render(&Gauges { queue_depth: 0, busy_workers: 0, workers: 0, in_flight_calls: 0, memory_bytes: 0, memory_budget_bytes: 0, mounted_servers: 0 });
+        let series: Vec<&str> = text.lines().filter(|l| l.starts_with("mcpbootd_tool_calls_total{")).collect();
+        assert_eq!(
+            series,
+            [
+                "mcpbootd_tool_calls_total{server=\"a\",tool=\"y\",outcome=\"busy\"} 1",
+                "mcpbootd_tool_calls_total{server=\"a\",tool=\"y\",outcome=\"ok\"} 1",
+                "mcpbootd_tool_calls_total{server=\"a\",tool=\"z\",outcome=\"timeout\"} 1",
+                "mcpbootd_tool_calls_total{server=\"b\",tool=\"t\",outcome=\"ok\"} 1",
+            ]
+        );
+        assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"0.001\"} 2"));
+        assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"0.0025\"} 3"));
+        assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"30\"} 3"));
+        assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"+Inf\"} 4"));
+        assert!(text.contains("mcpbootd_tool_call_duration_seconds_sum 60.0025"));
+        assert!(text.contains("mcpbootd_tool_call_duration_seconds_count 4"));
     }
 }

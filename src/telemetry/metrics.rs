@@ -32,11 +32,13 @@ pub enum EgressOutcome {
 
 /// One tool's call counts, by the index of the outcome in [`CALL_OUTCOMES`].
 type OutcomeCounts = [AtomicU64; CALL_OUTCOMES.len()];
+/// One server's tools, by name.
+type ToolCounts = HashMap<Box<str>, Arc<OutcomeCounts>>;
 
 #[derive(Default)]
 pub struct Metrics {
     /// Server id → tool name → call counts. A tool's first call takes the write lock.
-    calls: RwLock<HashMap<Box<str>, HashMap<Box<str>, Arc<OutcomeCounts>>>>,
+    calls: RwLock<HashMap<Box<str>, ToolCounts>>,
     call_duration: AtomicHistogram<{ CALL_BUCKETS.len() }>,
     egress: [AtomicU64; 3],
     generations: Mutex<BTreeMap<&'static str, u64>>,

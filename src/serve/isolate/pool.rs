@@ -421,10 +421,16 @@ impl<F: Future + Unpin> Future for Turns<'_, F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        /// Clears the flag however the poll ends, a panic included.
+        struct Running<'a>(&'a AtomicBool);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Relaxed);
+            }
+        }
         self.load.running.store(true, Ordering::Relaxed);
-        let polled = Pin::new(&mut self.call).poll(cx);
-        self.load.running.store(false, Ordering::Relaxed);
-        polled
+        let _running = Running(&self.load.running);
+        Pin::new(&mut self.call).poll(cx)
     }
 }
 

@@ -1296,6 +1296,8 @@ fn workers_are_named_and_survive_engine_panics() {
         .unwrap();
     assert_eq!(c.outcome, Outcome::Error);
     assert!(c.result.is_error);
+    // The worker is not left marked as running JavaScript.
+    assert_eq!(pool.stats().busy, 0);
     let c = rt
         .block_on(pool.run(
             "a",

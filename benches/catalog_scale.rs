@@ -179,10 +179,10 @@ fn free_port() -> anyhow::Result<SocketAddr> {
 async fn wait_ready(http: &reqwest::Client, address: SocketAddr, limit: Duration) -> anyhow::Result<Value> {
     let started = Instant::now();
     loop {
-        if let Ok(response) = http.get(format!("http://{address}/readyz")).send().await {
-            if response.status() == 200 {
-                return Ok(response.json().await?);
-            }
+        if let Ok(response) = http.get(format!("http://{address}/readyz")).send().await
+            && response.status() == 200
+        {
+            return Ok(response.json().await?);
         }
         anyhow::ensure!(started.elapsed() < limit, "/readyz did not answer 200 within {limit:?}");
         tokio::time::sleep(Duration::from_millis(2)).await;

@@ -134,11 +134,13 @@ struct InboxState {
 }
 
 impl Inbox {
-    fn push(&self, job: Job) -> Result<(), Job> {
+    /// Queues a job; false (and the job dropped, which fails its caller with `Closed`) once
+    /// the inbox is closed.
+    fn push(&self, job: Job) -> bool {
         {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             if state.closed {
-                return Err(job);
+                return false;
             }
             let tenant = Arc::clone(job.permit.tenant());
             let queue = state.jobs.entry(Arc::clone(&tenant)).or_default();
@@ -148,7 +150,7 @@ impl Inbox {
             }
         }
         self.ready.notify_one();
-        Ok(())
+        true
     }
 
     fn pop(&self) -> Result<Option<Job>, ()> {
@@ -282,7 +284,7 @@ impl IsolatePool {
                 reply,
                 permit,
             };
-            if worker.inbox.push(job).is_err() {
+            if !worker.inbox.push(job) {
                 worker.load.calls.fetch_sub(1, Ordering::SeqCst);
                 return Err(PoolError::Closed);
             }

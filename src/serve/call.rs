@@ -157,51 +157,28 @@ impl Caller {
             fetch: egress.clone(),
         };
         let span = tracing::info_span!("call", server_id = %server, tool = %tool.name, execution_id = %execution_id);
-        // If the caller goes away mid-call this future is dropped (and with it the isolate);
-        // the guard still leaves a line in the call log.
-        let mut abandoned = AbandonedCall {
+        // Written exactly once: below, or by its drop if the caller goes away mid-call (this
+        // future is then dropped, and with it the isolate).
+        let mut entry = CallEntry {
             caller: self,
-            record: Some(CallRecord {
-                execution_id: execution_id.clone(),
-                server_id: server.to_string(),
-                generation_id,
-                tool: tool.name.clone(),
-                via: via.label(),
-                started_at,
-                duration_us: 0,
-                outcome: "error",
-                error: Some("cancelled: the client went away before the call finished".into()),
-                fetches: 0,
-                console: String::new(),
-                egress: Vec::new(),
-            }),
+            server,
+            generation_id,
+            tool: &tool.name,
+            via,
+            execution_id,
+            started_at,
             started,
             egress: Arc::clone(&egress),
+            written: false,
         };
-        let run = self.pool.run(server.as_str(), invocation).instrument(span.clone()).await;
-        abandoned.record = None;
-        let completion = match run {
+        let completion = match self.pool.run(server.as_str(), invocation).instrument(span.clone()).await {
             Ok(completion) => completion,
             Err(error) => {
-                let (outcome, call_error) = match error {
-                    PoolError::Busy(busy) => ("busy", CallError::Busy(busy.to_string())),
-                    PoolError::Closed => ("busy", CallError::ShuttingDown),
+                let call_error = match error {
+                    PoolError::Busy(busy) => CallError::Busy(busy.to_string()),
+                    PoolError::Closed => CallError::ShuttingDown,
                 };
-                self.metrics.record_call(server.as_str(), &tool.name, outcome, started.elapsed());
-                self.call_log.record(CallRecord {
-                    execution_id,
-                    server_id: server.to_string(),
-                    generation_id,
-                    tool: tool.name.clone(),
-                    via: via.label(),
-                    started_at,
-                    duration_us: started.elapsed().as_micros() as i64,
-                    outcome,
-                    error: Some(call_error.to_string()),
-                    fetches: 0,
-                    console: String::new(),
-                    egress: Vec::new(),
-                });
+                entry.write("busy", Some(call_error.to_string()), 0, String::new());
                 return Err(call_error);
             }
         };
@@ -211,51 +188,65 @@ impl Caller {
             completion.outcome.as_str()
         };
         tracing::debug!(parent: &span, outcome = outcome_label, elapsed_us = started.elapsed().as_micros() as u64, "call finished");
-        let egress_log = egress.take_log();
-        for request in &egress_log {
-            self.metrics.record_egress(match (request.allowed, &request.reason) {
+        entry.write(outcome_label, completion.error, i64::from(completion.fetches), completion.console);
+        let execution_id = std::mem::take(&mut entry.execution_id);
+        Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
+    }
+}
+
+/// One call's line in the call log (and its metrics), written exactly once: by
+/// [`CallEntry::write`] when the call ends, or by the drop of an entry whose call never did
+/// because the caller went away.
+struct CallEntry<'a> {
+    caller: &'a Caller,
+    server: &'a ServerId,
+    generation_id: i64,
+    tool: &'a str,
+    via: Via,
+    execution_id: String,
+    started_at: i64,
+    started: Instant,
+    egress: Arc<crate::serve::egress::CallEgress>,
+    written: bool,
+}
+
+impl CallEntry<'_> {
+    fn write(&mut self, outcome: &'static str, error: Option<String>, fetches: i64, console: String) {
+        self.written = true;
+        let metrics = &self.caller.metrics;
+        let egress = self.egress.take_log();
+        for request in &egress {
+            metrics.record_egress(match (request.allowed, &request.reason) {
                 (false, _) => EgressOutcome::Denied,
                 (true, None) => EgressOutcome::Allowed,
                 (true, Some(_)) => EgressOutcome::Error,
             });
         }
-        self.metrics.record_call(server.as_str(), &tool.name, outcome_label, started.elapsed());
-        self.call_log.record(CallRecord {
-            execution_id: execution_id.clone(),
-            server_id: server.to_string(),
-            generation_id,
-            tool: tool.name.clone(),
-            via: via.label(),
-            started_at,
-            duration_us: started.elapsed().as_micros() as i64,
-            outcome: outcome_label,
-            error: completion.error,
-            fetches: i64::from(completion.fetches),
-            console: completion.console,
-            egress: egress_log,
+        let elapsed = self.started.elapsed();
+        metrics.record_call(self.server.as_str(), self.tool, outcome, elapsed);
+        self.caller.call_log.record(CallRecord {
+            execution_id: self.execution_id.clone(),
+            server_id: self.server.to_string(),
+            generation_id: self.generation_id,
+            tool: self.tool.to_owned(),
+            via: self.via.label(),
+            started_at: self.started_at,
+            duration_us: elapsed.as_micros() as i64,
+            outcome,
+            error,
+            fetches,
+            console,
+            egress,
         });
-        Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
     }
 }
 
-/// Records a call whose future was dropped before it finished (the client disconnected).
-struct AbandonedCall<'a> {
-    caller: &'a Caller,
-    /// `None` once the call finished normally.
-    record: Option<CallRecord>,
-    started: Instant,
-    egress: Arc<crate::serve::egress::CallEgress>,
-}
-
-impl Drop for AbandonedCall<'_> {
+impl Drop for CallEntry<'_> {
     fn drop(&mut self) {
-        let Some(mut record) = self.record.take() else {
-            return;
-        };
-        record.duration_us = self.started.elapsed().as_micros() as i64;
-        record.egress = self.egress.take_log();
-        self.caller.metrics.record_call(&record.server_id, &record.tool, record.outcome, self.started.elapsed());
-        self.caller.call_log.record(record);
+        if !self.written {
+            let cancelled = "cancelled: the client went away before the call finished";
+            self.write("error", Some(cancelled.into()), 0, String::new());
+        }
     }
 }
 

@@ -49,7 +49,12 @@ async fn main() -> anyhow::Result<()> {
         elapsed.as_secs_f64()
     );
     tokio::time::sleep(IDLE).await;
-    println!("{:<44} {:>9.1} MB   (peak {:.1} MB)", "RSS after registration, idle", daemon.rss_mb("VmRSS")?, daemon.rss_mb("VmHWM")?);
+    println!(
+        "{:<44} {:>9.1} MB   (peak {:.1} MB)",
+        "RSS after registration, idle",
+        daemon.rss_mb("VmRSS")?,
+        daemon.rss_mb("VmHWM")?
+    );
     println!("{:<44} {:>9.1} MB", "catalog on disk", catalog_bytes(dir.path()) as f64 / 1e6);
 
     // 2. SIGTERM, then restart on the same catalog.
@@ -61,7 +66,11 @@ async fn main() -> anyhow::Result<()> {
     let daemon = DaemonProcess::spawn(dir.path(), "restart")?;
     let ready = wait_ready(&http, daemon.address, Duration::from_secs(120)).await.map_err(|e| daemon.explain(e))?;
     let restart = spawned.elapsed();
-    anyhow::ensure!(ready["mounted"] == servers, "after the restart /readyz reports {} mounted, expected {servers}", ready["mounted"]);
+    anyhow::ensure!(
+        ready["mounted"] == servers,
+        "after the restart /readyz reports {} mounted, expected {servers}",
+        ready["mounted"]
+    );
     println!("{:<44} {:>9.1} ms   target < 1000 ms", "restart: spawn -> /readyz 200", restart.as_secs_f64() * 1000.0);
 
     // A server from the end of the catalog answers, so "ready" means what it says.
@@ -201,8 +210,13 @@ async fn register_all(http: &reqwest::Client, address: SocketAddr, servers: usiz
                     if n >= servers {
                         return anyhow::Ok(());
                     }
-                    let response = http.post(format!("http://{address}/admin/servers")).json(&toolset(n)).send().await?;
-                    anyhow::ensure!(response.status() == 201, "registering server {n} failed: {}", response.text().await?);
+                    let response =
+                        http.post(format!("http://{address}/admin/servers")).json(&toolset(n)).send().await?;
+                    anyhow::ensure!(
+                        response.status() == 201,
+                        "registering server {n} failed: {}",
+                        response.text().await?
+                    );
                 }
             })
         })

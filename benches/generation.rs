@@ -64,7 +64,8 @@ async fn register_until_ready(
     prompt: &str,
 ) -> anyhow::Result<(Duration, Value)> {
     let started = Instant::now();
-    let response = http.post(format!("http://{address}/admin/servers")).json(&json!({"id": id, "prompt": prompt})).send().await?;
+    let response =
+        http.post(format!("http://{address}/admin/servers")).json(&json!({"id": id, "prompt": prompt})).send().await?;
     anyhow::ensure!(response.status() == 202, "registration failed: {}", response.text().await?);
     loop {
         let view: Value = http.get(format!("http://{address}/admin/servers/{id}")).send().await?.json().await?;
@@ -105,10 +106,13 @@ async fn start_upstream() -> anyhow::Result<std::net::SocketAddr> {
     page.push_str("</body></html>");
     let page = Arc::new(page);
     let router = axum::Router::new()
-        .route("/page/{n}", get(move || {
-            let page = page.clone();
-            async move { ([("content-type", "text/html")], page.as_str().to_owned()) }
-        }))
+        .route(
+            "/page/{n}",
+            get(move || {
+                let page = page.clone();
+                async move { ([("content-type", "text/html")], page.as_str().to_owned()) }
+            }),
+        )
         .route("/items/{id}", get(|| async { Json(json!({"id": 1, "title": "t"})) }));
     tokio::spawn(async move { axum::serve(listener, router).await });
     Ok(address)
@@ -126,7 +130,9 @@ async fn start_instant_llm(upstream_port: u16, requests: Arc<AtomicU64>) -> anyh
         "example_args": {"id": 1}
     }]})
     .to_string();
-    let handler = format!("const r = await fetch(`http://api.bench.test:{upstream_port}/items/${{args.id}}`); return await r.json();");
+    let handler = format!(
+        "const r = await fetch(`http://api.bench.test:{upstream_port}/items/${{args.id}}`); return await r.json();"
+    );
     let router = axum::Router::new().route(
         "/v1/messages",
         post(move |Json(body): Json<Value>| {

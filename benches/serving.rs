@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::routing::get;
-use mcpbootd::serve::isolate::{FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings, SandboxLimits};
+use mcpbootd::serve::isolate::{
+    FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings, SandboxLimits,
+};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -36,7 +38,11 @@ mod support;
 struct NoNetwork;
 
 impl FetchHost for NoNetwork {
-    fn fetch(&self, _: FetchRequest, _: Instant) -> futures_util::future::BoxFuture<'static, Result<FetchResponse, FetchError>> {
+    fn fetch(
+        &self,
+        _: FetchRequest,
+        _: Instant,
+    ) -> futures_util::future::BoxFuture<'static, Result<FetchResponse, FetchError>> {
         Box::pin(async { Err(FetchError::Denied("no network in this benchmark".into())) })
     }
 }
@@ -182,7 +188,8 @@ async fn main() -> anyhow::Result<()> {
     let slow_url = format!("http://api.bench.test:{}/slow", upstream.port());
     for (clients, target) in [(32usize, "target >= 90%"), (256, "target >= 90%"), (1024, "target >= 2000/s")] {
         let daemon = support::start_daemon(loaded_daemon_env()).await?;
-        register(&http, daemon.address, "io", &format!("const r = await fetch('{slow_url}'); return await r.json();")).await?;
+        register(&http, daemon.address, "io", &format!("const r = await fetch('{slow_url}'); return await r.json();"))
+            .await?;
         let io = RawCall::new(daemon.address, "io");
         let window = Window::after(warmup, throughput_window);
         let report = Report::collect(window, spawn_raw_clients(&io, clients, window)).await?;
@@ -200,7 +207,13 @@ async fn main() -> anyhow::Result<()> {
     println!();
     let daemon = support::start_daemon(loaded_daemon_env()).await?;
     let slow5_url = format!("http://api.bench.test:{}/slow5", upstream.port());
-    register(&http, daemon.address, "noisy-a", &format!("const r = await fetch('{slow5_url}'); return await r.json();")).await?;
+    register(
+        &http,
+        daemon.address,
+        "noisy-a",
+        &format!("const r = await fetch('{slow5_url}'); return await r.json();"),
+    )
+    .await?;
     register(&http, daemon.address, "quiet-b", "return { sum: args.a + args.b };").await?;
     // A's calls must outlast the 5 s upstream; they are aborted once B has been measured.
     let noisy = RawCall::with_timeout(daemon.address, "noisy-a", Duration::from_secs(120));
@@ -212,10 +225,13 @@ async fn main() -> anyhow::Result<()> {
 
     let parked = Arc::new(ParkedCalls::default());
     let arrived_before = SLOW5_ARRIVALS.load(Ordering::SeqCst);
-    let neighbours: Vec<_> = (0..NOISY_CALLS).map(|_| tokio::spawn(parked.clone().keep_in_flight(noisy.clone()))).collect();
+    let neighbours: Vec<_> =
+        (0..NOISY_CALLS).map(|_| tokio::spawn(parked.clone().keep_in_flight(noisy.clone()))).collect();
     // Give A's calls time to reach the upstream (or to be stuck before it).
     let parking = Instant::now();
-    while SLOW5_ARRIVALS.load(Ordering::SeqCst) - arrived_before < NOISY_CALLS as u64 && parking.elapsed() < Duration::from_secs(2) {
+    while SLOW5_ARRIVALS.load(Ordering::SeqCst) - arrived_before < NOISY_CALLS as u64
+        && parking.elapsed() < Duration::from_secs(2)
+    {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let arrived = SLOW5_ARRIVALS.load(Ordering::SeqCst) - arrived_before;
@@ -263,7 +279,8 @@ fn loaded_daemon_env() -> Vec<(&'static str, String)> {
 async fn print_left_queued(http: &reqwest::Client, address: SocketAddr) {
     let Ok(response) = http.get(format!("http://{address}/metrics")).send().await else { return };
     let text = response.text().await.unwrap_or_default();
-    let queued = text.lines().find_map(|line| line.strip_prefix("mcpbootd_isolate_queue_depth ")?.trim().parse::<u64>().ok());
+    let queued =
+        text.lines().find_map(|line| line.strip_prefix("mcpbootd_isolate_queue_depth ")?.trim().parse::<u64>().ok());
     if let Some(queued) = queued.filter(|&n| n > 0) {
         println!("{:<44} {queued} calls still queued in the daemon after its clients stopped", "");
     }
@@ -343,7 +360,9 @@ impl Report {
         for task in tasks {
             for sample in task.await? {
                 match sample.failure {
-                    None if sample.finished >= window.start && sample.finished <= window.end => latencies.push(sample.latency),
+                    None if sample.finished >= window.start && sample.finished <= window.end => {
+                        latencies.push(sample.latency)
+                    }
                     None => {}
                     Some(kind) if sample.finished >= window.start => *failures.entry(kind).or_insert(0) += 1,
                     Some(_) => {}
@@ -367,7 +386,12 @@ impl Report {
             true => format!("{:>9}", "-"),
             false => format!("{:>9.1}", ms(percentile(&self.latencies, p))),
         };
-        println!("{name:<44} {:>9.0} calls/s   p50 {} ms   p99 {} ms   {extra}", self.rate(), latency(0.50), latency(0.99));
+        println!(
+            "{name:<44} {:>9.0} calls/s   p50 {} ms   p99 {} ms   {extra}",
+            self.rate(),
+            latency(0.50),
+            latency(0.99)
+        );
         if !self.failures.is_empty() {
             let failures: Vec<String> = self.failures.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
             println!("{:<44} failed: {}", "", failures.join(", "));
@@ -376,7 +400,10 @@ impl Report {
 }
 
 /// A `tools/call` through an rmcp client, as an MCP host makes it.
-async fn rmcp_call(client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>, tool: &'static str) -> Result<(), String> {
+async fn rmcp_call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+    tool: &'static str,
+) -> Result<(), String> {
     let params = CallToolRequestParams::new(tool).with_arguments(json!({"a": 1, "b": 2}).as_object().unwrap().clone());
     match tokio::time::timeout(CALL_TIMEOUT, client.call_tool(params)).await {
         Err(_) => Err("client timeout".into()),

@@ -23,7 +23,8 @@ pub fn digest(token: &str) -> String {
 
 /// Whether a presented `Authorization` header value carries the token with this digest.
 pub fn verify(authorization: Option<&str>, expected_digest: &str) -> bool {
-    let Some(token) = authorization.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))) else {
+    let Some(token) = authorization.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+    else {
         return false;
     };
     constant_time_eq(digest(token.trim()).as_bytes(), expected_digest.as_bytes())

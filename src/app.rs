@@ -11,11 +11,11 @@ use tokio::net::TcpListener;
 
 use crate::catalog::{CallLog, Catalog};
 use crate::config::Config;
+use crate::generate::Generator;
 use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
 use crate::serve::isolate::IsolatePool;
 use crate::serve::registry::Registry;
-use crate::generate::Generator;
 use crate::telemetry::metrics::Metrics;
 
 /// Shared state handed to every request handler; cheap to clone.
@@ -32,7 +32,11 @@ pub struct AppState {
 }
 
 /// Runs the daemon on `listener` until `shutdown` resolves, then drains and closes.
-pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     install_crypto_provider();
     let config = Arc::new(config);
     let catalog = Catalog::open(&config.catalog.path).await?;
@@ -90,7 +94,10 @@ pub async fn run(config: Config, listener: TcpListener, shutdown: impl Future<Ou
     let (draining, mut drain_started) = tokio::sync::watch::channel(false);
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         shutdown.await;
-        tracing::info!(grace_ms = grace.as_millis() as u64, "shutting down: no new connections; draining in-flight requests");
+        tracing::info!(
+            grace_ms = grace.as_millis() as u64,
+            "shutting down: no new connections; draining in-flight requests"
+        );
         let _ = draining.send(true);
     });
     // In-flight requests get the grace period; after it, the remaining ones are dropped.

@@ -211,19 +211,13 @@ impl Catalog {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        let open = |connections: u32| {
-            SqlitePoolOptions::new().max_connections(connections).connect_with(options.clone())
-        };
-        let writer = open(1)
-            .await
-            .with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
-        sqlx::migrate!("./migrations")
-            .run(&writer)
-            .await
-            .context("cannot apply catalog migrations")?;
-        let reader = open(4)
-            .await
-            .with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
+        let open =
+            |connections: u32| SqlitePoolOptions::new().max_connections(connections).connect_with(options.clone());
+        let writer =
+            open(1).await.with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
+        sqlx::migrate!("./migrations").run(&writer).await.context("cannot apply catalog migrations")?;
+        let reader =
+            open(4).await.with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
         let (registrations, queue) = mpsc::channel(registrations::QUEUE);
         tokio::spawn(registrations::write(writer.clone(), queue));
         Ok(Catalog { reader, writer, registrations })
@@ -756,10 +750,7 @@ async fn prune(catalog: &Catalog, servers: &mut BTreeSet<String>, keep: u64) {
 }
 
 pub fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// RFC 3339 with milliseconds, UTC.

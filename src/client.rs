@@ -81,8 +81,9 @@ impl AdminClient {
         let token = match token.map(str::trim).filter(|t| !t.is_empty()) {
             None => None,
             Some(token) => {
-                let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
-                    .map_err(|_| ClientError::Protocol(format!("{TOKEN_ENV} contains characters a header cannot carry")))?;
+                let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                    ClientError::Protocol(format!("{TOKEN_ENV} contains characters a header cannot carry"))
+                })?;
                 value.set_sensitive(true);
                 Some(value)
             }
@@ -208,7 +209,8 @@ impl AdminClient {
         }
         let mut request = self.request(method, url).header(ACCEPT, "application/json");
         if let Some(body) = body {
-            let bytes = serde_json::to_vec(body).map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
+            let bytes = serde_json::to_vec(body)
+                .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
             request = request.header(CONTENT_TYPE, "application/json").body(bytes);
         }
         let response = self.send(request).await?;
@@ -311,7 +313,8 @@ pub fn parse_base_url(raw: &str) -> Result<Url, String> {
     let bare_host = !raw.contains("://")
         && raw.split_once(':').is_none_or(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()));
     let with_scheme = if bare_host { format!("http://{raw}") } else { raw.to_string() };
-    let url = Url::parse(&with_scheme).map_err(|e| format!("{raw:?} is not a URL ({e}); expected e.g. {DEFAULT_URL}"))?;
+    let url =
+        Url::parse(&with_scheme).map_err(|e| format!("{raw:?} is not a URL ({e}); expected e.g. {DEFAULT_URL}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() || url.host().is_none() {
         return Err(format!("{raw:?} is not an http:// or https:// URL; expected e.g. {DEFAULT_URL}"));
     }
@@ -351,7 +354,8 @@ mod tests {
         let api = ClientError::Api { status: 404, code: "server_not_found".into(), message: "no server".into() };
         assert_eq!(api.exit_code(), 1);
         assert_eq!(api.to_string(), "no server (server_not_found, HTTP 404)");
-        let down = ClientError::Unreachable { url: "http://x/".into(), origin: "from --url".into(), cause: "refused".into() };
+        let down =
+            ClientError::Unreachable { url: "http://x/".into(), origin: "from --url".into(), cause: "refused".into() };
         assert_eq!(down.exit_code(), 3);
         assert!(down.to_string().contains("http://x/ (from --url)"));
     }

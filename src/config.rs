@@ -25,6 +25,7 @@ const ENV_CLIENT_ONLY: &[&str] = &["MCPBOOTD_URL"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
+#[derive(Default)]
 pub struct Config {
     pub server: ServerConfig,
     pub admin: AdminConfig,
@@ -273,21 +274,6 @@ impl Default for LogConfig {
     }
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            server: ServerConfig::default(),
-            admin: AdminConfig::default(),
-            catalog: CatalogConfig::default(),
-            sandbox: SandboxConfig::default(),
-            egress: EgressConfig::default(),
-            llm: LlmConfig::default(),
-            generation: GenerationConfig::default(),
-            log: LogConfig::default(),
-        }
-    }
-}
-
 /// Values given as command-line flags; they override every other layer.
 #[derive(Debug, Clone, Default)]
 pub struct CliOverrides {
@@ -314,8 +300,7 @@ impl Config {
         env: impl IntoIterator<Item = (String, String)>,
         cli: &CliOverrides,
     ) -> Result<Config, ConfigError> {
-        let mut merged = toml::Table::try_from(Config::default())
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let mut merged = toml::Table::try_from(Config::default()).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         // The serialised default shows the redacted placeholder; an unset token is empty.
         set_path(&mut merged, &["admin", "token"], toml::Value::String(String::new()));
         set_path(&mut merged, &["llm", "api_key"], toml::Value::String(String::new()));
@@ -334,8 +319,7 @@ impl Config {
         let provider_key = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
         let anthropic_key = provider_key("ANTHROPIC_API_KEY");
         let openai_key = provider_key("OPENAI_API_KEY");
-        let mut env: Vec<(String, String)> =
-            env.into_iter().filter(|(name, _)| name.starts_with(ENV_PREFIX)).collect();
+        let mut env: Vec<(String, String)> = env.into_iter().filter(|(name, _)| name.starts_with(ENV_PREFIX)).collect();
         // The long form must win over the short form whatever order the environment lists them in.
         env.sort_by_key(|(name, _)| name != ENV_ADMIN_TOKEN_SHORT);
         for (name, value) in env {
@@ -510,11 +494,7 @@ fn env_key_path(name: &str) -> Result<Vec<String>, ConfigError> {
             reason: "expected MCPBOOTD_<SECTION>__<KEY>, e.g. MCPBOOTD_SERVER__LISTEN".into(),
         });
     }
-    Ok(parts
-        .iter()
-        .enumerate()
-        .map(|(i, p)| if i < 2 { p.to_lowercase() } else { p.to_string() })
-        .collect())
+    Ok(parts.iter().enumerate().map(|(i, p)| if i < 2 { p.to_lowercase() } else { p.to_string() }).collect())
 }
 
 /// Env values are TOML values when they parse as one (`500`, `true`, `["a", "b"]`), strings otherwise,
@@ -531,9 +511,7 @@ fn set_path(table: &mut toml::Table, path: &[&str], value: toml::Value) {
     let (last, parents) = path.split_last().expect("non-empty config path");
     let mut current = table;
     for part in parents {
-        let entry = current
-            .entry(part.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let entry = current.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
         if !entry.is_table() {
             *entry = toml::Value::Table(toml::Table::new());
         }
@@ -617,8 +595,7 @@ mod tests {
 
     #[test]
     fn admin_token_short_form_and_long_form() {
-        let short = Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "s3")]), &CliOverrides::default())
-            .unwrap();
+        let short = Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "s3")]), &CliOverrides::default()).unwrap();
         assert_eq!(short.admin.token.expose(), "s3");
         let both = Config::load(
             None,
@@ -639,19 +616,24 @@ mod tests {
         ]);
         let config = Config::load(None, vars, &CliOverrides::default()).unwrap();
         assert_eq!(config.llm.api_key.expose(), "ak");
-        let vars = env(&[("MCPBOOTD_LLM__PROVIDER", "openai"), ("MCPBOOTD_LLM__MODEL", "m"), ("MCPBOOTD_LLM__API_KEY", "explicit"), ("OPENAI_API_KEY", "ok")]);
+        let vars = env(&[
+            ("MCPBOOTD_LLM__PROVIDER", "openai"),
+            ("MCPBOOTD_LLM__MODEL", "m"),
+            ("MCPBOOTD_LLM__API_KEY", "explicit"),
+            ("OPENAI_API_KEY", "ok"),
+        ]);
         assert_eq!(Config::load(None, vars, &CliOverrides::default()).unwrap().llm.api_key.expose(), "explicit");
-        let err = Config::load(None, env(&[("MCPBOOTD_LLM__PROVIDER", "anthropic")]), &CliOverrides::default()).unwrap_err();
+        let err =
+            Config::load(None, env(&[("MCPBOOTD_LLM__PROVIDER", "anthropic")]), &CliOverrides::default()).unwrap_err();
         assert!(err.to_string().contains("[llm] model"), "{err}");
-        let err = Config::load(None, env(&[("MCPBOOTD_LLM__PROVIDER", "gemini")]), &CliOverrides::default()).unwrap_err();
+        let err =
+            Config::load(None, env(&[("MCPBOOTD_LLM__PROVIDER", "gemini")]), &CliOverrides::default()).unwrap_err();
         assert!(err.to_string().contains("anthropic"), "{err}");
     }
 
     #[test]
     fn secrets_are_redacted() {
-        let config =
-            Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "hunter2")]), &CliOverrides::default())
-                .unwrap();
+        let config = Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "hunter2")]), &CliOverrides::default()).unwrap();
         assert!(!format!("{config:?}").contains("hunter2"));
         assert!(!config.to_toml().contains("hunter2"));
     }
@@ -663,9 +645,8 @@ mod tests {
             .to_string();
         assert!(err.contains("cpu_mss"), "{err}");
 
-        let err = Config::load(None, env(&[("MCPBOOTD_NOSECTION", "1")]), &CliOverrides::default())
-            .unwrap_err()
-            .to_string();
+        let err =
+            Config::load(None, env(&[("MCPBOOTD_NOSECTION", "1")]), &CliOverrides::default()).unwrap_err().to_string();
         assert!(err.contains("MCPBOOTD_NOSECTION"), "{err}");
 
         let err = Config::load(None, env(&[("MCPBOOTD_SANDBOX__CPU_MS", "fast")]), &CliOverrides::default())

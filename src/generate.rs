@@ -175,7 +175,9 @@ impl Inner {
             timings: json!({}),
             ..Default::default()
         };
-        if let Err(error) = self.catalog.finish_generation(&job.server, job.generation_id, GenerationOutcome::Failed, &finished).await {
+        if let Err(error) =
+            self.catalog.finish_generation(&job.server, job.generation_id, GenerationOutcome::Failed, &finished).await
+        {
             tracing::error!(%error, "could not mark an interrupted generation");
         }
         self.publish(job, "failed", finished.error.clone());
@@ -307,11 +309,11 @@ impl Inner {
         // Compiling: one handler per tool, several in flight.
         self.enter(job, "compiling").await?;
         let whitelist_domains = finished.whitelist.domains();
-        let request = CompileRequest { prompt: &job.prompt, documents: &sources, whitelist_domains: &whitelist_domains };
-        let (compiled, usage) =
-            compile::compile_all(llm.as_ref(), &request, &plan, self.settings.compile_concurrency)
-                .await
-                .map_err(|e| StageError { stage: "compiling", message: e.to_string() })?;
+        let request =
+            CompileRequest { prompt: &job.prompt, documents: &sources, whitelist_domains: &whitelist_domains };
+        let (compiled, usage) = compile::compile_all(llm.as_ref(), &request, &plan, self.settings.compile_concurrency)
+            .await
+            .map_err(|e| StageError { stage: "compiling", message: e.to_string() })?;
         add_usage(finished, usage);
         clock.lap(finished, "compiling");
 
@@ -324,11 +326,10 @@ impl Inner {
         });
         let mut tools = Vec::with_capacity(plan.tools.len());
         for planned in &plan.tools {
-            let handler = compiled
-                .iter()
-                .find(|c| c.name == planned.name)
-                .map(|c: &CompiledTool| c.handler.clone())
-                .ok_or_else(|| StageError { stage: "compiling", message: format!("no handler for tool {}", planned.name) })?;
+            let handler =
+                compiled.iter().find(|c| c.name == planned.name).map(|c: &CompiledTool| c.handler.clone()).ok_or_else(
+                    || StageError { stage: "compiling", message: format!("no handler for tool {}", planned.name) },
+                )?;
             let (handler, self_test) = if self.settings.self_test {
                 self.self_test(llm.as_ref(), &request, planned, handler, &policy, finished).await
             } else {
@@ -344,7 +345,8 @@ impl Inner {
             tools.push((spec, ToolExtras { needs_network: Some(planned.needs_network), self_test: Some(self_test) }));
         }
         // The plan was validated piece by piece; check the whole toolset as registration would.
-        let as_json: Vec<Value> = tools.iter().map(|(spec, _)| serde_json::to_value(spec).unwrap_or(Value::Null)).collect();
+        let as_json: Vec<Value> =
+            tools.iter().map(|(spec, _)| serde_json::to_value(spec).unwrap_or(Value::Null)).collect();
         Toolset::parse(&as_json).map_err(|e| StageError { stage: "testing", message: e.to_string() })?;
         finished.tools = tools;
         clock.lap(finished, "testing");
@@ -374,8 +376,14 @@ impl Inner {
             Ok((repaired, usage)) => {
                 add_usage(finished, usage);
                 match self.try_tool(&repaired, &arguments, policy).await {
-                    Ok(()) => (repaired, json!({"status": "passed", "arguments": arguments, "attempts": 2, "first_error": failure})),
-                    Err(error) => (repaired, json!({"status": "failed", "arguments": arguments, "attempts": 2, "error": error, "first_error": failure})),
+                    Ok(()) => (
+                        repaired,
+                        json!({"status": "passed", "arguments": arguments, "attempts": 2, "first_error": failure}),
+                    ),
+                    Err(error) => (
+                        repaired,
+                        json!({"status": "failed", "arguments": arguments, "attempts": 2, "error": error, "first_error": failure}),
+                    ),
                 }
             }
             Err(error) => (
@@ -416,7 +424,10 @@ impl Inner {
 
     async fn enter(&self, job: &Job, stage: &'static str) -> Result<(), StageError> {
         tracing::debug!(stage, "generation stage");
-        self.catalog.set_generation_stage(&job.server, job.generation_id, stage).await.map_err(|e| internal(stage, e))?;
+        self.catalog
+            .set_generation_stage(&job.server, job.generation_id, stage)
+            .await
+            .map_err(|e| internal(stage, e))?;
         self.publish(job, stage, None);
         Ok(())
     }
@@ -527,11 +538,8 @@ impl Candidates {
 
 /// MCP annotations from the HTTP methods a tool's endpoints use.
 fn annotations_for(tool: &PlannedTool) -> Map<String, Value> {
-    let methods: Vec<String> = tool
-        .endpoints_used
-        .iter()
-        .filter_map(|e| e.split_whitespace().next().map(str::to_ascii_uppercase))
-        .collect();
+    let methods: Vec<String> =
+        tool.endpoints_used.iter().filter_map(|e| e.split_whitespace().next().map(str::to_ascii_uppercase)).collect();
     let read_only = tool.is_read_only();
     let mut annotations = Map::new();
     annotations.insert("readOnlyHint".into(), json!(read_only));

@@ -31,9 +31,10 @@ impl ServerId {
     pub fn parse(raw: &str) -> Result<ServerId, String> {
         let valid = !raw.is_empty()
             && raw.len() <= 63
-            && raw.bytes().enumerate().all(|(i, b)| {
-                b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && b == b'-')
-            });
+            && raw
+                .bytes()
+                .enumerate()
+                .all(|(i, b)| b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && b == b'-'));
         if valid {
             Ok(ServerId(raw.to_string()))
         } else {
@@ -179,7 +180,12 @@ fn parse_tool(value: &Value, at: &str) -> Result<ToolSpec, ToolsetError> {
     }
     let input_schema = match object.get("input_schema") {
         Some(Value::Object(schema)) => schema.clone(),
-        Some(_) => return Err(err(&format!("{at}.input_schema"), "must be a JSON Schema object such as {\"type\": \"object\", \"properties\": {}}")),
+        Some(_) => {
+            return Err(err(
+                &format!("{at}.input_schema"),
+                "must be a JSON Schema object such as {\"type\": \"object\", \"properties\": {}}",
+            ));
+        }
         None => return Err(err(&format!("{at}.input_schema"), "is required")),
     };
     check_input_schema(&input_schema).map_err(|m| err(&format!("{at}.input_schema"), &m))?;
@@ -203,9 +209,7 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!(
-            "tool name {name:?} is invalid: use 1-64 characters from a-z, 0-9 and '_', starting with a letter"
-        ))
+        Err(format!("tool name {name:?} is invalid: use 1-64 characters from a-z, 0-9 and '_', starting with a letter"))
     }
 }
 
@@ -213,7 +217,9 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
 pub fn check_input_schema(schema: &Map<String, Value>) -> Result<(), String> {
     match schema.get("type") {
         Some(Value::String(t)) if t == "object" => {}
-        Some(other) => return Err(format!("must have \"type\": \"object\" (tool arguments are an object), found {other}")),
+        Some(other) => {
+            return Err(format!("must have \"type\": \"object\" (tool arguments are an object), found {other}"));
+        }
         None => return Err("must have \"type\": \"object\" (tool arguments are an object)".into()),
     }
     let value = Value::Object(schema.clone());
@@ -284,13 +290,28 @@ mod tests {
             (json!([]), "tools"),
             (json!([tool("a"), tool("a")]), "tools[1].name"),
             (json!([tool("Bad")]), "tools[0].name"),
-            (json!([{"name": "a", "description": "d", "input_schema": {"type": "string"}, "handler": "x"}]), "tools[0].input_schema"),
-            (json!([{"name": "a", "description": "d", "input_schema": {"type": "object", "properties": 3}, "handler": "x"}]), "tools[0].input_schema"),
+            (
+                json!([{"name": "a", "description": "d", "input_schema": {"type": "string"}, "handler": "x"}]),
+                "tools[0].input_schema",
+            ),
+            (
+                json!([{"name": "a", "description": "d", "input_schema": {"type": "object", "properties": 3}, "handler": "x"}]),
+                "tools[0].input_schema",
+            ),
             (json!([{"name": "a", "description": "d", "input_schema": [], "handler": "x"}]), "tools[0].input_schema"),
             (json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}}]), "tools[0].handler"),
-            (json!([{"name": "a", "description": "", "input_schema": {"type": "object"}, "handler": "x"}]), "tools[0].description"),
-            (json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": "x", "annotations": {"readOnly": true}}]), "tools[0].annotations"),
-            (json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": "x", "extra": 1}]), "tools[0].extra"),
+            (
+                json!([{"name": "a", "description": "", "input_schema": {"type": "object"}, "handler": "x"}]),
+                "tools[0].description",
+            ),
+            (
+                json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": "x", "annotations": {"readOnly": true}}]),
+                "tools[0].annotations",
+            ),
+            (
+                json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": "x", "extra": 1}]),
+                "tools[0].extra",
+            ),
         ];
         for (body, field) in cases {
             let error = Toolset::parse(body.as_array().unwrap()).unwrap_err();

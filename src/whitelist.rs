@@ -83,10 +83,9 @@ impl Whitelist {
     /// Whether a canonical host may be fetched.
     pub fn allows(&self, host: &CanonicalHost) -> bool {
         match host {
-            CanonicalHost::Ip(ip) => self
-                .entries
-                .iter()
-                .any(|e| e.domain.parse::<IpAddr>().is_ok_and(|allowed| allowed == *ip)),
+            CanonicalHost::Ip(ip) => {
+                self.entries.iter().any(|e| e.domain.parse::<IpAddr>().is_ok_and(|allowed| allowed == *ip))
+            }
             CanonicalHost::Domain(host) => self.entries.iter().any(|e| {
                 let domain = e.domain.as_str();
                 host == domain
@@ -268,7 +267,16 @@ mod tests {
 
     #[test]
     fn refuses_broad_or_malformed_entries() {
-        for bad in ["*.example.com", "localhost", "com", "http://example.com", "example.com/x", "", "a.localhost", "example.com:80"] {
+        for bad in [
+            "*.example.com",
+            "localhost",
+            "com",
+            "http://example.com",
+            "example.com/x",
+            "",
+            "a.localhost",
+            "example.com:80",
+        ] {
             assert!(canonical_whitelist_domain(bad).is_err(), "{bad:?} should be refused");
         }
         assert_eq!(canonical_whitelist_domain(" Example.COM. ").unwrap(), "example.com");

@@ -30,9 +30,8 @@ pub async fn create_server(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
-    let body = body
-        .as_object()
-        .ok_or_else(|| ApiError::bad_request("invalid_body", "the body must be a JSON object"))?;
+    let body =
+        body.as_object().ok_or_else(|| ApiError::bad_request("invalid_body", "the body must be a JSON object"))?;
     for key in body.keys() {
         if !REGISTER_FIELDS.contains(&key.as_str()) {
             return Err(ApiError::bad_request(
@@ -71,7 +70,9 @@ pub async fn create_server(
             if prompt.chars().count() > MAX_PROMPT_CHARS {
                 return Err(ApiError::unprocessable(
                     "prompt_too_long",
-                    format!("prompt is longer than {MAX_PROMPT_CHARS} characters; link the documentation instead of pasting it"),
+                    format!(
+                        "prompt is longer than {MAX_PROMPT_CHARS} characters; link the documentation instead of pasting it"
+                    ),
                 ));
             }
             let dry_run = optional_bool(body, "dry_run")?;
@@ -104,11 +105,10 @@ pub async fn create_server(
                 .into_response())
         }
         (Some(tools), None) => {
-            let tools = tools.as_array().ok_or_else(|| {
-                ApiError::bad_request("invalid_field", "tools must be an array of tool objects")
-            })?;
-            let toolset = Toolset::parse(tools)
-                .map_err(|e| ApiError::unprocessable("invalid_tool", e.to_string()))?;
+            let tools = tools
+                .as_array()
+                .ok_or_else(|| ApiError::bad_request("invalid_field", "tools must be an array of tool objects"))?;
+            let toolset = Toolset::parse(tools).map_err(|e| ApiError::unprocessable("invalid_tool", e.to_string()))?;
             let toolset = check_handlers(toolset).await?;
             let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
             let new = NewToolsetServer {
@@ -215,8 +215,9 @@ pub async fn regenerate_server(
     let body: RegenerateBody = if body.iter().all(u8::is_ascii_whitespace) {
         RegenerateBody::default()
     } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request("invalid_body", format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {e}")))?
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request("invalid_body", format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {e}"))
+        })?
     };
     let record = find_server(&state, &id).await?;
     let Some(prompt) = record.prompt.clone().filter(|_| record.kind == "prompt") else {
@@ -228,12 +229,12 @@ pub async fn regenerate_server(
     if !state.generator.llm_configured() {
         return Err(llm_not_configured());
     }
-    let generation_id = state
-        .catalog
-        .start_regeneration(&record.id, body.dry_run, body.force)
-        .await?
-        .ok_or_else(|| {
-            ApiError::conflict("generation_running", format!("server {id:?} is already being generated; wait for it to finish"))
+    let generation_id =
+        state.catalog.start_regeneration(&record.id, body.dry_run, body.force).await?.ok_or_else(|| {
+            ApiError::conflict(
+                "generation_running",
+                format!("server {id:?} is already being generated; wait for it to finish"),
+            )
         })?;
     state.generator.spawn(Job {
         server: record.id.clone(),
@@ -274,13 +275,17 @@ pub async fn put_access_token(
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     let id = parse_id(&id)?;
-    let token = access_token::parse(&body.access_token).map_err(|m| ApiError::unprocessable("invalid_access_token", m))?;
+    let token =
+        access_token::parse(&body.access_token).map_err(|m| ApiError::unprocessable("invalid_access_token", m))?;
     set_access_token(&state, &id, Some(&access_token::digest(&token))).await?;
     Ok(Json(json!({"id": id, "access_token_set": true})))
 }
 
 /// `DELETE /admin/servers/{id}/access-token`: the mount becomes open again.
-pub async fn delete_access_token(State(state): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete_access_token(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
     let id = parse_id(&id)?;
     set_access_token(&state, &id, None).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -291,10 +296,10 @@ async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>)
         return Err(not_found(id));
     }
     // Remount so the serving path sees the new token at once.
-    if state.registry.get(id).is_some() {
-        if let Some(record) = state.catalog.mount_record(id).await? {
-            state.registry.mount(record);
-        }
+    if state.registry.get(id).is_some()
+        && let Some(record) = state.catalog.mount_record(id).await?
+    {
+        state.registry.mount(record);
     }
     tracing::info!(server_id = %id, set = digest.is_some(), "access token changed");
     Ok(())
@@ -464,9 +469,8 @@ async fn find_server(state: &AppState, raw_id: &str) -> Result<ServerRecord, Api
 }
 
 fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
-    ServerId::parse(raw).map_err(|_| {
-        ApiError::not_found("server_not_found", format!("no server {raw:?} (ids use a-z, 0-9 and '-')"))
-    })
+    ServerId::parse(raw)
+        .map_err(|_| ApiError::not_found("server_not_found", format!("no server {raw:?} (ids use a-z, 0-9 and '-')")))
 }
 
 fn not_found(id: &ServerId) -> ApiError {
@@ -496,9 +500,9 @@ fn string_list(body: &Map<String, Value>, key: &str) -> Result<Vec<String>, ApiE
             .iter()
             .enumerate()
             .map(|(i, item)| {
-                item.as_str().map(str::to_string).ok_or_else(|| {
-                    ApiError::bad_request("invalid_field", format!("{key}[{i}] must be a string"))
-                })
+                item.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ApiError::bad_request("invalid_field", format!("{key}[{i}] must be a string")))
             })
             .collect(),
         Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be an array of strings"))),

@@ -11,7 +11,11 @@ use crate::app::AppState;
 
 /// Refuses admin requests without the configured token; a daemon with no token (loopback only,
 /// enforced by config validation) lets every request through.
-pub async fn require_admin_token(State(state): State<AppState>, request: Request, next: Next) -> Result<Response, ApiError> {
+pub async fn require_admin_token(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
     let expected = state.config.admin.token.expose();
     if expected.is_empty() {
         return Ok(next.run(request).await);
@@ -27,7 +31,9 @@ pub async fn require_admin_token(State(state): State<AppState>, request: Request
             "unauthorized",
             "missing admin token: send Authorization: Bearer <token> ([admin] token)",
         )),
-        Some(token) if crate::access_token::constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) => Ok(next.run(request).await),
+        Some(token) if crate::access_token::constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) => {
+            Ok(next.run(request).await)
+        }
         Some(_) => Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", "the admin token is not valid")),
     }
 }

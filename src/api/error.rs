@@ -56,7 +56,9 @@ impl From<CatalogError> for ApiError {
         match error {
             CatalogError::Conflict(id) => ApiError::conflict(
                 "server_exists",
-                format!("a server with id {id:?} already exists; choose another id or DELETE /admin/servers/{id} first"),
+                format!(
+                    "a server with id {id:?} already exists; choose another id or DELETE /admin/servers/{id} first"
+                ),
             ),
             other => ApiError::internal(other),
         }

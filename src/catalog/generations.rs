@@ -96,7 +96,12 @@ impl Catalog {
     }
 
     /// Starts another generation of an existing prompt server. `None` if one is already running.
-    pub async fn start_regeneration(&self, id: &ServerId, dry_run: bool, force: bool) -> Result<Option<i64>, CatalogError> {
+    pub async fn start_regeneration(
+        &self,
+        id: &ServerId,
+        dry_run: bool,
+        force: bool,
+    ) -> Result<Option<i64>, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
         let running: i64 = sqlx::query_scalar(
@@ -120,7 +125,12 @@ impl Catalog {
     }
 
     /// Moves a running generation (and its server's status) to the next stage.
-    pub async fn set_generation_stage(&self, server: &ServerId, generation_id: i64, stage: &str) -> Result<(), CatalogError> {
+    pub async fn set_generation_stage(
+        &self,
+        server: &ServerId,
+        generation_id: i64,
+        stage: &str,
+    ) -> Result<(), CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
         sqlx::query("UPDATE generations SET status = ? WHERE id = ?")
@@ -139,16 +149,22 @@ impl Catalog {
     }
 
     /// Stores the documents a generation fetched; texts are deduplicated by hash.
-    pub async fn record_documents(&self, generation_id: i64, documents: &[NewDocument<'_>]) -> Result<(), CatalogError> {
+    pub async fn record_documents(
+        &self,
+        generation_id: i64,
+        documents: &[NewDocument<'_>],
+    ) -> Result<(), CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
         for (position, document) in documents.iter().enumerate() {
-            sqlx::query("INSERT INTO documents (sha256, text, created_at) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING")
-                .bind(document.sha256)
-                .bind(document.text)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "INSERT INTO documents (sha256, text, created_at) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING",
+            )
+            .bind(document.sha256)
+            .bind(document.text)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
             sqlx::query(
                 "INSERT INTO generation_documents (generation_id, position, url, source_url, final_url, content_type,
                      sha256, bytes, chars, truncated, summarised, discovered_urls, fetched_at)

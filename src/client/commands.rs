@@ -49,9 +49,9 @@ impl Failure {
         match self {
             Failure::Client(error) => eprintln!("error: {error}"),
             Failure::Local(message) | Failure::Failed(message) => eprintln!("error: {message}"),
-            Failure::Interrupted { id } => eprintln!(
-                "stopped waiting; the generation goes on in the daemon (follow it with `mcpbootd show {id}`)"
-            ),
+            Failure::Interrupted { id } => {
+                eprintln!("stopped waiting; the generation goes on in the daemon (follow it with `mcpbootd show {id}`)")
+            }
         }
     }
 }
@@ -177,7 +177,11 @@ pub async fn calls(session: &Session, id: &str, limit: Option<u32>) -> Result<()
 /// so scripts always get JSON.
 pub async fn delete(session: &Session, id: &str) -> Result<(), Failure> {
     session.client.delete_server(id).await?;
-    print_out(&if session.json { output::pretty(&json!({"id": id, "deleted": true})) } else { format!("deleted {id}") });
+    print_out(&if session.json {
+        output::pretty(&json!({"id": id, "deleted": true}))
+    } else {
+        format!("deleted {id}")
+    });
     Ok(())
 }
 
@@ -235,7 +239,8 @@ fn report_end(session: &Session, id: &str, generation_id: Option<i64>, end: &Gen
         }
         _ if session.json => Ok(()),
         "planned" => {
-            let planned = output::generation_by_id(&end.view, generation_id).map(output::planned_tools).unwrap_or_default();
+            let planned =
+                output::generation_by_id(&end.view, generation_id).map(output::planned_tools).unwrap_or_default();
             let mut text = format!("planned {id} (dry run): {}; nothing was mounted\n", plural(planned.len(), "tool"));
             for (name, description) in planned {
                 text.push_str(&format!("  {name}  {description}\n"));
@@ -290,13 +295,15 @@ fn toolset_body(path: &Path, register: &Register) -> Result<Value, Failure> {
 fn parse_arguments(raw: &str) -> Result<Value, Failure> {
     let (text, source) = match raw.strip_prefix('@') {
         Some(path) => {
-            let text = read_input(Path::new(path)).map_err(|e| Failure::Local(format!("cannot read --args file {path}: {e}")))?;
+            let text = read_input(Path::new(path))
+                .map_err(|e| Failure::Local(format!("cannot read --args file {path}: {e}")))?;
             (text, format!("--args file {path}"))
         }
         None => (raw.to_string(), "--args".to_string()),
     };
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| Failure::Local(format!("{source} is not valid JSON ({e}); expected an object like '{{\"id\": 1}}'")))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        Failure::Local(format!("{source} is not valid JSON ({e}); expected an object like '{{\"id\": 1}}'"))
+    })?;
     if !value.is_object() {
         return Err(Failure::Local(format!("{source} must be a JSON object like '{{\"id\": 1}}', not {value}")));
     }
@@ -333,7 +340,9 @@ mod tests {
             let error = parse_arguments(bad).unwrap_err();
             assert_eq!(error.exit_code(), 2, "{bad}");
         }
-        assert!(matches!(parse_arguments("@/nonexistent/args.json"), Err(Failure::Local(m)) if m.contains("cannot read")));
+        assert!(
+            matches!(parse_arguments("@/nonexistent/args.json"), Err(Failure::Local(m)) if m.contains("cannot read"))
+        );
     }
 
     #[test]

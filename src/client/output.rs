@@ -56,7 +56,14 @@ pub fn calls_table(body: &Value) -> String {
         .map(|c| {
             let duration = c["duration_us"].as_u64().map(micros).unwrap_or_default();
             let error = c["error"].as_str().map(|e| shorten(e.lines().next().unwrap_or(""), 100)).unwrap_or_default();
-            vec![timestamp(&c["started_at"]), text(&c["tool"]), text(&c["outcome"]), duration, text(&c["fetches"]), error]
+            vec![
+                timestamp(&c["started_at"]),
+                text(&c["tool"]),
+                text(&c["outcome"]),
+                duration,
+                text(&c["fetches"]),
+                error,
+            ]
         })
         .collect();
     table(&["TIME", "TOOL", "OUTCOME", "DURATION", "FETCHES", "ERROR"], rows)
@@ -94,10 +101,7 @@ pub fn server_summary(view: &Value, mcp_url: &str) -> String {
         }
     } else {
         let _ = writeln!(out, "\nwhitelist:");
-        let rows = whitelist
-            .iter()
-            .map(|w| vec![text(&w["domain"]), text(&w["source"]), text(&w["detail"])])
-            .collect();
+        let rows = whitelist.iter().map(|w| vec![text(&w["domain"]), text(&w["source"]), text(&w["detail"])]).collect();
         indent(&mut out, &table(&["DOMAIN", "SOURCE", "DETAIL"], rows));
     }
     if let Some(refused) = latest.or(active).map(|g| array(&g["refused_domains"])).filter(|r| !r.is_empty()) {
@@ -230,7 +234,8 @@ fn tool_list(out: &mut String, tools: &[Value]) {
         if let Some(test) = tool.get("self_test").filter(|t| t.is_object()) {
             let status = text(&test["status"]);
             let detail = test["error"].as_str().or(test["reason"].as_str()).map(|d| format!(": {}", first_line(d)));
-            let repaired = if status == "passed" && test["attempts"].as_u64() > Some(1) { " after a repair" } else { "" };
+            let repaired =
+                if status == "passed" && test["attempts"].as_u64() > Some(1) { " after a repair" } else { "" };
             let _ = writeln!(out, "  {:<width$}  self-test: {status}{repaired}{}", "", detail.unwrap_or_default());
         }
     }
@@ -439,7 +444,10 @@ weather-long  w            planning  0      /servers/weather-long/mcp  2025-01-0
         assert_eq!(call_result(&response), "{\n  \"a\": 1\n}\n");
         let response = json!({"result": {"content": [{"type": "text", "text": "summary"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}],
                                           "structuredContent": {"b": 2}}});
-        assert_eq!(call_result(&response), "summary\n[image: image/png, 3 bytes]\nstructured content:\n{\n  \"b\": 2\n}\n");
+        assert_eq!(
+            call_result(&response),
+            "summary\n[image: image/png, 3 bytes]\nstructured content:\n{\n  \"b\": 2\n}\n"
+        );
     }
 
     #[test]

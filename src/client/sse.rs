@@ -86,11 +86,8 @@ mod tests {
     fn parses_named_events_comments_and_multiline_data() {
         let input = ": keep-alive\n\nevent: status\ndata: {\"status\":\"fetching\"}\n\n\
                      event:done\r\ndata: a\r\ndata:b\r\nid: 7\r\nretry: 10\r\n\r\ndata: plain\n\n";
-        let expected = vec![
-            event("status", "{\"status\":\"fetching\"}"),
-            event("done", "a\nb"),
-            event("message", "plain"),
-        ];
+        let expected =
+            vec![event("status", "{\"status\":\"fetching\"}"), event("done", "a\nb"), event("message", "plain")];
         for size in [1, 2, 3, 7, input.len()] {
             assert_eq!(parse_in_chunks(input.as_bytes(), size), expected, "chunk size {size}");
         }

@@ -135,10 +135,39 @@ pub fn extract_urls(prompt: &str) -> Vec<String> {
 pub fn rewrite_github(url: &Url) -> Option<Url> {
     // First path segments that are GitHub's own pages, not users or organisations.
     const RESERVED: &[&str] = &[
-        "about", "apps", "collections", "contact", "customer-stories", "enterprise", "events", "explore", "features",
-        "github", "login", "marketplace", "new", "notifications", "orgs", "organizations", "pricing", "pulls",
-        "issues", "search", "security", "settings", "site", "sponsors", "topics", "trending", "users", "join",
-        "codespaces", "readme", "team", "resources", "solutions",
+        "about",
+        "apps",
+        "collections",
+        "contact",
+        "customer-stories",
+        "enterprise",
+        "events",
+        "explore",
+        "features",
+        "github",
+        "login",
+        "marketplace",
+        "new",
+        "notifications",
+        "orgs",
+        "organizations",
+        "pricing",
+        "pulls",
+        "issues",
+        "search",
+        "security",
+        "settings",
+        "site",
+        "sponsors",
+        "topics",
+        "trending",
+        "users",
+        "join",
+        "codespaces",
+        "readme",
+        "team",
+        "resources",
+        "solutions",
     ];
     if !matches!(url.scheme(), "http" | "https") || !matches!(url.host_str(), Some("github.com" | "www.github.com")) {
         return None;
@@ -370,8 +399,13 @@ fn classify(essence: Option<&str>, body: &[u8]) -> Option<Kind> {
     match essence {
         Some("text/html" | "application/xhtml+xml") => Some(Kind::Html),
         Some(
-            "application/json" | "application/yaml" | "application/x-yaml" | "application/xml"
-            | "application/javascript" | "application/vnd.oai.openapi" | "application/graphql",
+            "application/json"
+            | "application/yaml"
+            | "application/x-yaml"
+            | "application/xml"
+            | "application/javascript"
+            | "application/vnd.oai.openapi"
+            | "application/graphql",
         ) => Some(Kind::Text),
         Some(t) if t.starts_with("image/") => None, // `image/svg+xml` is XML, but not documentation
         Some(t) if t.starts_with("text/") || t.ends_with("+json") || t.ends_with("+yaml") || t.ends_with("+xml") => {
@@ -637,30 +671,40 @@ mod tests {
             ("none", "make me a weather tool", &[]),
             ("one", "Use https://api.example.com/docs for this", &["https://api.example.com/docs"]),
             ("http too", "see http://example.org", &["http://example.org"]),
-            ("sentence punctuation", "Docs: https://a.test/x. Also https://b.test/y, and https://c.test/z!", &[
-                "https://a.test/x",
-                "https://b.test/y",
-                "https://c.test/z",
-            ]),
-            ("more punctuation", "(https://a.test/p); \"https://b.test/q\" 'https://c.test/r'? https://d.test/s:", &[
-                "https://a.test/p",
-                "https://b.test/q",
-                "https://c.test/r",
-                "https://d.test/s",
-            ]),
-            ("wikipedia parens kept", "see https://en.wikipedia.org/wiki/Rust_(programming_language).", &[
-                "https://en.wikipedia.org/wiki/Rust_(programming_language)",
-            ]),
-            ("wikipedia in parens", "(see https://en.wikipedia.org/wiki/Foo_(bar))", &["https://en.wikipedia.org/wiki/Foo_(bar)"]),
+            (
+                "sentence punctuation",
+                "Docs: https://a.test/x. Also https://b.test/y, and https://c.test/z!",
+                &["https://a.test/x", "https://b.test/y", "https://c.test/z"],
+            ),
+            (
+                "more punctuation",
+                "(https://a.test/p); \"https://b.test/q\" 'https://c.test/r'? https://d.test/s:",
+                &["https://a.test/p", "https://b.test/q", "https://c.test/r", "https://d.test/s"],
+            ),
+            (
+                "wikipedia parens kept",
+                "see https://en.wikipedia.org/wiki/Rust_(programming_language).",
+                &["https://en.wikipedia.org/wiki/Rust_(programming_language)"],
+            ),
+            (
+                "wikipedia in parens",
+                "(see https://en.wikipedia.org/wiki/Foo_(bar))",
+                &["https://en.wikipedia.org/wiki/Foo_(bar)"],
+            ),
             ("markdown link", "[the API](https://api.test/v1) docs", &["https://api.test/v1"]),
             ("brackets", "[https://a.test/x] {https://b.test/y}", &["https://a.test/x", "https://b.test/y"]),
             ("query and fragment kept", "https://a.test/p?q=1&r=2#frag", &["https://a.test/p?q=1&r=2#frag"]),
-            ("dedupe keeps first spelling", "https://A.test/x https://a.test/x https://a.test/x#y https://b.test", &[
-                "https://A.test/x",
-                "https://b.test",
-            ]),
+            (
+                "dedupe keeps first spelling",
+                "https://A.test/x https://a.test/x https://a.test/x#y https://b.test",
+                &["https://A.test/x", "https://b.test"],
+            ),
             ("trailing slash dedupes", "https://a.test https://a.test/", &["https://a.test"]),
-            ("other schemes ignored", "ftp://a.test/f mailto:x@y.test file:///etc/passwd ws://a.test javascript:x", &[]),
+            (
+                "other schemes ignored",
+                "ftp://a.test/f mailto:x@y.test file:///etc/passwd ws://a.test javascript:x",
+                &[],
+            ),
             ("scheme needs a word boundary", "xhttps://a.test/ myhttp://b.test", &[]),
             ("uppercase scheme", "HTTPS://A.TEST/X", &["HTTPS://A.TEST/X"]),
             ("angle brackets", "<https://a.test/x>", &["https://a.test/x"]),
@@ -884,7 +928,10 @@ mod tests {
         assert!(lengths.iter().sum::<usize>() <= 1_000, "{lengths:?}");
         assert!(lengths[1] <= 450 && lengths[2] <= 450 && lengths[1] >= 400, "{lengths:?}");
         assert!(documents[1].truncated && documents[2].truncated && !documents[0].truncated);
-        assert!(warnings.iter().any(|w| w.contains("https://b.test/") && w.contains("max_total_chars")), "{warnings:?}");
+        assert!(
+            warnings.iter().any(|w| w.contains("https://b.test/") && w.contains("max_total_chars")),
+            "{warnings:?}"
+        );
     }
 
     // --- against a loopback server -------------------------------------------------------------
@@ -972,7 +1019,9 @@ mod tests {
             .route("/docs/old", get(|| async { Redirect::temporary("/docs/new/") }))
             .route(
                 "/docs/new/",
-                get(|| async { ([(header::CONTENT_TYPE, "text/html")], "<p>Moved here. <a href=\"child\">child</a></p>") }),
+                get(|| async {
+                    ([(header::CONTENT_TYPE, "text/html")], "<p>Moved here. <a href=\"child\">child</a></p>")
+                }),
             )
             .route(
                 "/logo.png",
@@ -981,14 +1030,17 @@ mod tests {
             .route(
                 "/untyped",
                 get(|| async {
-                    let mut response = Response::new(axum::body::Body::from("<!doctype html><title>T</title><p>sniffed"));
+                    let mut response =
+                        Response::new(axum::body::Body::from("<!doctype html><title>T</title><p>sniffed"));
                     response.headers_mut().remove(header::CONTENT_TYPE);
                     response
                 }),
             )
             .route(
                 "/octet",
-                get(|| async { ([(header::CONTENT_TYPE, "application/octet-stream")], "<html><p>octet html</p></html>") }),
+                get(|| async {
+                    ([(header::CONTENT_TYPE, "application/octet-stream")], "<html><p>octet html</p></html>")
+                }),
             )
             .route(
                 "/big.txt",
@@ -1054,18 +1106,25 @@ mod tests {
         assert_eq!(page.url, urls[0]);
         assert_eq!(page.final_url, urls[0]);
         assert_eq!(page.bytes, HTML_PAGE.len());
-        assert!(page.text.starts_with("Items API\n\nItems\n\nList items with GET https://api.example.test/v1/items."), "{}", page.text);
+        assert!(
+            page.text.starts_with("Items API\n\nItems\n\nList items with GET https://api.example.test/v1/items."),
+            "{}",
+            page.text
+        );
         assert!(page.text.contains("```json\n{\"id\": 1, \"name\": \"thing\"}\n```"), "{}", page.text);
         for chrome in ["Home", "Pricing", "Site banner", "color: red", "analytics", "©", "<"] {
             assert!(!page.text.contains(chrome), "{chrome:?} in {}", page.text);
         }
-        assert_eq!(page.discovered_urls, vec![
-            "https://tracker.example.test/t.js".to_string(),
-            server.url("/home"),
-            server.url("/pricing"),
-            "https://api.example.test/v1/items".to_string(),
-            server.url("/relative/path"),
-        ]);
+        assert_eq!(
+            page.discovered_urls,
+            vec![
+                "https://tracker.example.test/t.js".to_string(),
+                server.url("/home"),
+                server.url("/pricing"),
+                "https://api.example.test/v1/items".to_string(),
+                server.url("/relative/path"),
+            ]
+        );
         assert_eq!(page.sha256, sha256_hex(page.text.as_bytes()));
         assert!(!page.truncated && !page.summarised);
 
@@ -1128,7 +1187,10 @@ mod tests {
         ];
         assert_eq!(outcome.warnings.len(), expect.len(), "{:?}", outcome.warnings);
         for (warning, (url, reason)) in outcome.warnings.iter().zip(expect) {
-            assert!(warning.contains(url.as_str()) && warning.contains(reason), "{warning:?} should name {url} and {reason:?}");
+            assert!(
+                warning.contains(url.as_str()) && warning.contains(reason),
+                "{warning:?} should name {url} and {reason:?}"
+            );
         }
     }
 
@@ -1150,7 +1212,11 @@ mod tests {
         let limits = DocsLimits { max_page_bytes: 10_000, ..fast() };
         let outcome = fetch_documents(&egress, &[server.url("/big.txt"), server.url("/guide.md")], &limits).await;
         assert_eq!(outcome.documents.len(), 1);
-        assert!(outcome.warnings[0].contains("/big.txt") && outcome.warnings[0].contains("10000"), "{:?}", outcome.warnings);
+        assert!(
+            outcome.warnings[0].contains("/big.txt") && outcome.warnings[0].contains("10000"),
+            "{:?}",
+            outcome.warnings
+        );
     }
 
     #[tokio::test]

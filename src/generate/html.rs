@@ -203,8 +203,22 @@ fn open_or_close(
 /// `highlight-source-json`, or a bare well-known name), lowercase; empty when unknown.
 fn code_language(class: Option<&str>) -> String {
     const BARE: &[&str] = &[
-        "json", "yaml", "yml", "http", "xml", "html", "bash", "sh", "shell", "python", "javascript", "js",
-        "typescript", "ts", "graphql", "curl",
+        "json",
+        "yaml",
+        "yml",
+        "http",
+        "xml",
+        "html",
+        "bash",
+        "sh",
+        "shell",
+        "python",
+        "javascript",
+        "js",
+        "typescript",
+        "ts",
+        "graphql",
+        "curl",
     ];
     let Some(class) = class else { return String::new() };
     let clean = |s: &str| -> String {
@@ -221,11 +235,7 @@ fn code_language(class: Option<&str>) -> String {
             }
         }
     }
-    class
-        .split_ascii_whitespace()
-        .map(str::to_ascii_lowercase)
-        .find(|t| BARE.contains(&t.as_str()))
-        .unwrap_or_default()
+    class.split_ascii_whitespace().map(str::to_ascii_lowercase).find(|t| BARE.contains(&t.as_str())).unwrap_or_default()
 }
 
 /// Accumulates text with whitespace normalisation: runs of spaces collapse outside `<pre>`, line
@@ -458,9 +468,13 @@ impl Writer {
 // ---------------------------------------------------------------------------------------------
 
 enum Markup {
-    Comment { end: usize },
+    Comment {
+        end: usize,
+    },
     /// `<!doctype …>`, `<![CDATA[…]]>`, `<?…>`: skipped.
-    Declaration { end: usize },
+    Declaration {
+        end: usize,
+    },
     Tag(Tag),
 }
 
@@ -839,11 +853,7 @@ pub fn extract_links(html_or_text: &str, base: &Url) -> Vec<String> {
             Found::Bare(token) => Url::parse(&token).ok(),
             Found::Attribute(value) => {
                 let value = value.trim();
-                if value.is_empty() || value.starts_with('#') {
-                    None
-                } else {
-                    base.join(value).ok()
-                }
+                if value.is_empty() || value.starts_with('#') { None } else { base.join(value).ok() }
             }
         };
         if let Some(mut url) = resolved.filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some()) {
@@ -962,7 +972,11 @@ fn bare_url(text: &str, start: usize) -> (Option<String>, usize) {
         let trim = match last {
             '.' | ',' | ';' | ':' | '!' | '?' | '\'' | '"' | '*' | '…' => true,
             ')' | ']' | '}' => {
-                let pair = &mut brackets[match last { ')' => 0, ']' => 1, _ => 2 }];
+                let pair = &mut brackets[match last {
+                    ')' => 0,
+                    ']' => 1,
+                    _ => 2,
+                }];
                 let unbalanced = pair.1 > pair.0;
                 if unbalanced {
                     pair.1 -= 1;
@@ -1006,8 +1020,16 @@ mod tests {
             ("nav dropped", "<nav><a href=x>Home</a></nav><p>body</p>", "body"),
             ("nested nav", "<nav>a<nav>b</nav>c</nav>d", "d"),
             ("header and footer dropped", "<header>Site</header><p>x</p><footer>(c)</footer>", "x"),
-            ("header inside article kept", "<article><header><h1>GET /items</h1></header>body</article>", "GET /items\n\nbody"),
-            ("noscript svg template", "a<noscript>js</noscript>b<svg><text>t</text></svg>c<template>z</template>d", "a\nb\nc\nd"),
+            (
+                "header inside article kept",
+                "<article><header><h1>GET /items</h1></header>body</article>",
+                "GET /items\n\nbody",
+            ),
+            (
+                "noscript svg template",
+                "a<noscript>js</noscript>b<svg><text>t</text></svg>c<template>z</template>d",
+                "a\nb\nc\nd",
+            ),
             ("self-closing svg", "a<svg/>b", "a\nb"),
             ("unclosed script at EOF", "a<script>if (x < 1) {", "a"),
             ("unclosed nav at EOF", "a<nav>menu", "a"),
@@ -1023,9 +1045,17 @@ mod tests {
             ("windows-1252 references", "&#150;&#147;x&#148;", "–“x”"),
             ("unknown entity kept", "&bogus; & &amp", "&bogus; & &amp"),
             ("escaped tags are text", "&lt;p&gt;not a tag&lt;/p&gt;", "<p>not a tag</p>"),
-            ("table cells", "<table><tr><th>Name</th><th>Type</th></tr><tr><td>id</td><td>int</td></tr></table>", "Name | Type\nid | int"),
+            (
+                "table cells",
+                "<table><tr><th>Name</th><th>Type</th></tr><tr><td>id</td><td>int</td></tr></table>",
+                "Name | Type\nid | int",
+            ),
             ("pre keeps layout", "<p>x</p><pre>  a\n    b  \n\n\n\nc</pre>y", "x\n\n```\n  a\n    b\n\nc\n```\n\ny"),
-            ("pre language from code", "<pre><code class=\"language-json\">{\n  \"a\": 1\n}</code></pre>", "```json\n{\n  \"a\": 1\n}\n```"),
+            (
+                "pre language from code",
+                "<pre><code class=\"language-json\">{\n  \"a\": 1\n}</code></pre>",
+                "```json\n{\n  \"a\": 1\n}\n```",
+            ),
             ("pre language from pre", "<pre class=\"highlight lang-yaml\">a: 1</pre>", "```yaml\na: 1\n```"),
             ("pre entities and tags", "<pre>a &lt; b <span>c</span></pre>", "```\na < b c\n```"),
             ("empty pre has no fence", "a<pre>  </pre>b", "a\n\nb"),
@@ -1042,9 +1072,32 @@ mod tests {
     #[test]
     fn never_panics_on_odd_input() {
         let inputs = [
-            "<", "<<", "</", "<!", "<!-", "<!--", "<?", "&", "&#", "&#x", "&#;", "<a", "<a href", "<a href=",
-            "<a href='", "<pre><pre></pre>", "</pre></pre>x", "<script", "<script>", "</script>", "<nav></nav></nav>",
-            "é<é>ü&ü;", "<![CDATA[x", "<p\u{0}>", "&#x10FFFF;", "<code class=language-json>x</code>",
+            "<",
+            "<<",
+            "</",
+            "<!",
+            "<!-",
+            "<!--",
+            "<?",
+            "&",
+            "&#",
+            "&#x",
+            "&#;",
+            "<a",
+            "<a href",
+            "<a href=",
+            "<a href='",
+            "<pre><pre></pre>",
+            "</pre></pre>x",
+            "<script",
+            "<script>",
+            "</script>",
+            "<nav></nav></nav>",
+            "é<é>ü&ü;",
+            "<![CDATA[x",
+            "<p\u{0}>",
+            "&#x10FFFF;",
+            "<code class=language-json>x</code>",
         ];
         for input in inputs {
             let _ = html_to_text(input);
@@ -1079,7 +1132,11 @@ mod tests {
             ("markdown link", "[docs](https://api.example.test/docs)", &["https://api.example.test/docs"]),
             ("markdown autolink", "<https://api.example.test/auto>", &["https://api.example.test/auto"]),
             ("bare URL with &amp;", "https://a.test/?x=1&amp;y=2&quot;", &["https://a.test/?x=1&y=2"]),
-            ("dedupe, order kept", "https://b.test/ https://a.test/ <a href=\"https://b.test/\">", &["https://b.test/", "https://a.test/"]),
+            (
+                "dedupe, order kept",
+                "https://b.test/ https://a.test/ <a href=\"https://b.test/\">",
+                &["https://b.test/", "https://a.test/"],
+            ),
             ("href to bare URL found once", "<a href=\"https://c.test/x\">https://c.test/x</a>", &["https://c.test/x"]),
             ("not a URL", "xhttps://a.test/ http:// https://", &[]),
         ];

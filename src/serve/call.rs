@@ -11,9 +11,9 @@ use tracing::Instrument;
 
 use crate::catalog::{CallLog, CallRecord, now_millis};
 use crate::config::SandboxConfig;
-use crate::telemetry::metrics::{EgressOutcome, Metrics};
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::isolate::{Invocation, IsolatePool, Outcome, PoolError, SandboxLimits, ToolResult};
+use crate::telemetry::metrics::{EgressOutcome, Metrics};
 use crate::toolset::{ServerId, ToolSpec};
 
 /// A tool ready to be called: its name, handler and compiled argument validator. (Its description

@@ -50,17 +50,8 @@ pub const MAX_URL_BYTES: usize = 16 * 1024;
 /// Largest request body a handler may send.
 pub const MAX_REQUEST_BODY_BYTES: usize = 8 * 1024 * 1024;
 
-const FORBIDDEN_HEADERS: &[&str] = &[
-    "host",
-    "connection",
-    "content-length",
-    "transfer-encoding",
-    "te",
-    "upgrade",
-    "keep-alive",
-    "trailer",
-    "expect",
-];
+const FORBIDDEN_HEADERS: &[&str] =
+    &["host", "connection", "content-length", "transfer-encoding", "te", "upgrade", "keep-alive", "trailer", "expect"];
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie", "proxy-authorization"];
 
 /// The daemon-wide egress engine: one HTTP client with the vetting resolver.
@@ -92,7 +83,10 @@ pub struct CallEgress {
 #[derive(Debug)]
 enum Failure {
     /// The host may not be reached (whitelist, address rules).
-    Denied { host: String, reason: String },
+    Denied {
+        host: String,
+        reason: String,
+    },
     /// The request's shape is not allowed (scheme, credentials, method, headers).
     Refused(String),
     Network(String),
@@ -110,10 +104,7 @@ impl Egress {
         let resolve = Arc::new(
             settings.resolve.iter().map(|(host, ip)| (host.to_ascii_lowercase(), *ip)).collect::<BTreeMap<_, _>>(),
         );
-        let resolver = VettingResolver {
-            resolve,
-            allow_private_networks: settings.allow_private_networks,
-        };
+        let resolver = VettingResolver { resolve, allow_private_networks: settings.allow_private_networks };
         let client = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -197,13 +188,31 @@ impl Egress {
                         Failure::Denied { reason, .. } => Failure::Denied { host: host.to_string(), reason },
                         other => other,
                     };
-                    record(log, method.as_str(), url.host_str().unwrap_or(""), url.path(), started, None, 0, Some(&failure));
+                    record(
+                        log,
+                        method.as_str(),
+                        url.host_str().unwrap_or(""),
+                        url.path(),
+                        started,
+                        None,
+                        0,
+                        Some(&failure),
+                    );
                     return Err(failure);
                 }
             };
             let status = response.status;
             let location = response.location.clone();
-            record(log, method.as_str(), url.host_str().unwrap_or(""), url.path(), started, Some(status), response.body.len(), None);
+            record(
+                log,
+                method.as_str(),
+                url.host_str().unwrap_or(""),
+                url.path(),
+                started,
+                Some(status),
+                response.body.len(),
+                None,
+            );
 
             let is_redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
             if !is_redirect || request.redirect == "manual" || location.is_none() {
@@ -239,14 +248,17 @@ impl Egress {
 
     /// Checks one hop's URL against everything that can be decided before connecting.
     fn check_url(&self, policy: &ServerPolicy, url: &url::Url) -> Result<CanonicalHost, Failure> {
-        let host = CanonicalHost::of_url(url)
-            .ok_or_else(|| Failure::Refused(format!("only http and https URLs can be fetched, not {}:", url.scheme())))?;
+        let host = CanonicalHost::of_url(url).ok_or_else(|| {
+            Failure::Refused(format!("only http and https URLs can be fetched, not {}:", url.scheme()))
+        })?;
         let deny = |reason: String| Failure::Denied { host: host.to_string(), reason };
         if !matches!(url.scheme(), "http" | "https") {
             return Err(Failure::Refused(format!("only http and https URLs can be fetched, not {}:", url.scheme())));
         }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(Failure::Refused("URLs with credentials (user:password@) cannot be fetched; send an Authorization header".into()));
+            return Err(Failure::Refused(
+                "URLs with credentials (user:password@) cannot be fetched; send an Authorization header".into(),
+            ));
         }
         if url.port() == Some(0) {
             return Err(Failure::Refused("port 0 cannot be fetched".into()));
@@ -285,11 +297,8 @@ impl Egress {
         };
         let status = response.status();
         let status_text = status.canonical_reason().unwrap_or("").to_string();
-        let location = response
-            .headers()
-            .get(reqwest::header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
+        let location =
+            response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
         let response_headers: Vec<(String, String)> = response
             .headers()
             .iter()
@@ -297,9 +306,7 @@ impl Egress {
             .collect();
         let limit = policy.max_response_bytes;
         if response.content_length().is_some_and(|len| len > limit) {
-            return Err(Failure::Limit(format!(
-                "response body is larger than max_response_bytes ({limit} bytes)"
-            )));
+            return Err(Failure::Limit(format!("response body is larger than max_response_bytes ({limit} bytes)")));
         }
         let mut stream = response.bytes_stream();
         let mut body = BytesMut::new();
@@ -370,9 +377,9 @@ impl FetchHost for CallEgress {
                 )),
                 Failure::Refused(reason) => FetchError::Denied(format!("not allowed by network policy: {reason}")),
                 Failure::Limit(message) => FetchError::Limit(message),
-                Failure::Network(_) => FetchError::Network(
-                    "network error: the request could not be completed".to_string(),
-                ),
+                Failure::Network(_) => {
+                    FetchError::Network("network error: the request could not be completed".to_string())
+                }
             })
         })
     }
@@ -400,8 +407,7 @@ fn check_method(raw: &str) -> Result<reqwest::Method, Failure> {
     if matches!(upper.as_str(), "CONNECT" | "TRACE" | "TRACK") {
         return Err(Failure::Refused(format!("method {upper} is not allowed")));
     }
-    reqwest::Method::from_bytes(upper.as_bytes())
-        .map_err(|_| Failure::Network(format!("invalid HTTP method {raw:?}")))
+    reqwest::Method::from_bytes(upper.as_bytes()).map_err(|_| Failure::Network(format!("invalid HTTP method {raw:?}")))
 }
 
 fn check_headers(raw: &[(String, String)]) -> Result<HeaderMap, Failure> {
@@ -414,12 +420,14 @@ fn check_headers(raw: &[(String, String)]) -> Result<HeaderMap, Failure> {
         }
         let name = HeaderName::from_bytes(lower.as_bytes())
             .map_err(|_| Failure::Network(format!("invalid header name {name:?}")))?;
-        let value = HeaderValue::from_str(value)
-            .map_err(|_| Failure::Network(format!("invalid value for header {name}")))?;
+        let value =
+            HeaderValue::from_str(value).map_err(|_| Failure::Network(format!("invalid value for header {name}")))?;
         headers.append(name, value);
     }
     if headers.contains_key("proxy-authorization") {
-        return Err(Failure::Refused("request header \"Proxy-Authorization\" is set by the daemon, not by handlers".into()));
+        return Err(Failure::Refused(
+            "request header \"Proxy-Authorization\" is set by the daemon, not by handlers".into(),
+        ));
     }
     Ok(headers)
 }
@@ -494,13 +502,11 @@ impl reqwest::dns::Resolve for VettingResolver {
             if addresses.is_empty() {
                 return Err(Box::new(AddressRefused(format!("{name} has no addresses"))) as _);
             }
-            if !allow_private {
-                if let Some(bad) = addresses.iter().find(|a| !is_global(a.ip())) {
-                    return Err(Box::new(AddressRefused(format!(
-                        "{name} resolves to {}, which is not a public address",
-                        bad.ip()
-                    ))) as _);
-                }
+            if !allow_private && let Some(bad) = addresses.iter().find(|a| !is_global(a.ip())) {
+                return Err(Box::new(AddressRefused(format!(
+                    "{name} resolves to {}, which is not a public address",
+                    bad.ip()
+                ))) as _);
             }
             Ok(Box::new(addresses.into_iter()) as reqwest::dns::Addrs)
         })
@@ -541,12 +547,8 @@ fn is_global_v6(ip: Ipv6Addr) -> bool {
     let segments = ip.segments();
     // NAT64 (64:ff9b::/96) embeds an IPv4 address; judge the embedded one.
     if segments[0] == 0x64 && segments[1] == 0xff9b && segments[2..6] == [0, 0, 0, 0] {
-        let v4 = Ipv4Addr::new(
-            (segments[6] >> 8) as u8,
-            segments[6] as u8,
-            (segments[7] >> 8) as u8,
-            segments[7] as u8,
-        );
+        let v4 =
+            Ipv4Addr::new((segments[6] >> 8) as u8, segments[6] as u8, (segments[7] >> 8) as u8, segments[7] as u8);
         return is_global_v4(v4);
     }
     !(ip.is_unspecified()
@@ -571,15 +573,50 @@ mod tests {
     #[test]
     fn non_global_addresses() {
         for ip in [
-            "0.0.0.0", "10.0.0.1", "127.0.0.1", "127.1.2.3", "100.64.0.1", "169.254.169.254", "172.16.0.1",
-            "172.31.255.255", "192.168.1.1", "192.0.2.1", "198.18.0.1", "198.51.100.7", "203.0.113.9",
-            "224.0.0.1", "240.0.0.1", "255.255.255.255", "::", "::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1",
-            "fd00:ec2::254", "fc00::1", "fe80::1", "ff02::1", "2001:db8::1", "64:ff9b::7f00:1", "2002:7f00:1::",
-            "::127.0.0.1", "fec0::1", "100::1", "2001::1",
+            "0.0.0.0",
+            "10.0.0.1",
+            "127.0.0.1",
+            "127.1.2.3",
+            "100.64.0.1",
+            "169.254.169.254",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "192.0.2.1",
+            "198.18.0.1",
+            "198.51.100.7",
+            "203.0.113.9",
+            "224.0.0.1",
+            "240.0.0.1",
+            "255.255.255.255",
+            "::",
+            "::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "fd00:ec2::254",
+            "fc00::1",
+            "fe80::1",
+            "ff02::1",
+            "2001:db8::1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
+            "::127.0.0.1",
+            "fec0::1",
+            "100::1",
+            "2001::1",
         ] {
             assert!(!is_global(ip.parse().unwrap()), "{ip} must not be global");
         }
-        for ip in ["1.1.1.1", "8.8.8.8", "93.184.216.34", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"] {
+        for ip in [
+            "1.1.1.1",
+            "8.8.8.8",
+            "93.184.216.34",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+        ] {
             assert!(is_global(ip.parse().unwrap()), "{ip} must be global");
         }
     }

@@ -143,11 +143,7 @@ pub struct IsolateMemory {
 
 impl IsolateMemory {
     pub fn new(limit: usize) -> Arc<IsolateMemory> {
-        Arc::new(IsolateMemory {
-            limit,
-            used: AtomicUsize::new(0),
-            peak: AtomicUsize::new(0),
-        })
+        Arc::new(IsolateMemory { limit, used: AtomicUsize::new(0), peak: AtomicUsize::new(0) })
     }
 
     pub fn limit(&self) -> usize {
@@ -160,11 +156,9 @@ impl IsolateMemory {
 
     /// Takes `bytes` if they fit under the limit.
     fn take(&self, bytes: usize) -> bool {
-        let taken = self
-            .used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(bytes).filter(|total| *total <= self.limit)
-            });
+        let taken = self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            used.checked_add(bytes).filter(|total| *total <= self.limit)
+        });
         match taken {
             Ok(before) => {
                 self.peak.fetch_max(before + bytes, Ordering::Relaxed);
@@ -283,11 +277,7 @@ pub trait FetchHost: Send + Sync + 'static {
     /// APIs work here), which then awaits the returned future; never on the isolate worker.
     /// `deadline` is the call's wall deadline: the isolate stops waiting when it passes, and
     /// aborts the task when the call ends.
-    fn fetch(
-        &self,
-        request: FetchRequest,
-        deadline: Instant,
-    ) -> BoxFuture<'static, Result<FetchResponse, FetchError>>;
+    fn fetch(&self, request: FetchRequest, deadline: Instant) -> BoxFuture<'static, Result<FetchResponse, FetchError>>;
 }
 
 /// One tool call.
@@ -427,10 +417,7 @@ pub fn check_handler(source: &str) -> Result<(), CompileError> {
     if source.len() > MAX_HANDLER_BYTES {
         return Err(CompileError {
             line: None,
-            message: format!(
-                "handler is too large ({} bytes, the maximum is {MAX_HANDLER_BYTES})",
-                source.len()
-            ),
+            message: format!("handler is too large ({} bytes, the maximum is {MAX_HANDLER_BYTES})", source.len()),
         });
     }
     scan::check_source(source)?;

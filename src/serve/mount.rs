@@ -66,7 +66,12 @@ impl McpSettings {
 
 impl McpMount {
     /// The endpoint of `server`, listing `tools` (in order); `cancel` closes its streams.
-    pub fn new(server: Arc<MountedServer>, tools: Vec<ToolSpec>, settings: &McpSettings, cancel: CancellationToken) -> McpMount {
+    pub fn new(
+        server: Arc<MountedServer>,
+        tools: Vec<ToolSpec>,
+        settings: &McpSettings,
+        cancel: CancellationToken,
+    ) -> McpMount {
         let tools = tools.into_iter().map(mcp_tool).collect();
         let handler = Arc::new(McpHandler { server, caller: settings.caller.clone(), tools });
         let config = StreamableHttpServerConfig::default()
@@ -78,7 +83,8 @@ impl McpMount {
             .with_max_request_body_bytes(settings.max_body_bytes)
             .with_cancellation_token(cancel.clone());
         // Stateless mode builds the handler per request: hand out clones of one Arc.
-        let service = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
+        let service =
+            StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
         McpMount { service }
     }
 }
@@ -177,7 +183,9 @@ pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, re
                     )}})),
                 )
                     .into_response();
-                response.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
                 return response;
             }
         }
@@ -192,14 +200,14 @@ pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, re
     if !state.ready.load(std::sync::atomic::Ordering::Acquire) {
         return error(StatusCode::SERVICE_UNAVAILABLE, "starting", "the daemon is still mounting servers".into());
     }
-    if let Ok(server_id) = ServerId::parse(&id) {
-        if let Ok(Some(status)) = state.catalog.server_status(&server_id).await {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "server_not_ready",
-                format!("server {id:?} is {status}; its tools are served once it is ready"),
-            );
-        }
+    if let Ok(server_id) = ServerId::parse(&id)
+        && let Ok(Some(status)) = state.catalog.server_status(&server_id).await
+    {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_not_ready",
+            format!("server {id:?} is {status}; its tools are served once it is ready"),
+        );
     }
     error(StatusCode::NOT_FOUND, "server_not_found", format!("no server {id:?} is mounted here"))
 }

@@ -104,7 +104,11 @@ struct AtomicHistogram<const N: usize> {
 
 impl<const N: usize> Default for AtomicHistogram<N> {
     fn default() -> Self {
-        Self { slots: std::array::from_fn(|_| AtomicU64::new(0)), overflow: AtomicU64::new(0), sum: AtomicU64::new(0f64.to_bits()) }
+        Self {
+            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+            overflow: AtomicU64::new(0),
+            sum: AtomicU64::new(0f64.to_bits()),
+        }
     }
 }
 
@@ -115,7 +119,9 @@ impl<const N: usize> AtomicHistogram<N> {
             None => &self.overflow,
         }
         .fetch_add(1, Ordering::Relaxed);
-        let _ = self.sum.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| Some((f64::from_bits(bits) + seconds).to_bits()));
+        let _ = self.sum.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+            Some((f64::from_bits(bits) + seconds).to_bits())
+        });
     }
 
     /// The same state as a [`Histogram`] with cumulative buckets.
@@ -152,7 +158,13 @@ impl Metrics {
         self.egress[outcome as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn record_generation(&self, outcome: &'static str, stage_millis: &[(String, u64)], input_tokens: u64, output_tokens: u64) {
+    pub fn record_generation(
+        &self,
+        outcome: &'static str,
+        stage_millis: &[(String, u64)],
+        input_tokens: u64,
+        output_tokens: u64,
+    ) {
         *lock(&self.generations).entry(outcome).or_default() += 1;
         let mut stages = lock(&self.stage_durations);
         for (stage, millis) in stage_millis {
@@ -191,16 +203,31 @@ impl Metrics {
                 }
             }
         }
-        header(&mut out, "mcpbootd_tool_call_duration_seconds", "histogram", "Tool call duration, from arguments check to result.");
+        header(
+            &mut out,
+            "mcpbootd_tool_call_duration_seconds",
+            "histogram",
+            "Tool call duration, from arguments check to result.",
+        );
         self.call_duration.snapshot().render(&mut out, "mcpbootd_tool_call_duration_seconds", "", &CALL_BUCKETS);
 
         header(&mut out, "mcpbootd_isolate_queue_depth", "gauge", "Calls waiting to be admitted.");
         let _ = writeln!(out, "mcpbootd_isolate_queue_depth {}", gauges.queue_depth);
-        header(&mut out, "mcpbootd_isolate_in_flight_calls", "gauge", "Calls admitted and not finished, running or parked on a fetch or timer.");
+        header(
+            &mut out,
+            "mcpbootd_isolate_in_flight_calls",
+            "gauge",
+            "Calls admitted and not finished, running or parked on a fetch or timer.",
+        );
         let _ = writeln!(out, "mcpbootd_isolate_in_flight_calls {}", gauges.in_flight_calls);
         header(&mut out, "mcpbootd_isolate_memory_bytes", "gauge", "Isolate memory in use across all calls.");
         let _ = writeln!(out, "mcpbootd_isolate_memory_bytes {}", gauges.memory_bytes);
-        header(&mut out, "mcpbootd_isolate_memory_budget_bytes", "gauge", "Daemon-wide isolate memory budget ([sandbox] memory_budget_mb).");
+        header(
+            &mut out,
+            "mcpbootd_isolate_memory_budget_bytes",
+            "gauge",
+            "Daemon-wide isolate memory budget ([sandbox] memory_budget_mb).",
+        );
         let _ = writeln!(out, "mcpbootd_isolate_memory_budget_bytes {}", gauges.memory_budget_bytes);
         header(&mut out, "mcpbootd_isolate_busy_workers", "gauge", "Isolate workers running JavaScript right now.");
         let _ = writeln!(out, "mcpbootd_isolate_busy_workers {}", gauges.busy_workers);
@@ -208,7 +235,9 @@ impl Metrics {
         let _ = writeln!(out, "mcpbootd_isolate_workers {}", gauges.workers);
 
         header(&mut out, "mcpbootd_egress_requests_total", "counter", "Outbound requests from handlers by outcome.");
-        for (label, outcome) in [("allowed", EgressOutcome::Allowed), ("denied", EgressOutcome::Denied), ("error", EgressOutcome::Error)] {
+        for (label, outcome) in
+            [("allowed", EgressOutcome::Allowed), ("denied", EgressOutcome::Denied), ("error", EgressOutcome::Error)]
+        {
             let count = self.egress[outcome as usize].load(Ordering::Relaxed);
             let _ = writeln!(out, "mcpbootd_egress_requests_total{{outcome=\"{label}\"}} {count}");
         }
@@ -222,11 +251,24 @@ impl Metrics {
         drop(generations);
         header(&mut out, "mcpbootd_generation_stage_duration_seconds", "histogram", "Time spent per generation stage.");
         for (stage, histogram) in lock(&self.stage_durations).iter() {
-            histogram.render(&mut out, "mcpbootd_generation_stage_duration_seconds", &format!("stage=\"{}\"", escape(stage)), STAGE_BUCKETS);
+            histogram.render(
+                &mut out,
+                "mcpbootd_generation_stage_duration_seconds",
+                &format!("stage=\"{}\"", escape(stage)),
+                STAGE_BUCKETS,
+            );
         }
         header(&mut out, "mcpbootd_llm_tokens_total", "counter", "LLM tokens used by generation.");
-        let _ = writeln!(out, "mcpbootd_llm_tokens_total{{direction=\"input\"}} {}", self.llm_input_tokens.load(Ordering::Relaxed));
-        let _ = writeln!(out, "mcpbootd_llm_tokens_total{{direction=\"output\"}} {}", self.llm_output_tokens.load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "mcpbootd_llm_tokens_total{{direction=\"input\"}} {}",
+            self.llm_input_tokens.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "mcpbootd_llm_tokens_total{{direction=\"output\"}} {}",
+            self.llm_output_tokens.load(Ordering::Relaxed)
+        );
 
         header(&mut out, "mcpbootd_mounted_servers", "gauge", "Servers mounted and serving MCP.");
         let _ = writeln!(out, "mcpbootd_mounted_servers {}", gauges.mounted_servers);
@@ -267,7 +309,15 @@ mod tests {
         metrics.record_call("s", "t", "ok", Duration::from_millis(30));
         metrics.record_egress(EgressOutcome::Denied);
         metrics.record_generation("ready", &[("planning".into(), 1500)], 10, 20);
-        let text = metrics.render(&Gauges { queue_depth: 1, busy_workers: 2, workers: 2, in_flight_calls: 5, memory_bytes: 1, memory_budget_bytes: 2, mounted_servers: 3 });
+        let text = metrics.render(&Gauges {
+            queue_depth: 1,
+            busy_workers: 2,
+            workers: 2,
+            in_flight_calls: 5,
+            memory_bytes: 1,
+            memory_budget_bytes: 2,
+            mounted_servers: 3,
+        });
         assert!(text.contains("mcpbootd_tool_calls_total{server=\"s\",tool=\"t\",outcome=\"ok\"} 2"));
         assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"0.005\"} 1"));
         assert!(text.contains("mcpbootd_tool_call_duration_seconds_bucket{le=\"+Inf\"} 2"));
@@ -277,7 +327,19 @@ mod tests {
         assert!(text.contains("mcpbootd_llm_tokens_total{direction=\"output\"} 20"));
         assert!(text.contains("mcpbootd_isolate_busy_workers 2"));
         metrics.forget_server("s");
-        assert!(!metrics.render(&Gauges { queue_depth: 0, busy_workers: 0, workers: 0, in_flight_calls: 0, memory_bytes: 0, memory_budget_bytes: 0, mounted_servers: 0 }).contains("server=\"s\""));
+        assert!(
+            !metrics
+                .render(&Gauges {
+                    queue_depth: 0,
+                    busy_workers: 0,
+                    workers: 0,
+                    in_flight_calls: 0,
+                    memory_bytes: 0,
+                    memory_budget_bytes: 0,
+                    mounted_servers: 0
+                })
+                .contains("server=\"s\"")
+        );
     }
 
     #[test]
@@ -287,7 +349,15 @@ mod tests {
         metrics.record_call("a", "z", "timeout", Duration::from_secs(60));
         metrics.record_call("a", "y", "ok", Duration::from_micros(1500));
         metrics.record_call("a", "y", "busy", Duration::ZERO);
-        let text = metrics.render(&Gauges { queue_depth: 0, busy_workers: 0, workers: 0, in_flight_calls: 0, memory_bytes: 0, memory_budget_bytes: 0, mounted_servers: 0 });
+        let text = metrics.render(&Gauges {
+            queue_depth: 0,
+            busy_workers: 0,
+            workers: 0,
+            in_flight_calls: 0,
+            memory_bytes: 0,
+            memory_budget_bytes: 0,
+            mounted_servers: 0,
+        });
         let series: Vec<&str> = text.lines().filter(|l| l.starts_with("mcpbootd_tool_calls_total{")).collect();
         assert_eq!(
             series,

@@ -27,7 +27,11 @@ impl<'writer> FormatFields<'writer> for SpanJsonFields {
     }
 
     /// Fields recorded after creation (`Span::record`, rare): merged exactly as `JsonFields` does.
-    fn add_fields(&self, current: &'writer mut FormattedFields<Self>, fields: &tracing::span::Record<'_>) -> fmt::Result {
+    fn add_fields(
+        &self,
+        current: &'writer mut FormattedFields<Self>,
+        fields: &tracing::span::Record<'_>,
+    ) -> fmt::Result {
         let mut json = FormattedFields::<JsonFields>::new(std::mem::take(&mut current.fields));
         let result = JsonFields::new().add_fields(&mut json, fields);
         current.fields = json.fields;
@@ -216,7 +220,8 @@ mod tests {
             .finish();
         tracing::subscriber::with_default(subscriber, || {
             let id = "0190c3a8-7b7c-7d3e-9f00-123456789abc".to_string();
-            let http = tracing::info_span!("http", method = %"POST", route = "/servers/{id}/mcp", server_id = "weather");
+            let http =
+                tracing::info_span!("http", method = %"POST", route = "/servers/{id}/mcp", server_id = "weather");
             let _http = http.enter();
             let call = tracing::info_span!(
                 "call",

@@ -58,7 +58,13 @@ async fn token_protected_mounts() {
     assert!(!view.to_string().contains(TOKEN), "the token is never shown");
 
     // Rotation: the old token stops working at once.
-    let response = app.http.put(app.url("/admin/servers/guarded/access-token")).json(&json!({"access_token": ROTATED})).send().await.unwrap();
+    let response = app
+        .http
+        .put(app.url("/admin/servers/guarded/access-token"))
+        .json(&json!({"access_token": ROTATED}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
     assert!(client_with_token(&url, TOKEN).await.is_err());
     let client = client_with_token(&url, ROTATED).await.unwrap();
@@ -71,11 +77,25 @@ async fn token_protected_mounts() {
     mcp_client(&url).await.unwrap().cancel().await.unwrap();
 
     // Bad tokens are refused with the error shape.
-    let response = app.http.put(app.url("/admin/servers/guarded/access-token")).json(&json!({"access_token": "short"})).send().await.unwrap();
+    let response = app
+        .http
+        .put(app.url("/admin/servers/guarded/access-token"))
+        .json(&json!({"access_token": "short"}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 422);
     error_message(&response.json().await.unwrap());
-    let (status, body) = app.post("/admin/servers", &json!({"access_token": "has spaces in it, no", "tools": [tool("a", "return 1;")]})).await;
+    let (status, body) = app
+        .post("/admin/servers", &json!({"access_token": "has spaces in it, no", "tools": [tool("a", "return 1;")]}))
+        .await;
     assert_eq!(status, 422, "{body}");
-    let response = app.http.put(app.url("/admin/servers/missing/access-token")).json(&json!({"access_token": ROTATED})).send().await.unwrap();
+    let response = app
+        .http
+        .put(app.url("/admin/servers/missing/access-token"))
+        .json(&json!({"access_token": ROTATED}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 404);
 }

@@ -14,8 +14,16 @@ async fn malformed_registrations_are_refused_precisely() {
         (json!({"id": "Bad_Id", "tools": [tool("a", "return 1;")]}), 422, "server id"),
         (json!({"tools": [tool("Bad-Name", "return 1;")]}), 422, "tools[0].name"),
         (json!({"tools": [tool("a", "return 1;"), tool("a", "return 2;")]}), 422, "duplicate tool name"),
-        (json!({"tools": [{"name": "a", "description": "d", "input_schema": {"type": "array"}, "handler": "return 1;"}]}), 422, "input_schema"),
-        (json!({"tools": [{"name": "a", "description": "d", "input_schema": {"type": "object", "required": "x"}, "handler": "return 1;"}]}), 422, "input_schema"),
+        (
+            json!({"tools": [{"name": "a", "description": "d", "input_schema": {"type": "array"}, "handler": "return 1;"}]}),
+            422,
+            "input_schema",
+        ),
+        (
+            json!({"tools": [{"name": "a", "description": "d", "input_schema": {"type": "object", "required": "x"}, "handler": "return 1;"}]}),
+            422,
+            "input_schema",
+        ),
         (json!({"tools": [tool("a", "const x = 1;\nreturn x +;")]}), 422, "line 2"),
         (json!({"tools": [tool("a", "const fs = require('fs'); return 1;")]}), 422, "require"),
         (json!({"tools": []}), 422, "at least one tool"),
@@ -38,7 +46,14 @@ async fn malformed_registrations_are_refused_precisely() {
     assert_eq!(list["servers"].as_array().unwrap().len(), 1, "refused registrations leave nothing behind");
 
     // Bodies that are not JSON at all.
-    let response = app.http.post(app.url("/admin/servers")).header("content-type", "application/json").body("{oops").send().await.unwrap();
+    let response = app
+        .http
+        .post(app.url("/admin/servers"))
+        .header("content-type", "application/json")
+        .body("{oops")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 400);
     error_message(&response.json().await.unwrap());
     let response = app.http.post(app.url("/admin/servers")).body("{}").send().await.unwrap();
@@ -87,7 +102,9 @@ async fn admin_token_is_required_when_configured() {
     let response = app.http.get(&url).send().await.unwrap();
     assert_eq!(response.status(), 401);
     assert!(error_message(&response.json().await.unwrap()).contains("Bearer"));
-    for wrong in ["Bearer wrong", "Bearer s3cret-toke", "Bearer s3cret-token-longer", "Basic s3cret-token", "s3cret-token"] {
+    for wrong in
+        ["Bearer wrong", "Bearer s3cret-toke", "Bearer s3cret-token-longer", "Basic s3cret-token", "s3cret-token"]
+    {
         let response = app.http.get(&url).header("authorization", wrong).send().await.unwrap();
         assert!(matches!(response.status().as_u16(), 401 | 403), "{wrong}");
     }

@@ -176,7 +176,11 @@ async fn export_then_register_round_trips_and_delete_removes() {
     // The same id is taken: the API's conflict comes through with exit 1.
     let conflict = cli(&app, &["register", "--toolset", &file]).await;
     conflict.assert_code(1);
-    assert!(conflict.stderr.contains("already exists") && conflict.stderr.contains("(server_exists, HTTP 409)"), "{}", conflict.stderr);
+    assert!(
+        conflict.stderr.contains("already exists") && conflict.stderr.contains("(server_exists, HTTP 409)"),
+        "{}",
+        conflict.stderr
+    );
 
     let copy = cli(&app, &["register", "--toolset", &file, "--id", "calc2", "--json"]).await;
     copy.assert_ok();
@@ -261,15 +265,17 @@ async fn spawn_with_llm(llm: &ScriptedLlm) -> TestApp {
 }
 
 fn prompt(app: &TestApp) -> String {
-    format!("Create MCP tools for the calculator documented at http://{DOCS_HOST}:{}/docs/page.", app.upstream.address.port())
+    format!(
+        "Create MCP tools for the calculator documented at http://{DOCS_HOST}:{}/docs/page.",
+        app.upstream.address.port()
+    )
 }
 
 const STAGES: [&str; 8] = ["pending", "fetching", "planning", "compiling", "testing", "ready", "failed", "planned"];
 
 /// The `stage: <status>` lines of non-TTY progress output, checked to be known statuses in order.
 fn stage_lines(stderr: &str) -> Vec<String> {
-    let stages: Vec<String> =
-        stderr.lines().filter_map(|l| l.strip_prefix("stage: ")).map(str::to_string).collect();
+    let stages: Vec<String> = stderr.lines().filter_map(|l| l.strip_prefix("stage: ")).map(str::to_string).collect();
     let positions: Vec<usize> = stages
         .iter()
         .map(|s| STAGES.iter().position(|known| known == s).unwrap_or_else(|| panic!("unknown stage {s:?}")))
@@ -317,7 +323,16 @@ async fn register_wait_follows_a_generation_to_ready() {
     assert_eq!(called.stdout.trim(), "42");
     let shown = cli(&app, &["show", "adder"]).await;
     shown.assert_ok();
-    for needle in ["status:      ready", "whitelist:", DOCS_HOST, "prompt", "self-test: passed", "model test-model", "cache miss", "timings: "] {
+    for needle in [
+        "status:      ready",
+        "whitelist:",
+        DOCS_HOST,
+        "prompt",
+        "self-test: passed",
+        "model test-model",
+        "cache miss",
+        "timings: ",
+    ] {
         assert!(shown.stdout.contains(needle), "{needle:?} missing in\n{}", shown.stdout);
     }
 
@@ -354,7 +369,8 @@ async fn register_wait_exits_1_when_the_generation_fails() {
 /// A daemon from before `/events`: the route answers 404 and `--wait` polls the server view.
 #[tokio::test]
 async fn register_wait_polls_a_daemon_without_the_events_route() {
-    let statuses = Arc::new(Mutex::new(vec!["pending", "fetching", "planning", "planning", "compiling", "testing", "ready"]));
+    let statuses =
+        Arc::new(Mutex::new(vec!["pending", "fetching", "planning", "planning", "compiling", "testing", "ready"]));
     let view = move || {
         let mut statuses = statuses.lock().unwrap();
         let status = if statuses.len() > 1 { statuses.remove(0) } else { statuses[0] };
@@ -365,12 +381,16 @@ async fn register_wait_polls_a_daemon_without_the_events_route() {
         .route(
             "/admin/servers",
             post(|| async {
-                (StatusCode::ACCEPTED, Json(json!({"id": "old", "status": "pending", "mcp_path": "/servers/old/mcp", "generation_id": 1})))
+                (
+                    StatusCode::ACCEPTED,
+                    Json(json!({"id": "old", "status": "pending", "mcp_path": "/servers/old/mcp", "generation_id": 1})),
+                )
             }),
         )
         .route("/admin/servers/old", get(move || async move { Json(view()) }))
         .fallback(|| async {
-            (StatusCode::NOT_FOUND, Json(json!({"error": {"code": "route_not_found", "message": "no route"}}))).into_response()
+            (StatusCode::NOT_FOUND, Json(json!({"error": {"code": "route_not_found", "message": "no route"}})))
+                .into_response()
         });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

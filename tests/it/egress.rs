@@ -152,6 +152,11 @@ async fn private_addresses_are_refused_unless_allowed() {
     }
     assert!(app.upstream.requests().is_empty());
     let (_, calls) = app.get("/admin/servers/private/calls").await;
-    let reasons: Vec<String> = calls["calls"].as_array().unwrap().iter().map(|c| c["egress"][0]["reason"].as_str().unwrap_or("").to_string()).collect();
+    let reasons: Vec<String> = calls["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["egress"][0]["reason"].as_str().unwrap_or("").to_string())
+        .collect();
     assert!(reasons.iter().all(|r| r.contains("not a public address")), "{reasons:?}");
 }

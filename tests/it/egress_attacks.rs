@@ -59,26 +59,98 @@ fn rows(port: u16) -> Vec<Row> {
     vec![
         // Host matching.
         row("whitelisted host", Open, w("/items/1"), none.clone(), Status(200)),
-        row("uppercase and trailing dot", Open, format!("http://API.Weather.TEST.:{port}/items/1"), none.clone(), Status(200)),
-        row("subdomain of a whitelisted domain", Open, format!("http://v1.api.weather.test:{port}/items/1"), none.clone(), Status(200)),
-        row("full-width dots that canonicalise to the allowed name", Open, format!("http://api\u{ff0e}weather\u{ff0e}test:{port}/items/1"), none.clone(), Status(200)),
-        row("parent of a whitelisted domain", Open, format!("http://weather.test:{port}/items/1"), none.clone(), Denied),
-        row("look-alike without a dot boundary", Open, format!("http://evilapi.weather.test:{port}/items/1"), none.clone(), Denied),
-        row("whitelisted name as a prefix of another domain", Open, format!("http://api.weather.test.evil.test:{port}/items/1"), none.clone(), Denied),
-        row("percent-encoded dot", Open, format!("http://api.weather.test%2eevil.test:{port}/items/1"), none.clone(), Denied),
-        row("full-width dot before an evil suffix", Open, format!("http://api.weather.test\u{ff0e}evil.test:{port}/items/1"), none.clone(), Denied),
-        row("homograph (Cyrillic a)", Open, format!("http://\u{0430}pi.weather.test:{port}/items/1"), none.clone(), Denied),
+        row(
+            "uppercase and trailing dot",
+            Open,
+            format!("http://API.Weather.TEST.:{port}/items/1"),
+            none.clone(),
+            Status(200),
+        ),
+        row(
+            "subdomain of a whitelisted domain",
+            Open,
+            format!("http://v1.api.weather.test:{port}/items/1"),
+            none.clone(),
+            Status(200),
+        ),
+        row(
+            "full-width dots that canonicalise to the allowed name",
+            Open,
+            format!("http://api\u{ff0e}weather\u{ff0e}test:{port}/items/1"),
+            none.clone(),
+            Status(200),
+        ),
+        row(
+            "parent of a whitelisted domain",
+            Open,
+            format!("http://weather.test:{port}/items/1"),
+            none.clone(),
+            Denied,
+        ),
+        row(
+            "look-alike without a dot boundary",
+            Open,
+            format!("http://evilapi.weather.test:{port}/items/1"),
+            none.clone(),
+            Denied,
+        ),
+        row(
+            "whitelisted name as a prefix of another domain",
+            Open,
+            format!("http://api.weather.test.evil.test:{port}/items/1"),
+            none.clone(),
+            Denied,
+        ),
+        row(
+            "percent-encoded dot",
+            Open,
+            format!("http://api.weather.test%2eevil.test:{port}/items/1"),
+            none.clone(),
+            Denied,
+        ),
+        row(
+            "full-width dot before an evil suffix",
+            Open,
+            format!("http://api.weather.test\u{ff0e}evil.test:{port}/items/1"),
+            none.clone(),
+            Denied,
+        ),
+        row(
+            "homograph (Cyrillic a)",
+            Open,
+            format!("http://\u{0430}pi.weather.test:{port}/items/1"),
+            none.clone(),
+            Denied,
+        ),
         row("host not on the whitelist", Open, format!("http://api.other.test:{port}/items/1"), none.clone(), Denied),
-        row("backslash is a path separator, not a host trick", Open, format!("http://api.weather.test:{port}\\@api.other.test/"), none.clone(), Status(404)),
+        row(
+            "backslash is a path separator, not a host trick",
+            Open,
+            format!("http://api.weather.test:{port}\\@api.other.test/"),
+            none.clone(),
+            Status(404),
+        ),
         // URL shape.
         row("userinfo", Open, format!("http://user:pw@api.weather.test:{port}/items/1"), none.clone(), Denied),
-        row("whitelisted name as userinfo", Open, format!("http://api.weather.test@api.other.test:{port}/items/1"), none.clone(), Denied),
+        row(
+            "whitelisted name as userinfo",
+            Open,
+            format!("http://api.weather.test@api.other.test:{port}/items/1"),
+            none.clone(),
+            Denied,
+        ),
         row("ftp scheme", Open, "ftp://api.weather.test/file", none.clone(), Denied),
         row("file scheme", Open, "file:///etc/passwd", none.clone(), Denied),
         row("data URL", Open, "data:text/plain,hello", none.clone(), Denied),
         row("port 0", Open, "http://api.weather.test:0/items/1", none.clone(), Denied),
         row("relative URL", Open, "/items/1", none.clone(), ErrorContaining("not an absolute")),
-        row("URL longer than the cap", Open, format!("{}?q={}", w("/items/1"), "a".repeat(20_000)), none.clone(), ErrorContaining("longer than")),
+        row(
+            "URL longer than the cap",
+            Open,
+            format!("{}?q={}", w("/items/1"), "a".repeat(20_000)),
+            none.clone(),
+            ErrorContaining("longer than"),
+        ),
         // IP literals, in every spelling.
         row("IPv4 literal not whitelisted", Open, format!("http://127.0.0.1:{port}/items/1"), none.clone(), Denied),
         row("decimal IPv4", Open, format!("http://2130706433:{port}/items/1"), none.clone(), Denied),
@@ -93,43 +165,131 @@ fn rows(port: u16) -> Vec<Row> {
         row("TRACE", Open, w("/echo"), json!({"method": "TRACE"}), Denied),
         row("lowercase trace", Open, w("/echo"), json!({"method": "trace"}), Denied),
         row("Host header override", Open, w("/echo"), json!({"headers": {"Host": "api.other.test"}}), Denied),
-        row("Transfer-Encoding header", Open, w("/echo"), json!({"method": "POST", "body": "x", "headers": {"Transfer-Encoding": "chunked"}}), Denied),
-        row("Content-Length header", Open, w("/echo"), json!({"method": "POST", "body": "x", "headers": {"Content-Length": "100"}}), Denied),
+        row(
+            "Transfer-Encoding header",
+            Open,
+            w("/echo"),
+            json!({"method": "POST", "body": "x", "headers": {"Transfer-Encoding": "chunked"}}),
+            Denied,
+        ),
+        row(
+            "Content-Length header",
+            Open,
+            w("/echo"),
+            json!({"method": "POST", "body": "x", "headers": {"Content-Length": "100"}}),
+            Denied,
+        ),
         row("Connection header", Open, w("/echo"), json!({"headers": {"Connection": "upgrade"}}), Denied),
         row("Upgrade header", Open, w("/echo"), json!({"headers": {"Upgrade": "websocket"}}), Denied),
         row("TE header", Open, w("/echo"), json!({"headers": {"TE": "trailers"}}), Denied),
         row("Keep-Alive header", Open, w("/echo"), json!({"headers": {"Keep-Alive": "timeout=5"}}), Denied),
         row("Trailer header", Open, w("/echo"), json!({"headers": {"Trailer": "X"}}), Denied),
-        row("Expect header", Open, w("/echo"), json!({"method": "POST", "body": "x", "headers": {"Expect": "100-continue"}}), Denied),
-        row("Proxy-Authorization header", Open, w("/echo"), json!({"headers": {"Proxy-Authorization": "Basic eA=="}}), Denied),
-        row("header value with CRLF injection", Open, w("/echo"), json!({"headers": {"X-Test": "a\r\nHost: evil"}}), ErrorContaining("Error")),
-        row("ordinary headers pass", Open, w("/echo"), json!({"headers": {"Authorization": "Bearer t", "X-Custom": "1"}}),
-            EchoHeaders { present: &["authorization", "x-custom", "user-agent"], absent: &[], method: "GET" }),
+        row(
+            "Expect header",
+            Open,
+            w("/echo"),
+            json!({"method": "POST", "body": "x", "headers": {"Expect": "100-continue"}}),
+            Denied,
+        ),
+        row(
+            "Proxy-Authorization header",
+            Open,
+            w("/echo"),
+            json!({"headers": {"Proxy-Authorization": "Basic eA=="}}),
+            Denied,
+        ),
+        row(
+            "header value with CRLF injection",
+            Open,
+            w("/echo"),
+            json!({"headers": {"X-Test": "a\r\nHost: evil"}}),
+            ErrorContaining("Error"),
+        ),
+        row(
+            "ordinary headers pass",
+            Open,
+            w("/echo"),
+            json!({"headers": {"Authorization": "Bearer t", "X-Custom": "1"}}),
+            EchoHeaders { present: &["authorization", "x-custom", "user-agent"], absent: &[], method: "GET" },
+        ),
         // Redirects.
         row("same-host redirect", Open, w("/redirect?to=/items/2"), none.clone(), Status(200)),
-        row("redirect to a host off the whitelist", Open, w(&format!("/redirect?to=http://api.other.test:{port}/items/1")), none.clone(), Denied),
-        row("redirect to an IP literal", Open, w(&format!("/redirect?to=http://127.0.0.1:{port}/items/1")), none.clone(), Denied),
-        row("redirect to cloud metadata", Open, w("/redirect?to=http://169.254.169.254/latest/meta-data/"), none.clone(), Denied),
+        row(
+            "redirect to a host off the whitelist",
+            Open,
+            w(&format!("/redirect?to=http://api.other.test:{port}/items/1")),
+            none.clone(),
+            Denied,
+        ),
+        row(
+            "redirect to an IP literal",
+            Open,
+            w(&format!("/redirect?to=http://127.0.0.1:{port}/items/1")),
+            none.clone(),
+            Denied,
+        ),
+        row(
+            "redirect to cloud metadata",
+            Open,
+            w("/redirect?to=http://169.254.169.254/latest/meta-data/"),
+            none.clone(),
+            Denied,
+        ),
         row("redirect to a file URL", Open, w("/redirect?to=file:///etc/passwd"), none.clone(), Denied),
         row("five redirects are followed", Open, w("/chain/5"), none.clone(), Status(200)),
         row("six redirects are too many", Open, w("/chain/6"), none.clone(), NetworkError),
-        row("redirect: manual returns the 3xx", Open, w("/redirect?to=/items/2"), json!({"redirect": "manual"}), Status(302)),
+        row(
+            "redirect: manual returns the 3xx",
+            Open,
+            w("/redirect?to=/items/2"),
+            json!({"redirect": "manual"}),
+            Status(302),
+        ),
         row("redirect: error fails", Open, w("/redirect?to=/items/2"), json!({"redirect": "error"}), NetworkError),
-        row("cross-origin redirect drops credentials", Open,
+        row(
+            "cross-origin redirect drops credentials",
+            Open,
             w(&format!("/redirect?to=http://v1.api.weather.test:{port}/echo&status=307")),
             json!({"headers": {"Authorization": "Bearer secret", "Cookie": "a=b", "X-Custom": "kept"}}),
-            EchoHeaders { present: &["x-custom"], absent: &["authorization", "cookie"], method: "GET" }),
-        row("same-origin redirect keeps credentials", Open, w("/redirect?to=/echo&status=307"),
+            EchoHeaders { present: &["x-custom"], absent: &["authorization", "cookie"], method: "GET" },
+        ),
+        row(
+            "same-origin redirect keeps credentials",
+            Open,
+            w("/redirect?to=/echo&status=307"),
             json!({"headers": {"Authorization": "Bearer secret"}}),
-            EchoHeaders { present: &["authorization"], absent: &[], method: "GET" }),
-        row("303 after POST becomes GET", Open, w("/redirect?to=/echo&status=303"), json!({"method": "POST", "body": "x"}),
-            EchoHeaders { present: &[], absent: &["content-type"], method: "GET" }),
-        row("307 keeps the method", Open, w("/redirect?to=/echo&status=307"), json!({"method": "PUT", "body": "x"}),
-            EchoHeaders { present: &[], absent: &[], method: "PUT" }),
+            EchoHeaders { present: &["authorization"], absent: &[], method: "GET" },
+        ),
+        row(
+            "303 after POST becomes GET",
+            Open,
+            w("/redirect?to=/echo&status=303"),
+            json!({"method": "POST", "body": "x"}),
+            EchoHeaders { present: &[], absent: &["content-type"], method: "GET" },
+        ),
+        row(
+            "307 keeps the method",
+            Open,
+            w("/redirect?to=/echo&status=307"),
+            json!({"method": "PUT", "body": "x"}),
+            EchoHeaders { present: &[], absent: &[], method: "PUT" },
+        ),
         // Responses and time.
-        row("response larger than max_response_bytes", Open, w("/big"), none.clone(), ErrorContaining("max_response_bytes")),
+        row(
+            "response larger than max_response_bytes",
+            Open,
+            w("/big"),
+            none.clone(),
+            ErrorContaining("max_response_bytes"),
+        ),
         row("body that stalls between reads", Open, w("/drip"), none.clone(), NetworkError),
-        row("upstream that never answers ends at the call's wall time", Open, w("/slow"), none.clone(), CallLimit("time")),
+        row(
+            "upstream that never answers ends at the call's wall time",
+            Open,
+            w("/slow"),
+            none.clone(),
+            CallLimit("time"),
+        ),
         // Private networks with allow_private_networks = false.
         row("whitelisted name mapped to loopback", Strict, w("/items/1"), none.clone(), Denied),
         row("whitelisted loopback literal", Strict, format!("http://127.0.0.1:{port}/items/1"), none.clone(), Denied),
@@ -137,7 +297,13 @@ fn rows(port: u16) -> Vec<Row> {
         row("whitelisted IPv6 loopback", Strict, format!("http://[::1]:{port}/"), none.clone(), Denied),
         row("whitelisted AWS IPv6 metadata", Strict, "http://[fd00:ec2::254]/", none.clone(), Denied),
         row("whitelisted RFC 1918 address", Strict, "http://10.0.0.1/", none.clone(), Denied),
-        row("v4-mapped form of a whitelisted loopback", Strict, format!("http://[::ffff:127.0.0.1]:{port}/"), none.clone(), Denied),
+        row(
+            "v4-mapped form of a whitelisted loopback",
+            Strict,
+            format!("http://[::ffff:127.0.0.1]:{port}/"),
+            none.clone(),
+            Denied,
+        ),
         row("unspecified address", Strict, format!("http://0.0.0.0:{port}/"), none.clone(), Denied),
         row("name mapped to the metadata address", Strict, "http://metadata.weather.test/", none.clone(), Denied),
         row("name mapped to CGNAT", Strict, "http://cgnat.weather.test/", none.clone(), Denied),
@@ -162,7 +328,9 @@ async fn posture_app(posture: Posture, upstream: Upstream) -> TestApp {
     let app = spawn_app_with(AppOptions { env, upstream: Some(upstream), ..AppOptions::default() }).await;
     let allow: Vec<&str> = match posture {
         Posture::Open => vec![WEATHER_HOST],
-        Posture::Strict => vec![WEATHER_HOST, "127.0.0.1", "169.254.169.254", "::1", "fd00:ec2::254", "10.0.0.1", "0.0.0.0"],
+        Posture::Strict => {
+            vec![WEATHER_HOST, "127.0.0.1", "169.254.169.254", "::1", "fd00:ec2::254", "10.0.0.1", "0.0.0.0"]
+        }
     };
     app.register(json!({
         "id": "probe",
@@ -192,7 +360,12 @@ async fn attack_table() {
         let app = if row.posture == Posture::Open { &open } else { &strict };
         let (status, body) = app.admin_call("probe", "probe", json!({"url": row.url, "init": row.init})).await;
         let outcome = check(row, status, &body);
-        println!("{:<58} {:?} -> {}", row.name, row.posture, if outcome.is_ok() { "as expected" } else { "UNEXPECTED" });
+        println!(
+            "{:<58} {:?} -> {}",
+            row.name,
+            row.posture,
+            if outcome.is_ok() { "as expected" } else { "UNEXPECTED" }
+        );
         if let Err(why) = outcome {
             failures.push(format!("{}: {why}\n    response: {body}", row.name));
         }
@@ -224,8 +397,12 @@ fn check(row: &Row, status: u16, body: &Value) -> Result<(), String> {
         },
         Expect::Denied => {
             if error.starts_with("TypeError") && error.contains("not allowed by network policy") {
-                let named_host = matches!(url::Url::parse(&row.url).ok().and_then(|u| u.host().map(|h| h.to_owned())), Some(url::Host::Domain(_)));
-                let leaked = ["127.0.0.1", "169.254.", "100.64."].iter().any(|ip| error.contains(ip) && !row.url.contains(ip));
+                let named_host = matches!(
+                    url::Url::parse(&row.url).ok().and_then(|u| u.host().map(|h| h.to_owned())),
+                    Some(url::Host::Domain(_))
+                );
+                let leaked =
+                    ["127.0.0.1", "169.254.", "100.64."].iter().any(|ip| error.contains(ip) && !row.url.contains(ip));
                 if named_host && leaked {
                     return Err("the error leaks a resolved address".into());
                 }
@@ -242,7 +419,11 @@ fn check(row: &Row, status: u16, body: &Value) -> Result<(), String> {
             }
         }
         Expect::ErrorContaining(needle) => {
-            if error.contains(needle) { Ok(()) } else { Err(format!("expected an error containing {needle:?}")) }
+            if error.contains(needle) {
+                Ok(())
+            } else {
+                Err(format!("expected an error containing {needle:?}"))
+            }
         }
         Expect::CallLimit(needle) => {
             if result["isError"] == true && text.to_lowercase().contains(needle) {
@@ -252,7 +433,8 @@ fn check(row: &Row, status: u16, body: &Value) -> Result<(), String> {
             }
         }
         Expect::EchoHeaders { present, absent, method } => {
-            let echo: Value = serde_json::from_str(structured["body"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
+            let echo: Value =
+                serde_json::from_str(structured["body"].as_str().unwrap_or("null")).unwrap_or(Value::Null);
             let headers = &echo["headers"];
             for name in *present {
                 if headers.get(*name).is_none() {

@@ -11,7 +11,12 @@ use crate::scripted_llm::{Scripted, ScriptedLlm};
 const DOCS_HOST: &str = "docs.weather.test";
 
 /// The daemon with an LLM pointed at `llm` (Anthropic wire format unless `openai`).
-async fn spawn_with_llm(llm: &ScriptedLlm, openai: bool, extra: Vec<(String, String)>, upstream: Option<Upstream>) -> TestApp {
+async fn spawn_with_llm(
+    llm: &ScriptedLlm,
+    openai: bool,
+    extra: Vec<(String, String)>,
+    upstream: Option<Upstream>,
+) -> TestApp {
     let mut env = llm.daemon_env(openai);
     env.extend([
         ("MCPBOOTD_LLM__TIMEOUT_MS".to_string(), "2000".to_string()),
@@ -101,7 +106,10 @@ async fn register_prompt(app: &TestApp, body: Value) -> String {
 }
 
 fn prompt(app: &TestApp) -> String {
-    format!("Create MCP tools for the items API documented at http://{DOCS_HOST}:{}/docs/page.", app.upstream.address.port())
+    format!(
+        "Create MCP tools for the items API documented at http://{DOCS_HOST}:{}/docs/page.",
+        app.upstream.address.port()
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,7 +145,10 @@ async fn a_prompt_becomes_a_working_server() {
     assert!(api["detail"].as_str().unwrap().contains("get_item"), "{api}");
     assert!(entry(OTHER_HOST).is_none(), "a discovered domain no tool uses stays off the whitelist");
     let refused = generation["refused_domains"].as_array().unwrap();
-    assert!(refused.iter().any(|r| r["domain"] == OTHER_HOST && r["reason"].as_str().unwrap().contains("no planned tool")), "{refused:?}");
+    assert!(
+        refused.iter().any(|r| r["domain"] == OTHER_HOST && r["reason"].as_str().unwrap().contains("no planned tool")),
+        "{refused:?}"
+    );
     // Self-tests ran for both read-only tools.
     let tools = view["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 2);
@@ -157,7 +168,10 @@ async fn a_prompt_becomes_a_working_server() {
         assert_eq!(request.body["model"], "test-model");
         assert!(request.mentions(&prompt(&app)), "the user's prompt reaches planner and compiler");
     }
-    assert!(requests[0].mentions("Items API") && !requests[0].mentions("var tracking"), "docs were stripped of scripts");
+    assert!(
+        requests[0].mentions("Items API") && !requests[0].mentions("var tracking"),
+        "docs were stripped of scripts"
+    );
 
     // Served over MCP: the planned tools, with annotations, and a call reaches the API through the whitelist.
     let client = app.mcp(&id).await;
@@ -251,8 +265,15 @@ async fn invalid_plans_and_broken_handlers_are_repaired() {
     let view = wait_for_status(&app, &id, &["ready", "failed"]).await;
     assert_eq!(view["status"], "ready", "{view:#}");
     let requests = llm.requests();
-    let repair = requests.iter().find(|r| r.system().contains("You are the planner") && r.messages().len() == 3).expect("a plan repair turn");
-    assert!(repair.last_user_message().contains("Get-Item"), "the repair names the problem: {}", repair.last_user_message());
+    let repair = requests
+        .iter()
+        .find(|r| r.system().contains("You are the planner") && r.messages().len() == 3)
+        .expect("a plan repair turn");
+    assert!(
+        repair.last_user_message().contains("Get-Item"),
+        "the repair names the problem: {}",
+        repair.last_user_message()
+    );
     let compile_repair = requests
         .iter()
         .find(|r| !r.system().contains("You are the planner") && r.messages().len() == 3)
@@ -275,11 +296,15 @@ async fn providers_that_hang_or_babble_fail_with_clear_errors() {
     )
     .await;
     llm.respond_with(|_| Scripted::Hang);
-    let id = register_prompt(&app, json!({"id": "hangs", "prompt": "Tools for http://docs.weather.test/nothing"})).await;
+    let id =
+        register_prompt(&app, json!({"id": "hangs", "prompt": "Tools for http://docs.weather.test/nothing"})).await;
     let view = wait_for_status(&app, &id, &["failed", "ready"]).await;
     let error = view["latest_generation"]["error"].as_str().unwrap();
     assert!(error.starts_with("planning failed") && error.contains("did not answer within"), "{error}");
-    assert!(view["latest_generation"]["warnings"][0].as_str().unwrap().contains("docs.weather.test"), "a failed docs fetch is a warning: {view}");
+    assert!(
+        view["latest_generation"]["warnings"][0].as_str().unwrap().contains("docs.weather.test"),
+        "a failed docs fetch is a warning: {view}"
+    );
 
     llm.respond_with(|_| Scripted::Garbage);
     let id = register_prompt(&app, json!({"id": "babbles", "prompt": "Tools for nothing in particular"})).await;
@@ -293,7 +318,8 @@ async fn providers_that_hang_or_babble_fail_with_clear_errors() {
     let error = view["latest_generation"]["error"].as_str().unwrap();
     assert!(error.starts_with("planning failed") && error.contains("3 attempts"), "{error}");
     // Failed servers are not mounted.
-    let (status, _) = app.post(&format!("/servers/{id}/mcp"), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+    let (status, _) =
+        app.post(&format!("/servers/{id}/mcp"), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
     assert_eq!(status, 503);
 }
 
@@ -312,7 +338,8 @@ async fn dry_run_stops_after_planning() {
     assert_eq!(generation["plan"]["tools"][0]["name"], "get_item");
     assert!(generation["whitelist"].as_array().unwrap().iter().any(|e| e["domain"] == WEATHER_HOST));
     assert_eq!(llm.requests().len(), 1, "only the planner ran");
-    let (status, body) = app.post(&format!("/servers/{id}/mcp"), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+    let (status, body) =
+        app.post(&format!("/servers/{id}/mcp"), &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
     assert_eq!(status, 503, "{body}");
 }
 
@@ -322,7 +349,10 @@ async fn no_llm_configured_refuses_prompts_but_not_toolsets() {
     let (status, body) = app.post("/admin/servers", &json!({"prompt": "Tools for https://example.com/docs"})).await;
     assert_eq!(status, 422);
     let message = error_message(&body);
-    assert!(message.contains("[llm]") && message.contains("ANTHROPIC_API_KEY") && message.contains("OPENAI_API_KEY"), "{message}");
+    assert!(
+        message.contains("[llm]") && message.contains("ANTHROPIC_API_KEY") && message.contains("OPENAI_API_KEY"),
+        "{message}"
+    );
     let (_, list) = app.get("/admin/servers").await;
     assert!(list["servers"].as_array().unwrap().is_empty(), "nothing half-registered");
     app.register(json!({"tools": [tool("ok", "return 1;")]})).await;
@@ -387,8 +417,13 @@ async fn self_tests_get_one_repair_and_failures_stay_visible() {
     let add = &tools[1]["self_test"];
     assert_eq!(add["status"], "failed", "{add}");
     assert!(add["error"].as_str().unwrap().contains("add is broken"), "{add}");
-    let repair = llm.requests().into_iter().find(|r| r.mentions("broken on purpose") && r.messages().len() == 3).unwrap();
-    assert!(repair.last_user_message().contains("\"id\":1") || repair.last_user_message().contains("\"id\": 1"), "the repair shows the arguments: {}", repair.last_user_message());
+    let repair =
+        llm.requests().into_iter().find(|r| r.mentions("broken on purpose") && r.messages().len() == 3).unwrap();
+    assert!(
+        repair.last_user_message().contains("\"id\":1") || repair.last_user_message().contains("\"id\": 1"),
+        "the repair shows the arguments: {}",
+        repair.last_user_message()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,7 +474,8 @@ async fn progress_streams_as_server_sent_events() {
     assert_eq!(last_name, "done");
     assert_eq!(last["id"], "streamed");
     // A finished server answers with its status and `done` at once.
-    let body = app.http.get(app.url(&format!("/admin/servers/{id}/events"))).send().await.unwrap().text().await.unwrap();
+    let body =
+        app.http.get(app.url(&format!("/admin/servers/{id}/events"))).send().await.unwrap().text().await.unwrap();
     assert!(body.contains("event: status") && body.contains("event: done") && body.contains("\"ready\""), "{body}");
     let (status, body) = app.get("/admin/servers/nope/events").await;
     assert_eq!(status, 404, "{body}");

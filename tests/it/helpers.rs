@@ -100,10 +100,10 @@ impl TestApp {
     /// Polls `/readyz` (no sleeping on a guess: returns as soon as the daemon says so).
     async fn wait_until_ready(&self) {
         for _ in 0..500 {
-            if let Ok(response) = self.http.get(self.url("/readyz")).send().await {
-                if response.status() == 200 {
-                    return;
-                }
+            if let Ok(response) = self.http.get(self.url("/readyz")).send().await
+                && response.status() == 200
+            {
+                return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
@@ -242,14 +242,20 @@ impl Upstream {
             .route("/big", get(|| async { "x".repeat(64 * 1024) }))
             .route("/redirect", any(redirect))
             .route("/chain/{n}", get(chain))
-            .route("/slow", get(|| async {
-                tokio::time::sleep(std::time::Duration::from_secs(20)).await;
-                "late"
-            }))
-            .route("/sleep/{ms}", get(|UrlPath(ms): UrlPath<u64>| async move {
-                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-                Json(json!({"slept_ms": ms}))
-            }))
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(std::time::Duration::from_secs(20)).await;
+                    "late"
+                }),
+            )
+            .route(
+                "/sleep/{ms}",
+                get(|UrlPath(ms): UrlPath<u64>| async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                    Json(json!({"slept_ms": ms}))
+                }),
+            )
             .route("/drip", get(drip))
             .route("/concurrent", get(concurrent))
             .with_state(seen.clone());
@@ -299,7 +305,11 @@ struct RedirectQuery {
 /// `/redirect?to=URL&status=302`
 async fn redirect(axum::extract::Query(query): axum::extract::Query<RedirectQuery>) -> axum::response::Response {
     let status = axum::http::StatusCode::from_u16(query.status.unwrap_or(302)).unwrap();
-    axum::response::Response::builder().status(status).header("location", query.to).body(axum::body::Body::empty()).unwrap()
+    axum::response::Response::builder()
+        .status(status)
+        .header("location", query.to)
+        .body(axum::body::Body::empty())
+        .unwrap()
 }
 
 /// `/chain/N` redirects N times before answering.

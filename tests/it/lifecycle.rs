@@ -51,7 +51,9 @@ async fn servers_are_remounted_after_a_restart() {
     let upstream = app.upstream.clone();
     app.stop().await;
 
-    let app = spawn_app_with(AppOptions { data_dir: Some(data_dir), upstream: Some(upstream), ..AppOptions::default() }).await;
+    let app =
+        spawn_app_with(AppOptions { data_dir: Some(data_dir), upstream: Some(upstream), ..AppOptions::default() })
+            .await;
     let (status, ready) = app.get("/readyz").await;
     assert_eq!(status, 200);
     assert_eq!(ready["mounted"], 1);
@@ -73,7 +75,9 @@ async fn concurrent_first_requests_after_a_restart_are_all_served() {
     let upstream = app.upstream.clone();
     app.stop().await;
 
-    let app = spawn_app_with(AppOptions { data_dir: Some(data_dir), upstream: Some(upstream), ..AppOptions::default() }).await;
+    let app =
+        spawn_app_with(AppOptions { data_dir: Some(data_dir), upstream: Some(upstream), ..AppOptions::default() })
+            .await;
     assert_eq!(app.get("/readyz").await.1["mounted"], 3);
     let requests: Vec<_> = (0..12)
         .map(|n| {
@@ -110,7 +114,8 @@ async fn a_stored_server_that_cannot_be_built_answers_with_the_reason() {
     let data_dir = app.data_dir.clone();
     let upstream = app.upstream.clone();
     app.stop().await;
-    let catalog = sqlx::SqlitePool::connect(&format!("sqlite://{}", catalog_path(data_dir.path()).display())).await.unwrap();
+    let catalog =
+        sqlx::SqlitePool::connect(&format!("sqlite://{}", catalog_path(data_dir.path()).display())).await.unwrap();
     sqlx::query(
         "UPDATE tools SET input_schema = ?
          WHERE generation_id = (SELECT active_generation_id FROM servers WHERE id = 'broken')",
@@ -121,7 +126,9 @@ async fn a_stored_server_that_cannot_be_built_answers_with_the_reason() {
     .unwrap();
     catalog.close().await;
 
-    let app = spawn_app_with(AppOptions { data_dir: Some(data_dir), upstream: Some(upstream), ..AppOptions::default() }).await;
+    let app =
+        spawn_app_with(AppOptions { data_dir: Some(data_dir), upstream: Some(upstream), ..AppOptions::default() })
+            .await;
     let (status, ready) = app.get("/readyz").await;
     assert_eq!(status, 200, "{ready}");
     assert_eq!(ready["mounted"], 2);

@@ -68,10 +68,7 @@ async fn each_limit_ends_the_call_with_a_named_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_keeps_answering_while_handlers_spin() {
     let app = spawn_app_with(AppOptions {
-        env: vec![
-            ("MCPBOOTD_SANDBOX__CPU_MS".into(), "1500".into()),
-            ("MCPBOOTD_SANDBOX__WORKERS".into(), "2".into()),
-        ],
+        env: vec![("MCPBOOTD_SANDBOX__CPU_MS".into(), "1500".into()), ("MCPBOOTD_SANDBOX__WORKERS".into(), "2".into())],
         ..AppOptions::default()
     })
     .await;

@@ -23,7 +23,8 @@ async fn every_worker_spinning_leaves_admin_and_health_responsive() {
         ..AppOptions::default()
     })
     .await;
-    app.register(json!({"id": "load", "tools": [tool("spin", "while (true) {}"), tool("pure", "return 'done';")]})).await;
+    app.register(json!({"id": "load", "tools": [tool("spin", "while (true) {}"), tool("pure", "return 'done';")]}))
+        .await;
 
     let call = |tool: &'static str| {
         let http = app.http.clone();
@@ -59,7 +60,9 @@ async fn every_worker_spinning_leaves_admin_and_health_responsive() {
     let (status, ready) = app.get("/readyz").await;
     assert_eq!(status, 200, "{ready}");
     assert!(spinners.iter().all(|s| !s.is_finished()), "spinners should still be running");
-    println!("busy error after {busy_latency:?}; health/admin answered in {health_latency:?} on average while all workers spun");
+    println!(
+        "busy error after {busy_latency:?}; health/admin answered in {health_latency:?} on average while all workers spun"
+    );
 
     for spinner in spinners {
         let (status, body) = spinner.await.unwrap();
@@ -72,7 +75,8 @@ async fn every_worker_spinning_leaves_admin_and_health_responsive() {
         assert_eq!(body["result"]["content"][0]["text"], "done");
     }
     let (_, calls) = app.get("/admin/servers/load/calls").await;
-    let outcomes: Vec<&str> = calls["calls"].as_array().unwrap().iter().map(|c| c["outcome"].as_str().unwrap()).collect();
+    let outcomes: Vec<&str> =
+        calls["calls"].as_array().unwrap().iter().map(|c| c["outcome"].as_str().unwrap()).collect();
     assert_eq!(outcomes.iter().filter(|o| **o == "busy").count(), 1, "{outcomes:?}");
     assert_eq!(outcomes.iter().filter(|o| **o == "limit").count(), 2, "{outcomes:?}");
 }
@@ -109,7 +113,8 @@ async fn calls_parked_on_a_slow_upstream_do_not_hold_up_another_server() {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
-        if metrics.contains("mcpbootd_isolate_in_flight_calls 40") && metrics.contains("mcpbootd_isolate_queue_depth 2") {
+        if metrics.contains("mcpbootd_isolate_in_flight_calls 40") && metrics.contains("mcpbootd_isolate_queue_depth 2")
+        {
             break;
         }
         assert!(Instant::now() < deadline, "the slow server never reached its cap:\n{metrics}");

@@ -44,7 +44,9 @@ async fn metrics_count_calls_egress_and_mounts() {
     let text = response.text().await.unwrap();
     let metrics = parse(&text);
     let calls = |tool: &str, outcome: &str| {
-        metrics.get(&format!("mcpbootd_tool_calls_total{{server=\"metered\",tool=\"{tool}\",outcome=\"{outcome}\"}}")).copied()
+        metrics
+            .get(&format!("mcpbootd_tool_calls_total{{server=\"metered\",tool=\"{tool}\",outcome=\"{outcome}\"}}"))
+            .copied()
     };
     assert_eq!(calls("ok", "ok"), Some(2.0), "{text}");
     assert_eq!(calls("fails", "error"), Some(1.0));

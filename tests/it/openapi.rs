@@ -13,9 +13,13 @@ fn router_routes() -> BTreeSet<(String, String)> {
     let mut routes = BTreeSet::new();
     for call in source.split(".route(\"").skip(1) {
         let (path, rest) = call.split_once('"').unwrap();
-        let chain: String = rest.lines().take_while(|l| !l.trim_start().starts_with(".route(")).collect::<Vec<_>>().join(" ");
+        let chain: String =
+            rest.lines().take_while(|l| !l.trim_start().starts_with(".route(")).collect::<Vec<_>>().join(" ");
         for method in ["get", "post", "put", "delete", "any"] {
-            if chain.contains(&format!(" {method}(")) || chain.contains(&format!(".{method}(")) || chain.starts_with(&format!(", {method}(")) {
+            if chain.contains(&format!(" {method}("))
+                || chain.contains(&format!(".{method}("))
+                || chain.starts_with(&format!(", {method}("))
+            {
                 let method = if method == "any" { "post" } else { method };
                 routes.insert((method.to_string(), path.to_string()));
             }
@@ -27,7 +31,8 @@ fn router_routes() -> BTreeSet<(String, String)> {
 #[test]
 fn every_route_is_described_and_every_description_is_routed() {
     let routed = router_routes();
-    let documented: BTreeSet<(String, String)> = ROUTES.iter().map(|r| (r.method.to_string(), r.path.to_string())).collect();
+    let documented: BTreeSet<(String, String)> =
+        ROUTES.iter().map(|r| (r.method.to_string(), r.path.to_string())).collect();
     assert!(routed.len() >= 15, "parsed too few routes from api.rs: {routed:?}");
     let undocumented: Vec<_> = routed.difference(&documented).collect();
     let unrouted: Vec<_> = documented.difference(&routed).collect();

@@ -200,7 +200,8 @@ impl ScriptedLlm {
 
     /// `MCPBOOTD_LLM__*` settings that point a daemon at this server, in either wire format.
     pub fn daemon_env(&self, openai: bool) -> Vec<(String, String)> {
-        let (provider, base) = if openai { ("openai", self.base_url_openai()) } else { ("anthropic", self.base_url_anthropic()) };
+        let (provider, base) =
+            if openai { ("openai", self.base_url_openai()) } else { ("anthropic", self.base_url_anthropic()) };
         vec![
             ("MCPBOOTD_LLM__PROVIDER".to_string(), provider.to_string()),
             ("MCPBOOTD_LLM__MODEL".to_string(), "test-model".to_string()),

@@ -40,12 +40,9 @@ fn client(label: &'static str) -> Option<Client> {
         return None;
     }
     let (variable, default, script, needs) = match label {
-        "python" => (
-            "MCPBOOTD_SDK_PYTHON",
-            sdk_dir().join("python/.venv/bin/python"),
-            sdk_dir().join("python/client.py"),
-            None,
-        ),
+        "python" => {
+            ("MCPBOOTD_SDK_PYTHON", sdk_dir().join("python/.venv/bin/python"), sdk_dir().join("python/client.py"), None)
+        }
         "typescript" => (
             "MCPBOOTD_SDK_NODE",
             sdk_dir().join("typescript/node_modules/.bin/node"),
@@ -67,7 +64,11 @@ fn client(label: &'static str) -> Option<Client> {
         }
     };
     if let Some(needs) = needs {
-        assert!(needs.exists(), "the {label} MCP SDK is not installed ({} is missing); {INSTALL_HINT}", needs.display());
+        assert!(
+            needs.exists(),
+            "the {label} MCP SDK is not installed ({} is missing); {INSTALL_HINT}",
+            needs.display()
+        );
     }
     Some(Client { label, program, script, extra_args: Vec::new() })
 }
@@ -133,7 +134,10 @@ async fn run(client: &Client, url: &str) -> Value {
     );
     let line = stdout.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
     serde_json::from_str(line).unwrap_or_else(|e| {
-        panic!("the {} SDK client printed no JSON summary ({e}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}", client.label)
+        panic!(
+            "the {} SDK client printed no JSON summary ({e}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            client.label
+        )
     })
 }
 
@@ -157,7 +161,9 @@ async fn assert_logged(app: &TestApp, id: &str) {
         .as_array()
         .unwrap_or_else(|| panic!("no call list in {calls}"))
         .iter()
-        .map(|c| (c["tool"].as_str().unwrap_or(""), c["via"].as_str().unwrap_or(""), c["outcome"].as_str().unwrap_or("")))
+        .map(|c| {
+            (c["tool"].as_str().unwrap_or(""), c["via"].as_str().unwrap_or(""), c["outcome"].as_str().unwrap_or(""))
+        })
         .collect();
     // Newest first.
     assert_eq!(seen, [("fail", "mcp", "error"), ("add", "mcp", "ok")], "{calls}");

@@ -14,6 +14,14 @@ struct Daemon {
     _dir: tempfile::TempDir,
 }
 
+/// A test that fails half-way must not leave a daemon running (or a zombie behind).
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -22,7 +30,7 @@ async fn start_daemon(grace_ms: u64) -> Daemon {
     mcpbootd::app::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_mcpbootd"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpbootd"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .env("MCPBOOTD_CATALOG__PATH", dir.path().join("c.db"))
         .env("MCPBOOTD_SERVER__SHUTDOWN_GRACE_MS", grace_ms.to_string())
@@ -37,8 +45,13 @@ async fn start_daemon(grace_ms: u64) -> Daemon {
         if http.get(format!("{url}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
             return Daemon { child, url, _dir: dir };
         }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("daemon did not start");
 }
 
@@ -73,7 +86,8 @@ async fn register_sleeper(daemon: &Daemon, millis: u64) {
 fn start_call(daemon: &Daemon) -> tokio::task::JoinHandle<Result<(u16, serde_json::Value), String>> {
     let url = format!("{}/admin/servers/sleepy/tools/sleep/call", daemon.url);
     tokio::spawn(async move {
-        let response = reqwest::Client::new().post(url).json(&json!({"arguments": {}})).send().await.map_err(|e| e.to_string())?;
+        let response =
+            reqwest::Client::new().post(url).json(&json!({"arguments": {}})).send().await.map_err(|e| e.to_string())?;
         let status = response.status().as_u16();
         Ok((status, response.json().await.map_err(|e| e.to_string())?))
     })
@@ -88,7 +102,10 @@ async fn sigterm_lets_in_flight_calls_finish_and_exits_zero() {
     signal(&daemon.child, "TERM");
     tokio::time::sleep(Duration::from_millis(200)).await;
     // No new connections once draining.
-    assert!(reqwest::Client::new().get(format!("{}/healthz", daemon.url)).send().await.is_err(), "still accepting after SIGTERM");
+    assert!(
+        reqwest::Client::new().get(format!("{}/healthz", daemon.url)).send().await.is_err(),
+        "still accepting after SIGTERM"
+    );
     let (status, body) = call.await.unwrap().expect("the in-flight call completes");
     assert_eq!(status, 200);
     assert_eq!(body["result"]["content"][0]["text"], "slept");
@@ -176,7 +193,8 @@ async fn logs_are_json_lines_with_request_context_and_no_secrets() {
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert!(!log.contains(token), "the admin token appeared in the log");
     assert!(!log.contains(llm_key), "the LLM key appeared in the log");
-    let lines: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect();
+    let lines: Vec<serde_json::Value> =
+        log.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect();
     let registered = lines.iter().find(|l| l["message"] == "toolset server registered").expect("registration logged");
     assert_eq!(registered["span"]["route"], "/admin/servers");
     let call = lines.iter().find(|l| l["message"] == "call finished").expect("call logged at debug");
@@ -185,5 +203,8 @@ async fn logs_are_json_lines_with_request_context_and_no_secrets() {
     assert_eq!(call_span["tool"], "hi");
     assert!(call_span["execution_id"].as_str().is_some_and(|id| id.len() >= 32), "{call}");
     let spans = call["spans"].to_string();
-    assert!(spans.contains("/admin/servers/{id}/tools/{tool}/call"), "the request span names the matched route: {spans}");
+    assert!(
+        spans.contains("/admin/servers/{id}/tools/{tool}/call"),
+        "the request span names the matched route: {spans}"
+    );
 }

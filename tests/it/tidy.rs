@@ -55,7 +55,11 @@ fn serving_never_imports_generation_code() {
     for file in rust_files(&src().join("serve")).into_iter().chain([src().join("serve.rs")]) {
         let text = std::fs::read_to_string(&file).unwrap();
         for needle in ["crate::generate", "crate::llm"] {
-            assert!(!text.contains(needle), "{} imports {needle}; serving must not depend on generation", relative(&file));
+            assert!(
+                !text.contains(needle),
+                "{} imports {needle}; serving must not depend on generation",
+                relative(&file)
+            );
         }
     }
 }

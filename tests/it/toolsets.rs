@@ -111,7 +111,10 @@ async fn post_with_headers_and_json_body_reaches_upstream_intact() {
     let result = mcp_call(&client, "create", json!({"title": "hello"})).await;
     let echoed = result.structured_content.clone().unwrap_or_else(|| panic!("{result:?}"));
     assert_eq!(echoed["method"], "POST");
-    assert_eq!(serde_json::from_str::<serde_json::Value>(echoed["body"].as_str().unwrap()).unwrap(), json!({"title": "hello"}));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(echoed["body"].as_str().unwrap()).unwrap(),
+        json!({"title": "hello"})
+    );
     let seen = app.upstream.requests();
     assert_eq!(seen[0].method, "POST");
     assert_eq!(seen[0].headers["x-api-key"], "k-123");

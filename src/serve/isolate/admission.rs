@@ -74,14 +74,10 @@ pub enum Blocked {
 impl fmt::Display for Blocked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Blocked::Daemon { limit } => write!(
-                f,
-                "the daemon already runs {limit} calls ([sandbox] max_in_flight)"
-            ),
-            Blocked::Tenant { limit } => write!(
-                f,
-                "this server already runs {limit} calls ([sandbox] max_in_flight_per_server)"
-            ),
+            Blocked::Daemon { limit } => write!(f, "the daemon already runs {limit} calls ([sandbox] max_in_flight)"),
+            Blocked::Tenant { limit } => {
+                write!(f, "this server already runs {limit} calls ([sandbox] max_in_flight_per_server)")
+            }
             Blocked::Memory { budget } => write!(
                 f,
                 "running calls use the daemon's isolate memory ({} MiB, [sandbox] memory_budget_mb)",
@@ -192,11 +188,7 @@ impl Drop for Waiting {
 
 impl Admission {
     pub(super) fn new(limits: AdmissionLimits, memory: Arc<IsolateMemory>) -> Arc<Admission> {
-        Arc::new(Admission {
-            limits,
-            memory,
-            state: Mutex::new(State::default()),
-        })
+        Arc::new(Admission { limits, memory, state: Mutex::new(State::default()) })
     }
 
     pub(super) fn limits(&self) -> &AdmissionLimits {
@@ -221,21 +213,14 @@ impl Admission {
             };
             if self.blocked(&state, &key).is_none() {
                 self.start(&mut state, &key);
-                return Ok(Permit {
-                    admission: Arc::clone(self),
-                    tenant: key,
-                });
+                return Ok(Permit { admission: Arc::clone(self), tenant: key });
             }
             if state.queued >= self.limits.max_queued {
-                return Err(Refused::Busy(Busy::Queue {
-                    limit: self.limits.max_queued,
-                }));
+                return Err(Refused::Busy(Busy::Queue { limit: self.limits.max_queued }));
             }
             let entry = state.tenants.entry(Arc::clone(&key)).or_default();
             if entry.waiters.len() >= self.limits.max_queued_per_tenant {
-                return Err(Refused::Busy(Busy::TenantQueue {
-                    limit: self.limits.max_queued_per_tenant,
-                }));
+                return Err(Refused::Busy(Busy::TenantQueue { limit: self.limits.max_queued_per_tenant }));
             }
             entry.waiters.push_back(grant);
             if entry.waiters.len() == 1 {
@@ -244,19 +229,11 @@ impl Admission {
             state.queued += 1;
             key
         };
-        let mut waiting = Waiting {
-            admission: Arc::clone(self),
-            tenant,
-            granted,
-            done: false,
-        };
+        let mut waiting = Waiting { admission: Arc::clone(self), tenant, granted, done: false };
         match tokio::time::timeout(self.limits.queue_timeout, &mut waiting.granted).await {
             Ok(Ok(())) => {
                 waiting.done = true;
-                Ok(Permit {
-                    admission: Arc::clone(self),
-                    tenant: Arc::clone(&waiting.tenant),
-                })
+                Ok(Permit { admission: Arc::clone(self), tenant: Arc::clone(&waiting.tenant) })
             }
             // The sender was dropped: the pool closed while the call waited.
             Ok(Err(_)) => Err(Refused::Closed),
@@ -265,13 +242,8 @@ impl Admission {
                     let state = self.lock();
                     self.blocked(&state, &waiting.tenant)
                 }
-                .unwrap_or(Blocked::Daemon {
-                    limit: self.limits.max_in_flight,
-                });
-                Err(Refused::Busy(Busy::Waited {
-                    waited: self.limits.queue_timeout,
-                    reason,
-                }))
+                .unwrap_or(Blocked::Daemon { limit: self.limits.max_in_flight });
+                Err(Refused::Busy(Busy::Waited { waited: self.limits.queue_timeout, reason }))
             }
         }
     }
@@ -297,33 +269,22 @@ impl Admission {
     fn blocked(&self, state: &State, tenant: &str) -> Option<Blocked> {
         let limits = &self.limits;
         if state.in_flight >= limits.max_in_flight {
-            return Some(Blocked::Daemon {
-                limit: limits.max_in_flight,
-            });
+            return Some(Blocked::Daemon { limit: limits.max_in_flight });
         }
         let running = state.tenants.get(tenant).map_or(0, |t| t.in_flight);
         if running >= limits.max_in_flight_per_tenant {
-            return Some(Blocked::Tenant {
-                limit: limits.max_in_flight_per_tenant,
-            });
+            return Some(Blocked::Tenant { limit: limits.max_in_flight_per_tenant });
         }
-        let memory_full =
-            self.memory.used().saturating_add(ISOLATE_START_BYTES) > self.memory.limit();
+        let memory_full = self.memory.used().saturating_add(ISOLATE_START_BYTES) > self.memory.limit();
         if state.in_flight > 0 && memory_full {
-            return Some(Blocked::Memory {
-                budget: self.memory.limit(),
-            });
+            return Some(Blocked::Memory { budget: self.memory.limit() });
         }
         None
     }
 
     fn start(&self, state: &mut State, tenant: &Arc<str>) {
         state.in_flight += 1;
-        state
-            .tenants
-            .entry(Arc::clone(tenant))
-            .or_default()
-            .in_flight += 1;
+        state.tenants.entry(Arc::clone(tenant)).or_default().in_flight += 1;
     }
 
     fn release(&self, tenant: &Arc<str>) {
@@ -384,10 +345,7 @@ impl Admission {
     /// Drops the bookkeeping of a tenant with nothing in flight or waiting, so that the map
     /// does not grow with every server ever called.
     fn forget_idle(&self, state: &mut State, tenant: &Arc<str>) {
-        let idle = state
-            .tenants
-            .get(tenant)
-            .is_some_and(|t| t.in_flight == 0 && t.waiters.is_empty());
+        let idle = state.tenants.get(tenant).is_some_and(|t| t.in_flight == 0 && t.waiters.is_empty());
         if idle {
             state.tenants.remove(tenant);
             state.ring.retain(|key| key != tenant);
@@ -403,12 +361,7 @@ mod tests {
         Admission::new(limits, IsolateMemory::new(1 << 30))
     }
 
-    fn limits(
-        in_flight: usize,
-        per_tenant: usize,
-        queued: usize,
-        per_tenant_queued: usize,
-    ) -> AdmissionLimits {
+    fn limits(in_flight: usize, per_tenant: usize, queued: usize, per_tenant_queued: usize) -> AdmissionLimits {
         AdmissionLimits {
             max_in_flight: in_flight,
             max_in_flight_per_tenant: per_tenant,
@@ -452,10 +405,7 @@ mod tests {
         while admission.counts().1 == 0 {
             tokio::task::yield_now().await;
         }
-        assert!(matches!(
-            admission.acquire("a").await,
-            Err(Refused::Busy(Busy::TenantQueue { limit: 1 }))
-        ));
+        assert!(matches!(admission.acquire("a").await, Err(Refused::Busy(Busy::TenantQueue { limit: 1 }))));
         // b starts at once.
         let _b = admission.acquire("b").await.unwrap();
         drop(a1);
@@ -493,24 +443,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_queued_call_gives_up_after_the_timeout_and_frees_its_place() {
-        let admission = admission(AdmissionLimits {
-            queue_timeout: Duration::from_millis(100),
-            ..limits(1, 1, 1, 1)
-        });
+        let admission = admission(AdmissionLimits { queue_timeout: Duration::from_millis(100), ..limits(1, 1, 1, 1) });
         let _running = admission.acquire("a").await.unwrap();
         let Err(Refused::Busy(busy)) = admission.acquire("b").await else {
             panic!("expected busy");
         };
-        assert!(
-            matches!(
-                busy,
-                Busy::Waited {
-                    reason: Blocked::Daemon { limit: 1 },
-                    ..
-                }
-            ),
-            "{busy:?}"
-        );
+        assert!(matches!(busy, Busy::Waited { reason: Blocked::Daemon { limit: 1 }, .. }), "{busy:?}");
         assert!(busy.to_string().contains("queue_timeout_ms"), "{busy}");
         assert_eq!(admission.counts(), (1, 0));
     }
@@ -541,10 +479,7 @@ mod tests {
     async fn memory_in_use_holds_new_calls_but_never_a_lone_one() {
         let memory = IsolateMemory::new(4 * 1024 * 1024);
         let admission = Admission::new(
-            AdmissionLimits {
-                queue_timeout: Duration::from_millis(50),
-                ..limits(10, 10, 10, 10)
-            },
+            AdmissionLimits { queue_timeout: Duration::from_millis(50), ..limits(10, 10, 10, 10) },
             Arc::clone(&memory),
         );
         assert!(memory.take(3 * 1024 * 1024 + 1));

@@ -31,9 +31,5 @@ pub trait Engine: Send + Sync + 'static {
     fn check(&self, source: &str) -> Result<(), CompileError>;
 
     /// Run one invocation to completion in a fresh isolate.
-    fn execute(
-        &self,
-        invocation: Invocation,
-        host: HostContext,
-    ) -> LocalBoxFuture<'static, Completion>;
+    fn execute(&self, invocation: Invocation, host: HostContext) -> LocalBoxFuture<'static, Completion>;
 }

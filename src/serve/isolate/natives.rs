@@ -116,9 +116,7 @@ pub(super) fn url_set(href: &str, field: &str, value: &str) -> Option<Vec<String
 
 /// `application/x-www-form-urlencoded` parsing, flattened to `[k1, v1, k2, v2, ...]`.
 pub(super) fn form_parse(query: &str) -> Vec<String> {
-    url::form_urlencoded::parse(query.as_bytes())
-        .flat_map(|(k, v)| [k.into_owned(), v.into_owned()])
-        .collect()
+    url::form_urlencoded::parse(query.as_bytes()).flat_map(|(k, v)| [k.into_owned(), v.into_owned()]).collect()
 }
 
 pub(super) fn form_serialize(flat: &[String]) -> String {
@@ -133,26 +131,20 @@ pub(super) fn form_serialize(flat: &[String]) -> String {
 pub(super) fn install<'js>(ctx: &Ctx<'js>, target: &Object<'js>) -> Result<()> {
     target.set(
         "urlParse",
-        Function::new(
-            ctx.clone(),
-            |ctx: Ctx<'js>, input: Value<'js>, base: Value<'js>| {
-                let input = value_to_string(&ctx, &input).unwrap_or_default();
-                let base = value_to_string(&ctx, &base);
-                url_parse(&input, base.as_deref())
-            },
-        )?,
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, input: Value<'js>, base: Value<'js>| {
+            let input = value_to_string(&ctx, &input).unwrap_or_default();
+            let base = value_to_string(&ctx, &base);
+            url_parse(&input, base.as_deref())
+        })?,
     )?;
     target.set(
         "urlSet",
-        Function::new(
-            ctx.clone(),
-            |ctx: Ctx<'js>, href: Value<'js>, field: Value<'js>, value: Value<'js>| {
-                let href = value_to_string(&ctx, &href).unwrap_or_default();
-                let field = value_to_string(&ctx, &field).unwrap_or_default();
-                let value = value_to_string(&ctx, &value).unwrap_or_default();
-                url_set(&href, &field, &value)
-            },
-        )?,
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, href: Value<'js>, field: Value<'js>, value: Value<'js>| {
+            let href = value_to_string(&ctx, &href).unwrap_or_default();
+            let field = value_to_string(&ctx, &field).unwrap_or_default();
+            let value = value_to_string(&ctx, &value).unwrap_or_default();
+            url_set(&href, &field, &value)
+        })?,
     )?;
     target.set(
         "formParse",
@@ -162,22 +154,16 @@ pub(super) fn install<'js>(ctx: &Ctx<'js>, target: &Object<'js>) -> Result<()> {
     )?;
     target.set(
         "formSerialize",
-        Function::new(
-            ctx.clone(),
-            |ctx: Ctx<'js>, flat: Value<'js>| -> Result<String> {
-                let Some(array) = flat.as_array() else {
-                    return Err(Exception::throw_type(
-                        &ctx,
-                        "formSerialize: expected an array",
-                    ));
-                };
-                let mut items = Vec::with_capacity(array.len());
-                for item in array.iter::<Value<'js>>() {
-                    items.push(value_to_string(&ctx, &item?).unwrap_or_default());
-                }
-                Ok(form_serialize(&items))
-            },
-        )?,
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, flat: Value<'js>| -> Result<String> {
+            let Some(array) = flat.as_array() else {
+                return Err(Exception::throw_type(&ctx, "formSerialize: expected an array"));
+            };
+            let mut items = Vec::with_capacity(array.len());
+            for item in array.iter::<Value<'js>>() {
+                items.push(value_to_string(&ctx, &item?).unwrap_or_default());
+            }
+            Ok(form_serialize(&items))
+        })?,
     )?;
     target.set(
         "utf8Encode",
@@ -188,24 +174,17 @@ pub(super) fn install<'js>(ctx: &Ctx<'js>, target: &Object<'js>) -> Result<()> {
     )?;
     target.set(
         "utf8Decode",
-        Function::new(
-            ctx.clone(),
-            |ctx: Ctx<'js>, bytes: Value<'js>, fatal: Value<'js>| -> Result<String> {
-                let Some(bytes) = typed_bytes(&bytes) else {
-                    return Err(Exception::throw_type(&ctx, "expected a Uint8Array"));
-                };
-                if fatal.as_bool().unwrap_or(false) {
-                    String::from_utf8(bytes).map_err(|e| {
-                        Exception::throw_type(
-                            &ctx,
-                            &format!("The encoded data was not valid UTF-8: {e}"),
-                        )
-                    })
-                } else {
-                    Ok(String::from_utf8_lossy(&bytes).into_owned())
-                }
-            },
-        )?,
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, bytes: Value<'js>, fatal: Value<'js>| -> Result<String> {
+            let Some(bytes) = typed_bytes(&bytes) else {
+                return Err(Exception::throw_type(&ctx, "expected a Uint8Array"));
+            };
+            if fatal.as_bool().unwrap_or(false) {
+                String::from_utf8(bytes)
+                    .map_err(|e| Exception::throw_type(&ctx, &format!("The encoded data was not valid UTF-8: {e}")))
+            } else {
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
+        })?,
     )?;
     Ok(())
 }

@@ -78,19 +78,14 @@ fn from_value(value: Value, max_result_bytes: usize) -> Normalised {
         Value::Object(map) => {
             let value = Value::Object(map);
             let text = json_text(&value, max_result_bytes);
-            ok(ToolResult {
-                content: vec![text_item(text)],
-                structured_content: Some(value),
-                is_error: false,
-            })
+            ok(ToolResult { content: vec![text_item(text)], structured_content: Some(value), is_error: false })
         }
         other => ok(ToolResult::text(json_text(&other, max_result_bytes), false)),
     }
 }
 
 fn looks_like_mcp(map: &Map<String, Value>) -> bool {
-    matches!(map.get("content"), Some(Value::Array(_)))
-        && map.keys().all(|k| MCP_KEYS.contains(&k.as_str()))
+    matches!(map.get("content"), Some(Value::Array(_))) && map.keys().all(|k| MCP_KEYS.contains(&k.as_str()))
 }
 
 fn mcp_result(mut map: Map<String, Value>) -> Normalised {
@@ -113,20 +108,10 @@ fn mcp_result(mut map: Map<String, Value>) -> Normalised {
         Some(_) => return invalid("'structuredContent' must be an object".to_owned()),
     };
     let problem = is_error.then(|| {
-        let first_text = content
-            .iter()
-            .find_map(|item| item.get("text").and_then(Value::as_str))
-            .unwrap_or("");
+        let first_text = content.iter().find_map(|item| item.get("text").and_then(Value::as_str)).unwrap_or("");
         format!("handler returned isError: true: {}", preview(first_text))
     });
-    Normalised {
-        result: ToolResult {
-            content,
-            structured_content,
-            is_error,
-        },
-        problem,
-    }
+    Normalised { result: ToolResult { content, structured_content, is_error }, problem }
 }
 
 fn validate_item(item: &Value) -> Result<(), String> {
@@ -152,21 +137,18 @@ fn validate_item(item: &Value) -> Result<(), String> {
             {
                 Ok(())
             }
-            _ => Err("a 'resource' item needs a 'resource' object with a string 'uri' and a string 'text' or 'blob'".to_owned()),
+            _ => Err("a 'resource' item needs a 'resource' object with a string 'uri' and a string 'text' or 'blob'"
+                .to_owned()),
         },
-        other => Err(format!(
-            "unknown content type '{other}' (expected text, image, audio, resource or resource_link)"
-        )),
+        other => {
+            Err(format!("unknown content type '{other}' (expected text, image, audio, resource or resource_link)"))
+        }
     }
 }
 
 fn json_text(value: &Value, max_result_bytes: usize) -> String {
     let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
-    if pretty.len() <= max_result_bytes {
-        pretty
-    } else {
-        serde_json::to_string(value).unwrap_or_default()
-    }
+    if pretty.len() <= max_result_bytes { pretty } else { serde_json::to_string(value).unwrap_or_default() }
 }
 
 fn text_item(text: String) -> Value {
@@ -174,18 +156,12 @@ fn text_item(text: String) -> Value {
 }
 
 fn ok(result: ToolResult) -> Normalised {
-    Normalised {
-        result,
-        problem: None,
-    }
+    Normalised { result, problem: None }
 }
 
 fn invalid(why: String) -> Normalised {
     let message = format!("handler returned an invalid MCP tool result: {why}");
-    Normalised {
-        result: ToolResult::text(message.clone(), true),
-        problem: Some(message),
-    }
+    Normalised { result: ToolResult::text(message.clone(), true), problem: Some(message) }
 }
 
 /// First line-ish of a message, for the call log.

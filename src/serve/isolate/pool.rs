@@ -75,11 +75,7 @@ pub struct PoolSettings {
 impl PoolSettings {
     /// `workers` threads with default admission limits and a 1 GiB memory budget.
     pub fn with_workers(workers: usize) -> Self {
-        Self {
-            workers,
-            admission: AdmissionLimits::default(),
-            memory_budget_bytes: 1024 * 1024 * 1024,
-        }
+        Self { workers, admission: AdmissionLimits::default(), memory_budget_bytes: 1024 * 1024 * 1024 }
     }
 }
 
@@ -185,10 +181,7 @@ impl Inbox {
     }
 
     fn close(&self) {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .closed = true;
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
         self.ready.notify_one();
     }
 }
@@ -205,9 +198,7 @@ pub struct IsolatePool {
 
 impl fmt::Debug for IsolatePool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IsolatePool")
-            .field("stats", &self.stats())
-            .finish()
+        f.debug_struct("IsolatePool").field("stats", &self.stats()).finish()
     }
 }
 
@@ -222,11 +213,7 @@ impl IsolatePool {
     /// # Panics
     ///
     /// If the operating system refuses to create a worker thread.
-    pub fn with_engine(
-        engine: Arc<dyn Engine>,
-        settings: PoolSettings,
-        runtime: tokio::runtime::Handle,
-    ) -> Self {
+    pub fn with_engine(engine: Arc<dyn Engine>, settings: PoolSettings, runtime: tokio::runtime::Handle) -> Self {
         let memory = IsolateMemory::new(settings.memory_budget_bytes);
         let mut workers = Vec::new();
         for index in 0..settings.workers.max(1) {
@@ -266,24 +253,16 @@ impl IsolatePool {
     /// Dropping the returned future abandons the call: a queued call leaves the queue, a
     /// running one is stopped at its next await with its fetches and timers dropped.
     pub async fn run(&self, tenant: &str, invocation: Invocation) -> Result<Completion, PoolError> {
-        let permit = self
-            .admission
-            .acquire(tenant)
-            .await
-            .map_err(|refused| match refused {
-                Refused::Busy(busy) => PoolError::Busy(busy),
-                Refused::Closed => PoolError::Closed,
-            })?;
+        let permit = self.admission.acquire(tenant).await.map_err(|refused| match refused {
+            Refused::Busy(busy) => PoolError::Busy(busy),
+            Refused::Closed => PoolError::Closed,
+        })?;
         let (reply, completion) = oneshot::channel();
         {
             let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
             let worker = least_loaded(&workers).ok_or(PoolError::Closed)?;
             worker.load.calls.fetch_add(1, Ordering::SeqCst);
-            let job = Job {
-                invocation,
-                reply,
-                permit,
-            };
+            let job = Job { invocation, reply, permit };
             if !worker.inbox.push(job) {
                 worker.load.calls.fetch_sub(1, Ordering::SeqCst);
                 return Err(PoolError::Closed);
@@ -296,11 +275,7 @@ impl IsolatePool {
         let (in_flight, queued) = self.admission.counts();
         PoolStats {
             workers: self.loads.len(),
-            busy: self
-                .loads
-                .iter()
-                .filter(|load| load.running.load(Ordering::Relaxed))
-                .count(),
+            busy: self.loads.iter().filter(|load| load.running.load(Ordering::Relaxed)).count(),
             in_flight,
             queued,
             memory_bytes: self.memory.used(),
@@ -332,12 +307,9 @@ impl Drop for IsolatePool {
 
 /// The worker that is not inside a turn and has the fewest calls.
 fn least_loaded(workers: &[Worker]) -> Option<&Worker> {
-    workers.iter().min_by_key(|worker| {
-        (
-            worker.load.running.load(Ordering::Relaxed),
-            worker.load.calls.load(Ordering::Relaxed),
-        )
-    })
+    workers
+        .iter()
+        .min_by_key(|worker| (worker.load.running.load(Ordering::Relaxed), worker.load.calls.load(Ordering::Relaxed)))
 }
 
 /// What a worker thread needs to run calls.
@@ -350,10 +322,7 @@ struct WorkerHost {
 
 fn worker(inbox: &Inbox, host: WorkerHost) {
     stack_guard::register_worker_thread(WORKER_STACK_BYTES);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_time().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!(%error, "cannot start an isolate worker's event loop");
@@ -375,21 +344,11 @@ fn worker(inbox: &Inbox, host: WorkerHost) {
 }
 
 async fn run_job(job: Job, host: Arc<WorkerHost>) {
-    let Job {
-        invocation,
-        reply,
-        permit,
-    } = job;
+    let Job { invocation, reply, permit } = job;
     let mut reply = reply;
     if !reply.is_closed() {
-        let context = HostContext {
-            runtime: host.runtime.clone(),
-            memory: Arc::clone(&host.memory),
-        };
-        let call = Turns {
-            call: host.engine.execute(invocation, context),
-            load: &host.load,
-        };
+        let context = HostContext { runtime: host.runtime.clone(), memory: Arc::clone(&host.memory) };
+        let call = Turns { call: host.engine.execute(invocation, context), load: &host.load };
         // An engine bug must cost one call, not the worker thread.
         let call = AssertUnwindSafe(call).catch_unwind();
         let finished = tokio::select! {
@@ -399,12 +358,8 @@ async fn run_job(job: Job, host: Arc<WorkerHost>) {
             () = reply.closed() => None,
         };
         if let Some(completion) = finished {
-            let completion = completion.unwrap_or_else(|_| {
-                Completion::failed(
-                    Outcome::Error,
-                    "internal isolate error: the engine panicked",
-                )
-            });
+            let completion = completion
+                .unwrap_or_else(|_| Completion::failed(Outcome::Error, "internal isolate error: the engine panicked"));
             let _ = reply.send(completion);
         }
     }

@@ -100,11 +100,7 @@ impl QuickJsEngine {
 
     /// How this engine loads the prelude.
     pub fn prelude_load(&self) -> PreludeLoad {
-        if self.prelude_bytecode.is_some() {
-            PreludeLoad::Bytecode
-        } else {
-            PreludeLoad::Source
-        }
+        if self.prelude_bytecode.is_some() { PreludeLoad::Bytecode } else { PreludeLoad::Source }
     }
 
     /// A process-wide instance, used by `check_handler`.
@@ -122,11 +118,7 @@ impl Engine for QuickJsEngine {
         check_syntax(source)
     }
 
-    fn execute(
-        &self,
-        invocation: Invocation,
-        host: HostContext,
-    ) -> LocalBoxFuture<'static, Completion> {
+    fn execute(&self, invocation: Invocation, host: HostContext) -> LocalBoxFuture<'static, Completion> {
         Box::pin(call::execute(self.prelude_bytecode, invocation, host))
     }
 }
@@ -149,12 +141,7 @@ fn new_context(runtime: &Runtime) -> rquickjs::Result<Context> {
 
 /// `JS_Eval` without rquickjs's `CString` conversion, so a NUL byte in a handler is a
 /// syntax error like any other instead of a conversion failure.
-fn eval_raw<'js>(
-    ctx: &Ctx<'js>,
-    source: &str,
-    file: &CStr,
-    flags: u32,
-) -> rquickjs::Result<Value<'js>> {
+fn eval_raw<'js>(ctx: &Ctx<'js>, source: &str, file: &CStr, flags: u32) -> rquickjs::Result<Value<'js>> {
     let mut buffer = Vec::with_capacity(source.len() + 1);
     buffer.extend_from_slice(source.as_bytes());
     buffer.push(0); // JS_Eval requires input[len] == '\0'
@@ -162,13 +149,7 @@ fn eval_raw<'js>(
     // owned and handed to `Value::from_raw` exactly once.
     unsafe {
         let raw = ctx.as_raw().as_ptr();
-        let value = qjs::JS_Eval(
-            raw,
-            buffer.as_ptr().cast(),
-            source.len() as _,
-            file.as_ptr(),
-            flags as i32,
-        );
+        let value = qjs::JS_Eval(raw, buffer.as_ptr().cast(), source.len() as _, file.as_ptr(), flags as i32);
         if qjs::JS_IsException(value) {
             return Err(Error::Exception);
         }
@@ -186,16 +167,9 @@ fn wrap_handler(body: &str) -> String {
 
 /// Compiles (and evaluates — it is a single function expression) the wrapped handler.
 fn compile_handler<'js>(ctx: &Ctx<'js>, body: &str) -> rquickjs::Result<Function<'js>> {
-    let value = eval_raw(
-        ctx,
-        &wrap_handler(body),
-        HANDLER_FILE,
-        qjs::JS_EVAL_TYPE_GLOBAL,
-    )?;
+    let value = eval_raw(ctx, &wrap_handler(body), HANDLER_FILE, qjs::JS_EVAL_TYPE_GLOBAL)?;
     let type_name = value.type_name();
-    value
-        .into_function()
-        .ok_or_else(|| Error::new_from_js(type_name, "handler function"))
+    value.into_function().ok_or_else(|| Error::new_from_js(type_name, "handler function"))
 }
 
 /// Evaluates the prelude, returning the function that installs the globals.
@@ -206,12 +180,7 @@ fn load_prelude<'js>(ctx: &Ctx<'js>, bytecode: Option<&[u8]>) -> rquickjs::Resul
         // result is owned and wrapped exactly once.
         Some(code) => unsafe {
             let raw = ctx.as_raw().as_ptr();
-            let object = qjs::JS_ReadObject(
-                raw,
-                code.as_ptr(),
-                code.len() as _,
-                qjs::JS_READ_OBJ_BYTECODE as i32,
-            );
+            let object = qjs::JS_ReadObject(raw, code.as_ptr(), code.len() as _, qjs::JS_READ_OBJ_BYTECODE as i32);
             if qjs::JS_IsException(object) {
                 return Err(Error::Exception);
             }
@@ -221,17 +190,10 @@ fn load_prelude<'js>(ctx: &Ctx<'js>, bytecode: Option<&[u8]>) -> rquickjs::Resul
             }
             Value::from_raw(ctx.clone(), value)
         },
-        None => eval_raw(
-            ctx,
-            PRELUDE_SOURCE,
-            PRELUDE_FILE,
-            qjs::JS_EVAL_TYPE_GLOBAL | qjs::JS_EVAL_FLAG_STRICT,
-        )?,
+        None => eval_raw(ctx, PRELUDE_SOURCE, PRELUDE_FILE, qjs::JS_EVAL_TYPE_GLOBAL | qjs::JS_EVAL_FLAG_STRICT)?,
     };
     let type_name = value.type_name();
-    value
-        .into_function()
-        .ok_or_else(|| Error::new_from_js(type_name, "prelude function"))
+    value.into_function().ok_or_else(|| Error::new_from_js(type_name, "prelude function"))
 }
 
 /// Compiles the prelude source to bytecode (without running it).
@@ -239,8 +201,7 @@ fn compile_prelude() -> Option<Vec<u8>> {
     let runtime = Runtime::new().ok()?;
     let context = new_context(&runtime).ok()?;
     context.with(|ctx| {
-        let flags =
-            qjs::JS_EVAL_TYPE_GLOBAL | qjs::JS_EVAL_FLAG_STRICT | qjs::JS_EVAL_FLAG_COMPILE_ONLY;
+        let flags = qjs::JS_EVAL_TYPE_GLOBAL | qjs::JS_EVAL_FLAG_STRICT | qjs::JS_EVAL_FLAG_COMPILE_ONLY;
         let Ok(function) = eval_raw(&ctx, PRELUDE_SOURCE, PRELUDE_FILE, flags) else {
             let _ = ctx.catch();
             return None;
@@ -252,9 +213,7 @@ fn compile_prelude() -> Option<Vec<u8>> {
             let mut len = 0;
             // Without source text and debug info the bytecode is a quarter of the size and
             // loads faster; prelude frames in stack traces just lose their line numbers.
-            let flags = qjs::JS_WRITE_OBJ_BYTECODE
-                | qjs::JS_WRITE_OBJ_STRIP_SOURCE
-                | qjs::JS_WRITE_OBJ_STRIP_DEBUG;
+            let flags = qjs::JS_WRITE_OBJ_BYTECODE | qjs::JS_WRITE_OBJ_STRIP_SOURCE | qjs::JS_WRITE_OBJ_STRIP_DEBUG;
             let buffer = qjs::JS_WriteObject(raw, &mut len, function.as_raw(), flags as i32);
             if buffer.is_null() {
                 let _ = ctx.catch();
@@ -271,17 +230,12 @@ fn compile_prelude() -> Option<Vec<u8>> {
 /// the body (errors such as a missing `}` are reported on the wrapper's closing line).
 fn handler_line(stack: &str, body: &str) -> Option<u32> {
     let file = HANDLER_FILE.to_str().unwrap_or("handler");
-    let body_lines = u32::try_from(body.lines().count())
-        .unwrap_or(u32::MAX)
-        .max(1);
+    let body_lines = u32::try_from(body.lines().count()).unwrap_or(u32::MAX).max(1);
     stack.lines().find_map(|frame| {
         let frame = frame.trim_start();
         let rest = match frame.find(&format!("({file}:")) {
             Some(at) => &frame[at + file.len() + 2..],
-            None => frame
-                .strip_prefix("at ")?
-                .strip_prefix(file)?
-                .strip_prefix(':')?,
+            None => frame.strip_prefix("at ")?.strip_prefix(file)?.strip_prefix(':')?,
         };
         let digits = rest.split(|c: char| !c.is_ascii_digit()).next()?;
         let line: u32 = digits.parse().ok()?;
@@ -313,11 +267,7 @@ impl Checker {
         let deadline = Rc::new(Cell::new(Instant::now()));
         let interrupt = Rc::clone(&deadline);
         runtime.set_interrupt_handler(Some(Box::new(move || Instant::now() >= interrupt.get())));
-        Ok(Checker {
-            context: new_context(&runtime)?,
-            deadline,
-            uses: 0,
-        })
+        Ok(Checker { context: new_context(&runtime)?, deadline, uses: 0 })
     }
 }
 
@@ -353,44 +303,28 @@ fn compile_only(context: &Context, source: &str) -> (Result<(), CompileError>, b
                 let exception = ctx.catch();
                 let (name, message, stack) = match exception.as_exception() {
                     Some(e) => (
-                        e.get::<_, String>("name")
-                            .unwrap_or_else(|_| "SyntaxError".to_owned()),
+                        e.get::<_, String>("name").unwrap_or_else(|_| "SyntaxError".to_owned()),
                         e.message().unwrap_or_default(),
                         e.stack().unwrap_or_default(),
                     ),
-                    None => (
-                        "Error".to_owned(),
-                        "the handler could not be compiled".to_owned(),
-                        String::new(),
-                    ),
+                    None => ("Error".to_owned(), "the handler could not be compiled".to_owned(), String::new()),
                 };
                 let (message, clean) = match (name.as_str(), message.as_str()) {
-                    (_, "out of memory") => (
-                        "the handler is too large or complex to compile (out of memory)".to_owned(),
-                        false,
-                    ),
-                    (_, "interrupted") => {
-                        ("the handler took too long to compile".to_owned(), false)
+                    (_, "out of memory") => {
+                        ("the handler is too large or complex to compile (out of memory)".to_owned(), false)
                     }
-                    ("RangeError", _) | (_, "stack overflow") => (
-                        "the handler is nested too deeply to compile".to_owned(),
-                        false,
-                    ),
+                    (_, "interrupted") => ("the handler took too long to compile".to_owned(), false),
+                    ("RangeError", _) | (_, "stack overflow") => {
+                        ("the handler is nested too deeply to compile".to_owned(), false)
+                    }
                     _ => (format!("{name}: {message}"), true),
                 };
-                let error = CompileError {
-                    line: handler_line(&stack, source),
-                    message,
-                };
+                let error = CompileError { line: handler_line(&stack, source), message };
                 (Err(error), clean)
             }
-            Err(e) => (
-                Err(CompileError {
-                    line: None,
-                    message: format!("could not run the syntax check: {e}"),
-                }),
-                false,
-            ),
+            Err(e) => {
+                (Err(CompileError { line: None, message: format!("could not run the syntax check: {e}") }), false)
+            }
         }
     })
 }

@@ -11,12 +11,7 @@
 use super::CompileError;
 
 pub(super) fn check_source(source: &str) -> Result<(), CompileError> {
-    Scanner {
-        src: source.as_bytes(),
-        pos: 0,
-        line: 1,
-    }
-    .run()
+    Scanner { src: source.as_bytes(), pos: 0, line: 1 }.run()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -64,10 +59,7 @@ impl<'a> Scanner<'a> {
     }
 
     fn error(&self, line: u32, message: impl Into<String>) -> CompileError {
-        CompileError {
-            line: Some(line),
-            message: message.into(),
-        }
+        CompileError { line: Some(line), message: message.into() }
     }
 
     fn run(mut self) -> Result<(), CompileError> {
@@ -159,11 +151,7 @@ impl<'a> Scanner<'a> {
                     if prev != Prev::Dot {
                         self.check_word(word, line)?;
                     }
-                    prev = if EXPRESSION_KEYWORDS.contains(&word) {
-                        Prev::Operator
-                    } else {
-                        Prev::Operand
-                    };
+                    prev = if EXPRESSION_KEYWORDS.contains(&word) { Prev::Operator } else { Prev::Operand };
                 }
                 _ => {
                     self.pos += 1;
@@ -201,11 +189,7 @@ impl<'a> Scanner<'a> {
 
     /// Next byte that is not whitespace, without consuming anything.
     fn next_significant(&self) -> u8 {
-        self.src[self.pos..]
-            .iter()
-            .copied()
-            .find(|c| !c.is_ascii_whitespace())
-            .unwrap_or(0)
+        self.src[self.pos..].iter().copied().find(|c| !c.is_ascii_whitespace()).unwrap_or(0)
     }
 
     fn read_ident(&mut self) -> &'a str {
@@ -318,8 +302,7 @@ impl<'a> Scanner<'a> {
 
     fn skip_number(&mut self) {
         while self.pos < self.src.len()
-            && (self.src[self.pos].is_ascii_alphanumeric()
-                || matches!(self.src[self.pos], b'.' | b'_'))
+            && (self.src[self.pos].is_ascii_alphanumeric() || matches!(self.src[self.pos], b'.' | b'_'))
         {
             self.pos += 1;
         }

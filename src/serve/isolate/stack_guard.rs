@@ -85,22 +85,13 @@ impl StackCanary {
         if lo < floor {
             return None;
         }
-        let canary = StackCanary {
-            lo,
-            words: STRIP / WORD,
-            _not_send: PhantomData,
-        };
+        let canary = StackCanary { lo, words: STRIP / WORD, _not_send: PhantomData };
         for addr in canary.addresses() {
             // SAFETY: `addr` is 8-aligned and inside this thread's stack mapping (between the
             // floor computed from the registered stack size and the current stack pointer),
             // below every live frame, so it belongs to no Rust allocation; volatile writes
             // there are not observed by any Rust code.
-            unsafe {
-                ptr::write_volatile(
-                    ptr::with_exposed_provenance_mut::<u64>(addr),
-                    expected(addr),
-                )
-            };
+            unsafe { ptr::write_volatile(ptr::with_exposed_provenance_mut::<u64>(addr), expected(addr)) };
         }
         Some(canary)
     }

@@ -13,11 +13,7 @@ use super::*;
 fn tokio_runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("test runtime")
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("test runtime")
     })
 }
 
@@ -65,15 +61,11 @@ impl FetchHost for FakeHost {
             let _live = live;
             let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             state.max_in_flight.fetch_max(now, Ordering::SeqCst);
-            let host = url::Url::parse(&request.url)
-                .ok()
-                .and_then(|u| u.host_str().map(str::to_owned))
-                .unwrap_or_default();
+            let host =
+                url::Url::parse(&request.url).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default();
             let result = match host.as_str() {
                 "" => Err(FetchError::Denied(format!("invalid URL {:?}", request.url))),
-                "denied.test" => Err(FetchError::Denied(format!(
-                    "egress to {host} is not allowed"
-                ))),
+                "denied.test" => Err(FetchError::Denied(format!("egress to {host} is not allowed"))),
                 "down.test" => Err(FetchError::Network("connection refused".into())),
                 "hang.test" => futures_util::future::pending().await,
                 _ => {
@@ -81,11 +73,7 @@ impl FetchHost for FakeHost {
                         tokio::time::sleep(Duration::from_millis(40)).await;
                     }
                     if host == "wait.test" {
-                        let ms = request
-                            .url
-                            .rsplit('/')
-                            .next()
-                            .and_then(|ms| ms.parse().ok());
+                        let ms = request.url.rsplit('/').next().and_then(|ms| ms.parse().ok());
                         tokio::time::sleep(Duration::from_millis(ms.unwrap_or(0))).await;
                     }
                     let echo = json!({
@@ -115,34 +103,17 @@ impl FetchHost for FakeHost {
     }
 }
 
-fn invocation(
-    handler: &str,
-    arguments: Value,
-    limits: SandboxLimits,
-    host: &FakeHost,
-) -> Invocation {
-    Invocation {
-        handler: handler.into(),
-        arguments,
-        limits,
-        fetch: Arc::new(host.clone()),
-    }
+fn invocation(handler: &str, arguments: Value, limits: SandboxLimits, host: &FakeHost) -> Invocation {
+    Invocation { handler: handler.into(), arguments, limits, fetch: Arc::new(host.clone()) }
 }
 
 fn host_context() -> HostContext {
-    HostContext {
-        runtime: tokio_runtime().handle().clone(),
-        memory: IsolateMemory::new(1 << 30),
-    }
+    HostContext { runtime: tokio_runtime().handle().clone(), memory: IsolateMemory::new(1 << 30) }
 }
 
 /// Runs a call's future on the current thread, as a pool worker does.
 fn drive<T>(call: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("worker-like runtime")
-        .block_on(call)
+    tokio::runtime::Builder::new_current_thread().enable_time().build().expect("worker-like runtime").block_on(call)
 }
 
 /// Runs one invocation directly on a worker-like thread (large stack, registered with the
@@ -181,9 +152,7 @@ fn run(handler: &str) -> Completion {
 }
 
 fn text(completion: &Completion) -> &str {
-    completion.result.content[0]["text"]
-        .as_str()
-        .unwrap_or("<no text>")
+    completion.result.content[0]["text"].as_str().unwrap_or("<no text>")
 }
 
 fn fast_limits() -> SandboxLimits {
@@ -215,14 +184,8 @@ fn returns_object_as_text_and_structured_content() {
     ));
     assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
     assert!(!c.result.is_error);
-    assert_eq!(
-        c.result.structured_content,
-        Some(json!({"sum": 5, "list": [1, 2]}))
-    );
-    assert_eq!(
-        serde_json::from_str::<Value>(text(&c)).unwrap(),
-        json!({"sum": 5, "list": [1, 2]})
-    );
+    assert_eq!(c.result.structured_content, Some(json!({"sum": 5, "list": [1, 2]})));
+    assert_eq!(serde_json::from_str::<Value>(text(&c)).unwrap(), json!({"sum": 5, "list": [1, 2]}));
     assert!(c.error.is_none());
     assert!(c.wall_time >= c.cpu_time);
 }
@@ -235,10 +198,7 @@ fn returns_string_number_array_and_undefined() {
     let c = run("return 42;");
     assert_eq!(text(&c), "42");
     let c = run("return [1, 'a'];");
-    assert_eq!(
-        serde_json::from_str::<Value>(text(&c)).unwrap(),
-        json!([1, "a"])
-    );
+    assert_eq!(serde_json::from_str::<Value>(text(&c)).unwrap(), json!([1, "a"]));
     assert!(c.result.structured_content.is_none());
     let c = run("const x = 1;");
     assert_eq!((c.outcome, text(&c)), (Outcome::Ok, ""));
@@ -264,11 +224,7 @@ fn mcp_shaped_results_pass_through_and_are_validated() {
     let c = run(r#"return { content: [{ type: 'text', text: 5 }] };"#);
     assert_eq!(c.outcome, Outcome::Error);
     assert!(c.result.is_error);
-    assert!(
-        text(&c).contains("content[0]") && text(&c).contains("'text'"),
-        "{}",
-        text(&c)
-    );
+    assert!(text(&c).contains("content[0]") && text(&c).contains("'text'"), "{}", text(&c));
 
     let c = run(r#"return { content: ['x'] };"#);
     assert!(c.result.is_error && text(&c).contains("must be an object"));
@@ -276,10 +232,7 @@ fn mcp_shaped_results_pass_through_and_are_validated() {
     // A plain object that merely has a `content` field is data, not an MCP result.
     let c = run(r#"return { title: 't', content: 'body' };"#);
     assert_eq!(c.outcome, Outcome::Ok);
-    assert_eq!(
-        c.result.structured_content,
-        Some(json!({"title": "t", "content": "body"}))
-    );
+    assert_eq!(c.result.structured_content, Some(json!({"title": "t", "content": "body"})));
 }
 
 #[test]
@@ -290,22 +243,13 @@ fn throw_reports_message_and_handler_line() {
     assert_eq!(text(&c), "Error: boom (handler line 3)");
     assert_eq!(c.error.as_deref(), Some("Error: boom (handler line 3)"));
 
-    let c =
-        run("function helper(x) {\n  return x.missing.field;\n}\nawait null;\nreturn helper({});");
-    assert!(
-        text(&c).starts_with("TypeError: ") && text(&c).ends_with("(handler line 2)"),
-        "{}",
-        text(&c)
-    );
+    let c = run("function helper(x) {\n  return x.missing.field;\n}\nawait null;\nreturn helper({});");
+    assert!(text(&c).starts_with("TypeError: ") && text(&c).ends_with("(handler line 2)"), "{}", text(&c));
 
     // A syntax error in a handler that was never checked.
     let c = run("let ok = 1;\nlet = = 2;");
     assert_eq!(c.outcome, Outcome::Error);
-    assert!(
-        text(&c).starts_with("SyntaxError") && text(&c).ends_with("(handler line 2)"),
-        "{}",
-        text(&c)
-    );
+    assert!(text(&c).starts_with("SyntaxError") && text(&c).ends_with("(handler line 2)"), "{}", text(&c));
 }
 
 #[test]
@@ -317,18 +261,9 @@ fn hostile_values_never_panic() {
         ("throw Symbol('s');", "Symbol(s)"),
         ("const o = {}; o.self = o; return o;", "circular"),
         ("return { big: 10n };", "BigInt"),
-        (
-            "return { get x() { throw new Error('getter'); } };",
-            "getter",
-        ),
-        (
-            "return new Proxy({}, { ownKeys() { throw new Error('trap'); } });",
-            "trap",
-        ),
-        (
-            "const e = new Error('x'); Object.defineProperty(e, 'message', { get() { throw 1; } }); throw e;",
-            "Error",
-        ),
+        ("return { get x() { throw new Error('getter'); } };", "getter"),
+        ("return new Proxy({}, { ownKeys() { throw new Error('trap'); } });", "trap"),
+        ("const e = new Error('x'); Object.defineProperty(e, 'message', { get() { throw 1; } }); throw e;", "Error"),
     ] {
         let c = run(handler);
         assert_eq!(c.outcome, Outcome::Error, "{handler}: {c:?}");
@@ -340,10 +275,7 @@ fn hostile_values_never_panic() {
     assert_eq!((c.outcome, text(&c)), (Outcome::Ok, ""));
     let c = run("return ['\\ud800 lone', '\\\\ud800', '\\ud83d\\ude00'];");
     assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
-    assert_eq!(
-        serde_json::from_str::<Value>(text(&c)).unwrap(),
-        json!(["\u{fffd} lone", "\\ud800", "😀"])
-    );
+    assert_eq!(serde_json::from_str::<Value>(text(&c)).unwrap(), json!(["\u{fffd} lone", "\\ud800", "😀"]));
     let c = run("console.log('\\ud800', 'a\\udc00b'); return 1;");
     assert_eq!(c.outcome, Outcome::Ok);
     assert_eq!(c.console, "[log] \u{fffd} a\u{fffd}b\n");
@@ -375,12 +307,7 @@ fn fetch_get_and_post_forward_everything() {
             f4: (await r4.json()).body, b5: (await r5.text()).includes('"body":"hi"'),
         };
     "#;
-    let c = execute(invocation(
-        handler,
-        json!({}),
-        SandboxLimits::default(),
-        &host,
-    ));
+    let c = execute(invocation(handler, json!({}), SandboxLimits::default(), &host));
     assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
     let s = c.result.structured_content.clone().unwrap();
     assert_eq!(s["status"], 201);
@@ -391,10 +318,7 @@ fn fetch_get_and_post_forward_everything() {
     assert_eq!(s["ct"], "application/json");
     assert_eq!(s["cookies"], json!(["a=1", "b=2"]));
     assert_eq!(s["has"], false);
-    assert_eq!(
-        (s["m1"].as_str(), s["m2"].as_str()),
-        (Some("GET"), Some("POST"))
-    );
+    assert_eq!((s["m1"].as_str(), s["m2"].as_str()), (Some("GET"), Some("POST")));
     assert_eq!(s["b2"], "payload");
     assert_eq!(s["redirect"], "manual");
     assert_eq!(s["j3"], "{\"a\":1}");
@@ -405,10 +329,7 @@ fn fetch_get_and_post_forward_everything() {
     let requests = host.requests();
     assert_eq!(requests.len(), 6);
     assert_eq!(requests[0].method, "GET");
-    assert_eq!(
-        requests[0].headers,
-        vec![("x-key".to_owned(), "abc".to_owned())]
-    );
+    assert_eq!(requests[0].headers, vec![("x-key".to_owned(), "abc".to_owned())]);
     assert_eq!(requests[0].body, None);
     assert_eq!(requests[0].redirect, "follow");
     assert_eq!(requests[1].url, "https://api.example/items");
@@ -421,16 +342,10 @@ fn fetch_get_and_post_forward_everything() {
         ]
     );
     assert_eq!(requests[1].body.as_deref(), Some(&b"payload"[..]));
-    assert_eq!(
-        requests[2].headers,
-        vec![("content-type".to_owned(), "application/json".to_owned())]
-    );
+    assert_eq!(requests[2].headers, vec![("content-type".to_owned(), "application/json".to_owned())]);
     assert_eq!(
         requests[3].headers,
-        vec![(
-            "content-type".to_owned(),
-            "application/x-www-form-urlencoded;charset=UTF-8".to_owned()
-        )]
+        vec![("content-type".to_owned(), "application/x-www-form-urlencoded;charset=UTF-8".to_owned())]
     );
     assert_eq!(requests[4].body.as_deref(), Some(&b"hi"[..]));
 }
@@ -452,34 +367,22 @@ fn fetch_errors_become_type_errors() {
     let out: Vec<String> = serde_json::from_str(text(&c)).unwrap();
     assert_eq!(out[0], "true egress to denied.test is not allowed");
     assert_eq!(out[1], "true connection refused");
-    assert_eq!(
-        out[2], "true invalid URL \"not a url\"",
-        "unparseable URLs go to the host"
-    );
+    assert_eq!(out[2], "true invalid URL \"not a url\"", "unparseable URLs go to the host");
     assert!(out[3].contains("cannot have a body"));
     assert!(out[4].contains("Invalid header name"));
     assert!(c.fetch_denied);
-    assert_eq!(
-        c.fetches, 3,
-        "requests refused by the isolate itself are not counted"
-    );
+    assert_eq!(c.fetches, 3, "requests refused by the isolate itself are not counted");
 
     // Uncaught: the handler line of the fetch() call is reported.
     let c = run("const x = 1;\nawait fetch('https://denied.test/');");
     assert_eq!(c.outcome, Outcome::Error);
-    assert_eq!(
-        text(&c),
-        "TypeError: egress to denied.test is not allowed (handler line 2)"
-    );
+    assert_eq!(text(&c), "TypeError: egress to denied.test is not allowed (handler line 2)");
     assert!(c.fetch_denied);
 }
 
 #[test]
 fn max_fetches_is_a_limit_even_when_caught() {
-    let limits = SandboxLimits {
-        max_fetches: 3,
-        ..SandboxLimits::default()
-    };
+    let limits = SandboxLimits { max_fetches: 3, ..SandboxLimits::default() };
     let c = run_with(
         "for (let i = 0; i < 10; i++) { try { await fetch('https://a.test/' + i); } catch {} }\nreturn 'done';",
         limits,
@@ -491,22 +394,14 @@ fn max_fetches_is_a_limit_even_when_caught() {
 #[test]
 fn concurrent_fetches_are_capped_and_queued() {
     let host = FakeHost::default();
-    let limits = SandboxLimits {
-        max_concurrent_fetches: 2,
-        ..SandboxLimits::default()
-    };
+    let limits = SandboxLimits { max_concurrent_fetches: 2, ..SandboxLimits::default() };
     let handler = "const rs = await Promise.all([1,2,3,4,5].map(i => fetch('https://slow.test/' + i).then(r => r.json())));\nreturn rs.map(r => r.url);";
     let c = execute(invocation(handler, json!({}), limits, &host));
     assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
     assert_eq!(c.fetches, 5);
     assert_eq!(host.0.max_in_flight.load(Ordering::SeqCst), 2);
     let urls: Vec<String> = serde_json::from_str(text(&c)).unwrap();
-    assert_eq!(
-        urls,
-        (1..=5)
-            .map(|i| format!("https://slow.test/{i}"))
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(urls, (1..=5).map(|i| format!("https://slow.test/{i}")).collect::<Vec<_>>());
     // Waiting for the network is not CPU time.
     assert!(c.cpu_time < c.wall_time, "{c:?}");
 }
@@ -521,40 +416,25 @@ fn busy_loop_hits_the_cpu_limit() {
     assert!(started.elapsed() < Duration::from_secs(2));
     assert!(c.cpu_time >= Duration::from_millis(250));
 
-    let c = run_with(
-        "await null;\nlet i = 0;\nwhile (true) { i++; }",
-        fast_limits(),
-    );
+    let c = run_with("await null;\nlet i = 0;\nwhile (true) { i++; }", fast_limits());
     assert_limit(&c, "`cpu`");
 
-    let c = run_with(
-        "await new Promise(r => setTimeout(r, 10));\nfor (;;) {}",
-        fast_limits(),
-    );
+    let c = run_with("await new Promise(r => setTimeout(r, 10));\nfor (;;) {}", fast_limits());
     assert_limit(&c, "`cpu`");
 
     // Catastrophic backtracking is interrupted too.
-    let c = run_with(
-        "return /^(a+)+$/.test('a'.repeat(40) + 'b');",
-        fast_limits(),
-    );
+    let c = run_with("return /^(a+)+$/.test('a'.repeat(40) + 'b');", fast_limits());
     assert_limit(&c, "`cpu`");
 }
 
 #[test]
 fn catching_a_limit_does_not_help() {
-    let c = run_with(
-        "try { while (true) {} } catch (e) {}\nreturn 'survived';",
-        fast_limits(),
-    );
+    let c = run_with("try { while (true) {} } catch (e) {}\nreturn 'survived';", fast_limits());
     assert_limit(&c, "`cpu`");
 
     let c = run_with(
         "let caught = 0;\ntry { const a = []; while (true) a.push(new Array(100000).fill(1)); } catch (e) { caught++; }\nreturn caught;",
-        SandboxLimits {
-            cpu: Duration::from_secs(5),
-            ..fast_limits()
-        },
+        SandboxLimits { cpu: Duration::from_secs(5), ..fast_limits() },
     );
     assert_limit(&c, "memory");
 
@@ -564,10 +444,7 @@ fn catching_a_limit_does_not_help() {
     );
     assert_limit(&c, "stack");
 
-    let c = run_with(
-        "function f() { f(); }\nfor (;;) { try { f(); } catch (e) {} }",
-        fast_limits(),
-    );
+    let c = run_with("function f() { f(); }\nfor (;;) { try { f(); } catch (e) {} }", fast_limits());
     assert_limit(&c, "stack");
 }
 
@@ -575,33 +452,18 @@ fn catching_a_limit_does_not_help() {
 fn memory_blowup_hits_the_memory_limit() {
     // A generous CPU budget so a loaded (debug-build) test machine still runs out of
     // memory first.
-    let limits = SandboxLimits {
-        cpu: Duration::from_secs(5),
-        ..fast_limits()
-    };
-    let c = run_with(
-        "const a = [];\nwhile (true) a.push('x'.repeat(10000) + a.length);",
-        limits.clone(),
-    );
+    let limits = SandboxLimits { cpu: Duration::from_secs(5), ..fast_limits() };
+    let c = run_with("const a = [];\nwhile (true) a.push('x'.repeat(10000) + a.length);", limits.clone());
     assert_limit(&c, "memory_bytes");
-    let c = run_with(
-        "return new ArrayBuffer(1024 * 1024 * 1024).byteLength;",
-        limits,
-    );
+    let c = run_with("return new ArrayBuffer(1024 * 1024 * 1024).byteLength;", limits);
     assert_limit(&c, "memory_bytes");
 }
 
 #[test]
 fn infinite_recursion_hits_the_stack_limit() {
-    let c = run_with(
-        "function f(n) { return f(n + 1) + 1; }\nreturn f(0);",
-        fast_limits(),
-    );
+    let c = run_with("function f(n) { return f(n + 1) + 1; }\nreturn f(0);", fast_limits());
     assert_limit(&c, "stack_bytes");
-    let c = run_with(
-        "const deep = (n) => n === 0 ? 0 : 1 + deep(n - 1);\nreturn deep(50);",
-        fast_limits(),
-    );
+    let c = run_with("const deep = (n) => n === 0 ? 0 : 1 + deep(n - 1);\nreturn deep(50);", fast_limits());
     assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "50"), "{c:?}");
 }
 
@@ -615,10 +477,7 @@ fn never_settling_promise_is_a_timeout() {
     assert!(started.elapsed() < Duration::from_secs(1));
 
     // A fetch that never answers runs into the wall clock.
-    let limits = SandboxLimits {
-        wall: Duration::from_millis(300),
-        ..SandboxLimits::default()
-    };
+    let limits = SandboxLimits { wall: Duration::from_millis(300), ..SandboxLimits::default() };
     let started = Instant::now();
     let c = run_with("await fetch('https://hang.test/');", limits.clone());
     assert_eq!(c.outcome, Outcome::Timeout, "{c:?}");
@@ -633,10 +492,7 @@ fn never_settling_promise_is_a_timeout() {
 
 #[test]
 fn result_size_is_limited() {
-    let limits = SandboxLimits {
-        max_result_bytes: 1000,
-        ..SandboxLimits::default()
-    };
+    let limits = SandboxLimits { max_result_bytes: 1000, ..SandboxLimits::default() };
     let c = run_with("return 'x'.repeat(2000);", limits.clone());
     assert_limit(&c, "max_result_bytes");
     let c = run_with("return 'x'.repeat(900);", limits);
@@ -656,28 +512,13 @@ fn console_is_captured_and_capped() {
     assert_eq!(lines[1], "[warn] w");
     assert_eq!(lines[2], "[error] TypeError: t");
     assert!(lines[3].starts_with("    at "), "{lines:?}");
-    assert!(
-        c.console.contains("[info] 1n\n[debug] [1,2]\n"),
-        "{}",
-        c.console
-    );
+    assert!(c.console.contains("[info] 1n\n[debug] [1,2]\n"), "{}", c.console);
 
-    let limits = SandboxLimits {
-        max_console_bytes: 100,
-        ..SandboxLimits::default()
-    };
-    let c = run_with(
-        "for (let i = 0; i < 1000; i++) console.log('line ' + i);\nreturn 'ok';",
-        limits,
-    );
+    let limits = SandboxLimits { max_console_bytes: 100, ..SandboxLimits::default() };
+    let c = run_with("for (let i = 0; i < 1000; i++) console.log('line ' + i);\nreturn 'ok';", limits);
     assert_eq!(c.outcome, Outcome::Ok);
     assert!(c.console.starts_with("[log] line 0\n[log] line 1\n"));
-    assert!(
-        c.console
-            .ends_with("[console output truncated: max_console_bytes reached]\n"),
-        "{}",
-        c.console
-    );
+    assert!(c.console.ends_with("[console output truncated: max_console_bytes reached]\n"), "{}", c.console);
     assert!(c.console.len() <= 100 + 60);
 }
 
@@ -695,29 +536,16 @@ fn set_timeout_works_and_is_bounded() {
         return order;
     "#);
     assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
-    assert_eq!(
-        serde_json::from_str::<Value>(text(&c)).unwrap(),
-        json!(["a!", "b"])
-    );
+    assert_eq!(serde_json::from_str::<Value>(text(&c)).unwrap(), json!(["a!", "b"]));
     assert!(c.wall_time >= Duration::from_millis(40));
 
-    let limits = SandboxLimits {
-        max_timers: 5,
-        ..SandboxLimits::default()
-    };
-    let c = run_with(
-        "for (let i = 0; i < 10; i++) { try { setTimeout(() => {}, 0); } catch {} }\nreturn 1;",
-        limits,
-    );
+    let limits = SandboxLimits { max_timers: 5, ..SandboxLimits::default() };
+    let c = run_with("for (let i = 0; i < 10; i++) { try { setTimeout(() => {}, 0); } catch {} }\nreturn 1;", limits);
     assert_limit(&c, "max_timers");
 
     let c = run("await new Promise((r) => setTimeout(() => { r(); missing(); }, 0));");
     assert_eq!(c.outcome, Outcome::Error);
-    assert!(
-        text(&c).starts_with("uncaught error in a setTimeout callback: ReferenceError"),
-        "{}",
-        text(&c)
-    );
+    assert!(text(&c).starts_with("uncaught error in a setTimeout callback: ReferenceError"), "{}", text(&c));
 }
 
 #[test]
@@ -804,27 +632,18 @@ fn web_apis_behave() {
     assert_eq!(s["bad"], true);
     assert_eq!(s["spStr"], "a=1&b=x");
     assert_eq!(s["spAll"], json!([["a", "1"], ["b", "x"]]));
-    assert_eq!(
-        (s["sp2"].as_str(), s["sp3"].as_str()),
-        (Some("v"), Some("o=p"))
-    );
+    assert_eq!((s["sp2"].as_str(), s["sp3"].as_str()), (Some("v"), Some("o=p")));
     assert_eq!(s["spMissing"], Value::Null);
     assert_eq!(s["enc"], 10);
     assert_eq!(s["dec"], "héllo €");
     assert_eq!(s["streamed"], "€");
     assert_eq!(s["fatal"], true);
-    assert_eq!(
-        (s["b64"].as_str(), s["unb64"].as_str()),
-        (Some("aGkh"), Some("hi!"))
-    );
+    assert_eq!((s["b64"].as_str(), s["unb64"].as_str()), (Some("aGkh"), Some("hi!")));
     assert_eq!(s["headers"], json!([["b", "v"], ["x-a", "1, 2"]]));
     assert_eq!(s["hget"], "1, 2");
     assert_eq!(s["clone"], json!([true, true, 2]));
     assert_eq!(s["cloneErr"], "DataCloneError");
-    assert_eq!(
-        s["resp"],
-        json!([202, true, "y", "text/plain;charset=UTF-8", 1, true])
-    );
+    assert_eq!(s["resp"], json!([202, true, "y", "text/plain;charset=UTF-8", 1, true]));
 }
 
 #[test]
@@ -885,25 +704,15 @@ fn check_handler_recovers_after_a_check_that_exhausted_its_runtime() {
 fn check_handler_rejects_modules() {
     let err = check_handler("const x = 1;\nconst fs = require('fs');").unwrap_err();
     assert_eq!(err.line, Some(2));
-    assert!(
-        err.message.starts_with("require() is not available"),
-        "{err:?}"
-    );
+    assert!(err.message.starts_with("require() is not available"), "{err:?}");
 
     let err = check_handler("\n\nconst m = await import('https://cdn/x.js');").unwrap_err();
     assert_eq!(err.line, Some(3));
-    assert!(
-        err.message.starts_with("import() is not available"),
-        "{err:?}"
-    );
+    assert!(err.message.starts_with("import() is not available"), "{err:?}");
 
     let err = check_handler("import { x } from 'y';\nreturn x;").unwrap_err();
     assert_eq!(err.line, Some(1));
-    assert!(
-        err.message
-            .starts_with("import statements are not available"),
-        "{err:?}"
-    );
+    assert!(err.message.starts_with("import statements are not available"), "{err:?}");
 
     let err = check_handler("return 1;\n});\n(function () {").unwrap_err();
     assert_eq!(err.line, Some(2));
@@ -928,12 +737,7 @@ fn pool_is_busy_when_the_queue_is_full() {
     let pool = Arc::new(pool(1, 1, 1));
     let host = FakeHost::default();
     let spin = invocation("while (true) {}", json!({}), fast_limits(), &host);
-    let quick = invocation(
-        "return 'quick';",
-        json!({}),
-        SandboxLimits::default(),
-        &host,
-    );
+    let quick = invocation("return 'quick';", json!({}), SandboxLimits::default(), &host);
 
     let first = rt.spawn({
         let pool = Arc::clone(&pool);
@@ -948,15 +752,9 @@ fn pool_is_busy_when_the_queue_is_full() {
     });
     wait_until("a call is queued", || pool.stats().queued == 1);
     let stats = pool.stats();
-    assert_eq!(
-        (stats.workers, stats.busy, stats.in_flight, stats.queued),
-        (1, 1, 1, 1)
-    );
+    assert_eq!((stats.workers, stats.busy, stats.in_flight, stats.queued), (1, 1, 1, 1));
     let busy = rt.block_on(pool.run("c", quick.clone())).unwrap_err();
-    assert!(
-        matches!(busy, PoolError::Busy(Busy::Queue { limit: 1 })),
-        "{busy:?}"
-    );
+    assert!(matches!(busy, PoolError::Busy(Busy::Queue { limit: 1 })), "{busy:?}");
     assert!(busy.to_string().contains("[sandbox] queue"), "{busy}");
 
     assert_eq!(rt.block_on(first).unwrap().unwrap().outcome, Outcome::Limit);
@@ -965,10 +763,7 @@ fn pool_is_busy_when_the_queue_is_full() {
     assert_eq!(pool.stats().queued, 0);
 
     pool.close();
-    assert_eq!(
-        rt.block_on(pool.run("a", quick)).unwrap_err(),
-        PoolError::Closed
-    );
+    assert_eq!(rt.block_on(pool.run("a", quick)).unwrap_err(), PoolError::Closed);
 }
 
 #[test]
@@ -976,10 +771,7 @@ fn pool_keeps_serving_while_a_worker_spins() {
     let rt = tokio_runtime();
     let pool = Arc::new(pool(2, 100, 8));
     let host = FakeHost::default();
-    let limits = SandboxLimits {
-        cpu: Duration::from_millis(800),
-        ..SandboxLimits::default()
-    };
+    let limits = SandboxLimits { cpu: Duration::from_millis(800), ..SandboxLimits::default() };
     let spinner = rt.spawn({
         let pool = Arc::clone(&pool);
         let spin = invocation("for (;;) {}", json!({}), limits, &host);
@@ -989,37 +781,20 @@ fn pool_keeps_serving_while_a_worker_spins() {
     let started = Instant::now();
     for i in 0..5 {
         let c = rt
-            .block_on(pool.run(
-                "b",
-                invocation(
-                    "return args.i * 2;",
-                    json!({ "i": i }),
-                    SandboxLimits::default(),
-                    &host,
-                ),
-            ))
+            .block_on(
+                pool.run("b", invocation("return args.i * 2;", json!({ "i": i }), SandboxLimits::default(), &host)),
+            )
             .unwrap();
-        assert_eq!(
-            (c.outcome, text(&c)),
-            (Outcome::Ok, (i * 2).to_string().as_str())
-        );
+        assert_eq!((c.outcome, text(&c)), (Outcome::Ok, (i * 2).to_string().as_str()));
     }
     let quick_total = started.elapsed();
-    assert!(
-        !spinner.is_finished(),
-        "the spinner should still be running after the quick calls ({quick_total:?})"
-    );
+    assert!(!spinner.is_finished(), "the spinner should still be running after the quick calls ({quick_total:?})");
     let spun = rt.block_on(spinner).unwrap().unwrap();
     assert_eq!(spun.outcome, Outcome::Limit);
 }
 
 /// Runs `count` copies of `invocation` through `pool` at once and returns their completions.
-fn run_concurrently(
-    pool: &Arc<IsolatePool>,
-    tenant: &str,
-    count: usize,
-    invocation: &Invocation,
-) -> Vec<Completion> {
+fn run_concurrently(pool: &Arc<IsolatePool>, tenant: &str, count: usize, invocation: &Invocation) -> Vec<Completion> {
     let rt = tokio_runtime();
     let tasks: Vec<_> = (0..count)
         .map(|_| {
@@ -1029,10 +804,7 @@ fn run_concurrently(
             rt.spawn(async move { pool.run(&tenant, invocation).await })
         })
         .collect();
-    tasks
-        .into_iter()
-        .map(|task| rt.block_on(task).unwrap().unwrap())
-        .collect()
+    tasks.into_iter().map(|task| rt.block_on(task).unwrap().unwrap()).collect()
 }
 
 #[test]
@@ -1053,21 +825,13 @@ fn calls_waiting_on_fetches_do_not_hold_a_worker() {
     for c in &completions {
         assert_eq!((c.outcome, text(c)), (Outcome::Ok, "GET"), "{c:?}");
     }
-    assert!(
-        elapsed < Duration::from_secs(10),
-        "200 parked calls took {elapsed:?}"
-    );
+    assert!(elapsed < Duration::from_secs(10), "200 parked calls took {elapsed:?}");
     // Far more fetches were in flight at once than there are workers (how many overlap
     // depends on how fast this build creates isolates).
     let overlapping = host.0.max_in_flight.load(Ordering::SeqCst);
     assert!(overlapping >= 50, "only {overlapping} fetches overlapped");
     // Parked time is not CPU time.
-    assert!(
-        completions
-            .iter()
-            .all(|c| c.cpu_time < Duration::from_millis(250)),
-        "{completions:?}"
-    );
+    assert!(completions.iter().all(|c| c.cpu_time < Duration::from_millis(250)), "{completions:?}");
 }
 
 #[test]
@@ -1081,16 +845,8 @@ fn timers_park_too() {
     );
     let started = Instant::now();
     let completions = run_concurrently(&pool, "a", 50, &call);
-    assert!(
-        completions
-            .iter()
-            .all(|c| c.outcome == Outcome::Ok && text(c) == "late")
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(completions.iter().all(|c| c.outcome == Outcome::Ok && text(c) == "late"));
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
 }
 
 #[test]
@@ -1110,16 +866,11 @@ fn the_cpu_limit_ends_a_spinner_while_other_calls_on_its_worker_are_parked() {
             rt.spawn(async move { pool.run("parked", call).await })
         })
         .collect();
-    wait_until("the calls are parked", || {
-        host.0.in_flight.load(Ordering::SeqCst) == 20
-    });
+    wait_until("the calls are parked", || host.0.in_flight.load(Ordering::SeqCst) == 20);
     let spin = invocation(
         "await fetch('https://wait.test/1'); for (;;) {}",
         json!({}),
-        SandboxLimits {
-            cpu: Duration::from_millis(200),
-            ..SandboxLimits::default()
-        },
+        SandboxLimits { cpu: Duration::from_millis(200), ..SandboxLimits::default() },
         &host,
     );
     let spun = rt.block_on(pool.run("spinner", spin)).unwrap();
@@ -1145,14 +896,10 @@ fn a_cancelled_call_drops_its_fetches_and_timers() {
         let pool = Arc::clone(&pool);
         async move { pool.run("a", call).await }
     });
-    wait_until("the fetch is in flight", || {
-        host.0.live.load(Ordering::SeqCst) == 1
-    });
+    wait_until("the fetch is in flight", || host.0.live.load(Ordering::SeqCst) == 1);
     assert_eq!(pool.stats().in_flight, 1);
     task.abort();
-    wait_until("the fetch is dropped", || {
-        host.0.live.load(Ordering::SeqCst) == 0
-    });
+    wait_until("the fetch is dropped", || host.0.live.load(Ordering::SeqCst) == 0);
     wait_until("the slot is free", || pool.stats().in_flight == 0);
 }
 
@@ -1171,21 +918,11 @@ fn a_call_past_the_daemon_memory_budget_ends_cleanly() {
     );
     let c = rt.block_on(pool.run("a", hog)).unwrap();
     assert_limit(&c, "the daemon's isolate memory is exhausted");
-    assert!(
-        c.error
-            .as_deref()
-            .unwrap_or("")
-            .contains("[sandbox] memory_budget_mb"),
-        "{c:?}"
-    );
+    assert!(c.error.as_deref().unwrap_or("").contains("[sandbox] memory_budget_mb"), "{c:?}");
     // Everything it held was given back: the next call runs.
     assert_eq!(pool.stats().memory_bytes, 0);
-    let c = rt
-        .block_on(pool.run(
-            "a",
-            invocation("return 'fine';", json!({}), SandboxLimits::default(), &host),
-        ))
-        .unwrap();
+    let c =
+        rt.block_on(pool.run("a", invocation("return 'fine';", json!({}), SandboxLimits::default(), &host))).unwrap();
     assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "fine"));
 }
 
@@ -1197,12 +934,7 @@ fn one_server_at_its_cap_does_not_hold_up_another() {
     settings.admission.max_queued_per_tenant = 1;
     let pool = Arc::new(IsolatePool::new(settings, rt.handle().clone()));
     let host = FakeHost::default();
-    let hang = invocation(
-        "await fetch('https://hang.test/'); return 1;",
-        json!({}),
-        fast_limits(),
-        &host,
-    );
+    let hang = invocation("await fetch('https://hang.test/'); return 1;", json!({}), fast_limits(), &host);
     let parked: Vec<_> = (0..51)
         .map(|_| {
             let pool = Arc::clone(&pool);
@@ -1215,21 +947,12 @@ fn one_server_at_its_cap_does_not_hold_up_another() {
         stats.in_flight == 50 && stats.queued == 1
     });
     let refused = rt.block_on(pool.run("noisy", hang.clone())).unwrap_err();
-    assert!(
-        matches!(refused, PoolError::Busy(Busy::TenantQueue { limit: 1 })),
-        "{refused:?}"
-    );
+    assert!(matches!(refused, PoolError::Busy(Busy::TenantQueue { limit: 1 })), "{refused:?}");
     for i in 0..20 {
         let c = rt
-            .block_on(pool.run(
-                "quiet",
-                invocation(
-                    "return args.i;",
-                    json!({ "i": i }),
-                    SandboxLimits::default(),
-                    &host,
-                ),
-            ))
+            .block_on(
+                pool.run("quiet", invocation("return args.i;", json!({ "i": i }), SandboxLimits::default(), &host)),
+            )
             .unwrap();
         assert_eq!(c.outcome, Outcome::Ok);
     }
@@ -1288,27 +1011,14 @@ fn workers_are_named_and_survive_engine_panics() {
         rt.handle().clone(),
     );
     let host = FakeHost::default();
-    let c = rt
-        .block_on(pool.run(
-            "a",
-            invocation("panic", json!({}), SandboxLimits::default(), &host),
-        ))
-        .unwrap();
+    let c = rt.block_on(pool.run("a", invocation("panic", json!({}), SandboxLimits::default(), &host))).unwrap();
     assert_eq!(c.outcome, Outcome::Error);
     assert!(c.result.is_error);
     // The worker is not left marked as running JavaScript.
     assert_eq!(pool.stats().busy, 0);
-    let c = rt
-        .block_on(pool.run(
-            "a",
-            invocation("x", json!({}), SandboxLimits::default(), &host),
-        ))
-        .unwrap();
+    let c = rt.block_on(pool.run("a", invocation("x", json!({}), SandboxLimits::default(), &host))).unwrap();
     assert_eq!(c.outcome, Outcome::Ok);
-    assert_eq!(
-        *names.lock().unwrap(),
-        vec!["mcpbootd-isolate-0".to_owned()]
-    );
+    assert_eq!(*names.lock().unwrap(), vec!["mcpbootd-isolate-0".to_owned()]);
 }
 
 #[test]
@@ -1320,14 +1030,8 @@ fn profile_pure_calls() {
         .stack_size(WORKER_STACK_BYTES)
         .spawn(move || {
             stack_guard::register_worker_thread(WORKER_STACK_BYTES);
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap();
-            let n: usize = std::env::var("N")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(200);
+            let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+            let n: usize = std::env::var("N").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
             let started = Instant::now();
             for _ in 0..n {
                 let c = rt.block_on(engine.execute(
@@ -1341,10 +1045,7 @@ fn profile_pure_calls() {
                 ));
                 assert_eq!(c.outcome, Outcome::Ok);
             }
-            println!(
-                "{:.3} ms per call",
-                started.elapsed().as_secs_f64() * 1000.0 / n as f64
-            );
+            println!("{:.3} ms per call", started.elapsed().as_secs_f64() * 1000.0 / n as f64);
         })
         .unwrap()
         .join()
@@ -1372,10 +1073,7 @@ fn measure_parked_memory() {
         .collect();
     wait_until("all parked", || host.0.live.load(Ordering::SeqCst) == 1000);
     let stats = pool.stats();
-    println!(
-        "parked 1000 calls: {} KiB per call (budget accounting, 64 KiB chunks)",
-        stats.memory_bytes / 1000 / 1024
-    );
+    println!("parked 1000 calls: {} KiB per call (budget accounting, 64 KiB chunks)", stats.memory_bytes / 1000 / 1024);
     for task in tasks {
         rt.block_on(task).unwrap().unwrap();
     }

@@ -16,8 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rquickjs::{
-    Array, ArrayBuffer, Context, Ctx, Error, Exception, Function, Object, Persistent, Promise,
-    Runtime, Value, qjs,
+    Array, ArrayBuffer, Context, Ctx, Error, Exception, Function, Object, Persistent, Promise, Runtime, Value, qjs,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -28,8 +27,8 @@ use super::super::natives::{self, typed_bytes, value_to_string};
 use super::super::normalize::{normalise, preview};
 use super::super::stack_guard::{self, StackCanary};
 use super::super::{
-    Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, MAX_HANDLER_BYTES,
-    Outcome, SandboxLimits, ToolResult,
+    Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, MAX_HANDLER_BYTES, Outcome,
+    SandboxLimits, ToolResult,
 };
 use super::memory::{BudgetAllocator, MemoryBudget};
 use super::{compile_handler, handler_line, load_prelude, new_context};
@@ -93,10 +92,9 @@ impl LimitHit {
                 "stack size limit exceeded: recursion too deep for the {} byte stack (limit `stack_bytes`)",
                 limits.stack_bytes
             ),
-            LimitHit::Fetches => format!(
-                "too many fetch() calls: a call may make at most {} (limit `max_fetches`)",
-                limits.max_fetches
-            ),
+            LimitHit::Fetches => {
+                format!("too many fetch() calls: a call may make at most {} (limit `max_fetches`)", limits.max_fetches)
+            }
             LimitHit::Timers => format!(
                 "too many setTimeout() calls: a call may make at most {} (limit `max_timers`)",
                 limits.max_timers
@@ -250,9 +248,8 @@ impl CallState {
     }
 
     fn cpu_used(&self) -> Duration {
-        let running = self.turn_started.get().map_or(Duration::ZERO, |started| {
-            thread_cpu_time().saturating_sub(started)
-        });
+        let running =
+            self.turn_started.get().map_or(Duration::ZERO, |started| thread_cpu_time().saturating_sub(started));
         self.cpu.get() + running
     }
 
@@ -297,10 +294,7 @@ impl CallState {
     fn spawn_fetch(&self, id: u32, request: FetchRequest) -> JoinHandle<()> {
         let host = Arc::clone(&self.fetch_host);
         let deadline = self.deadline;
-        let reply = Reply {
-            id,
-            events: Some(self.events.clone()),
-        };
+        let reply = Reply { id, events: Some(self.events.clone()) };
         self.runtime.spawn(async move {
             let mut reply = reply;
             let result = host.fetch(request, deadline).await;
@@ -340,10 +334,7 @@ impl CallState {
     ) -> rquickjs::Result<u32> {
         if self.fetches.borrow().accepted >= self.limits.max_fetches {
             self.hit(LimitHit::Fetches);
-            return Err(Exception::throw_range(
-                ctx,
-                &LimitHit::Fetches.message(&self.limits),
-            ));
+            return Err(Exception::throw_range(ctx, &LimitHit::Fetches.message(&self.limits)));
         }
         let request = build_request(ctx, url, method, headers, body, redirect)?;
         let mut fetches = self.fetches.borrow_mut();
@@ -363,15 +354,10 @@ impl CallState {
         let mut timers = self.timers.borrow_mut();
         if timers.created >= self.limits.max_timers {
             self.hit(LimitHit::Timers);
-            return Err(Exception::throw_range(
-                ctx,
-                &LimitHit::Timers.message(&self.limits),
-            ));
+            return Err(Exception::throw_range(ctx, &LimitHit::Timers.message(&self.limits)));
         }
         let delay = if delay_ms.is_finite() && delay_ms > 0.0 {
-            Duration::try_from_secs_f64(delay_ms / 1000.0)
-                .unwrap_or(MAX_TIMER_DELAY)
-                .min(MAX_TIMER_DELAY)
+            Duration::try_from_secs_f64(delay_ms / 1000.0).unwrap_or(MAX_TIMER_DELAY).min(MAX_TIMER_DELAY)
         } else {
             Duration::ZERO
         };
@@ -396,26 +382,19 @@ impl Reply {
     fn send(&mut self, result: Result<FetchResponse, FetchError>) {
         if let Some(events) = self.events.take() {
             // The worker may have finished the call already; then nobody needs this.
-            let _ = events.send(FetchDone {
-                id: self.id,
-                result,
-            });
+            let _ = events.send(FetchDone { id: self.id, result });
         }
     }
 }
 
 impl Drop for Reply {
     fn drop(&mut self) {
-        self.send(Err(FetchError::Network(
-            "the fetch was cancelled before it completed".to_owned(),
-        )));
+        self.send(Err(FetchError::Network("the fetch was cancelled before it completed".to_owned())));
     }
 }
 
 fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Validates what the prelude passed to `fetchStart`. The prelude already checks all of
@@ -429,8 +408,7 @@ fn build_request<'js>(
     redirect: &Value<'js>,
 ) -> rquickjs::Result<FetchRequest> {
     let type_error = |message: String| Exception::throw_type(ctx, &message);
-    let url = value_to_string(ctx, url)
-        .ok_or_else(|| type_error("fetch: the URL must be a string".into()))?;
+    let url = value_to_string(ctx, url).ok_or_else(|| type_error("fetch: the URL must be a string".into()))?;
     // Normalised when it parses; otherwise passed on as given, so that the host (the
     // egress policy) refuses and logs it like any other disallowed destination.
     let url = Url::parse(&url).map(String::from).unwrap_or(url);
@@ -461,13 +439,7 @@ fn build_request<'js>(
         let bytes = typed_bytes(body).ok_or_else(|| type_error("fetch: invalid body".into()))?;
         Some(Bytes::from(bytes))
     };
-    Ok(FetchRequest {
-        url,
-        method,
-        headers: header_pairs,
-        body,
-        redirect,
-    })
+    Ok(FetchRequest { url, method, headers: header_pairs, body, redirect })
 }
 
 /// The prelude's hooks.
@@ -493,11 +465,7 @@ impl<'js> Hooks<'js> {
 }
 
 /// Installs the natives and runs the prelude, returning its list of hooks.
-fn install<'js>(
-    ctx: &Ctx<'js>,
-    state: &Rc<CallState>,
-    prelude: Option<&[u8]>,
-) -> rquickjs::Result<Array<'js>> {
+fn install<'js>(ctx: &Ctx<'js>, state: &Rc<CallState>, prelude: Option<&[u8]>) -> rquickjs::Result<Array<'js>> {
     let bindings = Object::new(ctx.clone())?;
     natives::install(ctx, &bindings)?;
 
@@ -511,9 +479,7 @@ fn install<'js>(
                   method: Value<'js>,
                   headers: Value<'js>,
                   body: Value<'js>,
-                  redirect: Value<'js>| {
-                st.fetch_start(&ctx, &url, &method, &headers, &body, &redirect)
-            },
+                  redirect: Value<'js>| { st.fetch_start(&ctx, &url, &method, &headers, &body, &redirect) },
         )?,
     )?;
     let st = Rc::clone(state);
@@ -535,17 +501,14 @@ fn install<'js>(
     let st = Rc::clone(state);
     bindings.set(
         "console",
-        Function::new(
-            ctx.clone(),
-            move |ctx: Ctx<'js>, level: Value<'js>, line: Value<'js>| {
-                let level = match value_to_string(&ctx, &level).as_deref() {
-                    Some(level @ ("log" | "info" | "warn" | "error" | "debug")) => level.to_owned(),
-                    _ => "log".to_owned(),
-                };
-                let line = value_to_string(&ctx, &line).unwrap_or_default();
-                st.console.borrow_mut().push(&level, &line)
-            },
-        )?,
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, level: Value<'js>, line: Value<'js>| {
+            let level = match value_to_string(&ctx, &level).as_deref() {
+                Some(level @ ("log" | "info" | "warn" | "error" | "debug")) => level.to_owned(),
+                _ => "log".to_owned(),
+            };
+            let line = value_to_string(&ctx, &line).unwrap_or_default();
+            st.console.borrow_mut().push(&level, &line)
+        })?,
     )?;
 
     load_prelude(ctx, prelude)?.call((bindings,))
@@ -555,11 +518,7 @@ fn install<'js>(
 ///
 /// Dropping the returned future (the caller went away) drops the isolate and aborts the
 /// call's fetches; its timers go with it.
-pub(super) async fn execute(
-    prelude: Option<&'static [u8]>,
-    invocation: Invocation,
-    host: HostContext,
-) -> Completion {
+pub(super) async fn execute(prelude: Option<&'static [u8]>, invocation: Invocation, host: HostContext) -> Completion {
     let started = Instant::now();
     let mut limits = invocation.limits.clone();
     let native_max = stack_guard::max_js_stack().unwrap_or(UNKNOWN_THREAD_STACK);
@@ -575,11 +534,7 @@ pub(super) async fn execute(
         limit: Cell::new(None),
         memory: MemoryBudget::new(limits.memory_bytes, host.memory),
         canary: Cell::new(None),
-        console: RefCell::new(Console {
-            text: String::new(),
-            cap: limits.max_console_bytes,
-            full: false,
-        }),
+        console: RefCell::new(Console { text: String::new(), cap: limits.max_console_bytes, full: false }),
         fetches: RefCell::new(Fetches::default()),
         fetch_denied: Cell::new(false),
         timers: RefCell::new(Timers::default()),
@@ -626,12 +581,9 @@ impl Isolate {
         runtime.set_max_stack_size(state.limits.stack_bytes);
         let guard = Rc::clone(state);
         runtime.set_interrupt_handler(Some(Box::new(move || guard.check_limits())));
-        let context = new_context(&runtime)
-            .map_err(|e| RunEnd::Internal(format!("could not create a JS context: {e}")))?;
-        Ok(Isolate {
-            kept: None,
-            context,
-        })
+        let context =
+            new_context(&runtime).map_err(|e| RunEnd::Internal(format!("could not create a JS context: {e}")))?;
+        Ok(Isolate { kept: None, context })
     }
 
     fn raw_runtime(&self) -> *mut qjs::JSRuntime {
@@ -656,9 +608,7 @@ impl Isolate {
             }
             state.canary.set(None);
             if let Some(started) = state.turn_started.take() {
-                state
-                    .cpu
-                    .set(state.cpu.get() + thread_cpu_time().saturating_sub(started));
+                state.cpu.set(state.cpu.get() + thread_cpu_time().saturating_sub(started));
             }
             result
         })
@@ -680,19 +630,13 @@ impl Drop for Isolate {
 /// is (a wall-clock measure would charge a handler for time the OS gave other processes).
 #[cfg(unix)]
 fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime only writes the timespec it is given.
     let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
     if status != 0 {
         return Duration::ZERO;
     }
-    Duration::new(
-        u64::try_from(now.tv_sec).unwrap_or(0),
-        u32::try_from(now.tv_nsec).unwrap_or(0),
-    )
+    Duration::new(u64::try_from(now.tv_sec).unwrap_or(0), u32::try_from(now.tv_nsec).unwrap_or(0))
 }
 
 /// Elsewhere, the monotonic clock since an arbitrary origin (wall time inside turns).
@@ -749,20 +693,13 @@ enum Started {
 }
 
 /// The first turn: prelude, arguments, compile, call, and everything runnable after it.
-fn start<'js>(
-    ctx: &Ctx<'js>,
-    state: &Rc<CallState>,
-    invocation: &Invocation,
-    prelude: Option<&[u8]>,
-) -> Started {
+fn start<'js>(ctx: &Ctx<'js>, state: &Rc<CallState>, invocation: &Invocation, prelude: Option<&[u8]>) -> Started {
     let body: &str = &invocation.handler;
     let hook_list = match install(ctx, state, prelude) {
         Ok(hook_list) => hook_list,
         Err(e) => {
             return Started::Finished(match exception_end(ctx, state, None, e, body) {
-                RunEnd::Threw(text) => {
-                    RunEnd::Internal(format!("the isolate prelude failed: {text}"))
-                }
+                RunEnd::Threw(text) => RunEnd::Internal(format!("the isolate prelude failed: {text}")),
                 end => end,
             });
         }
@@ -770,9 +707,7 @@ fn start<'js>(
     let hooks = match Hooks::from_list(&hook_list) {
         Ok(hooks) => hooks,
         Err(e) => {
-            return Started::Finished(RunEnd::Internal(format!(
-                "the isolate prelude returned unusable hooks: {e}"
-            )));
+            return Started::Finished(RunEnd::Internal(format!("the isolate prelude returned unusable hooks: {e}")));
         }
     };
     let args = match serde_json::to_string(&invocation.arguments) {
@@ -781,9 +716,7 @@ fn start<'js>(
             Err(e) => return Started::Finished(exception_end(ctx, state, Some(&hooks), e, body)),
         },
         Err(e) => {
-            return Started::Finished(RunEnd::Internal(format!(
-                "could not encode the arguments: {e}"
-            )));
+            return Started::Finished(RunEnd::Internal(format!("could not encode the arguments: {e}")));
         }
     };
     let handler = match compile_handler(ctx, body) {
@@ -802,10 +735,7 @@ fn start<'js>(
     match advance(ctx, state, &hooks, &promise, body) {
         Next::Done(end) => Started::Finished(end),
         next => Started::Running(
-            Kept {
-                hooks: Persistent::save(ctx, hook_list),
-                promise: Persistent::save(ctx, promise),
-            },
+            Kept { hooks: Persistent::save(ctx, hook_list), promise: Persistent::save(ctx, promise) },
             next,
         ),
     }
@@ -839,13 +769,7 @@ fn resume<'js>(
 
 /// Runs promise jobs and due timers until the handler's promise settles (the call is done)
 /// or nothing is runnable (park until the next timer, a fetch, or the deadline).
-fn advance<'js>(
-    ctx: &Ctx<'js>,
-    state: &CallState,
-    hooks: &Hooks<'js>,
-    promise: &Promise<'js>,
-    body: &str,
-) -> Next {
+fn advance<'js>(ctx: &Ctx<'js>, state: &CallState, hooks: &Hooks<'js>, promise: &Promise<'js>, body: &str) -> Next {
     loop {
         let mut jobs = 0u32;
         while ctx.execute_pending_job() {
@@ -869,9 +793,7 @@ fn advance<'js>(
         if let Some(id) = due {
             if let Err(e) = hooks.timer_fire.call::<_, ()>((id,)) {
                 return Next::Done(match exception_end(ctx, state, Some(hooks), e, body) {
-                    RunEnd::Threw(text) => {
-                        RunEnd::Threw(format!("uncaught error in a setTimeout callback: {text}"))
-                    }
+                    RunEnd::Threw(text) => RunEnd::Threw(format!("uncaught error in a setTimeout callback: {text}")),
                     end => end,
                 });
             }
@@ -908,11 +830,7 @@ fn exception_end<'js>(
         Error::Exception => {
             let thrown = ctx.catch();
             let text = describe(ctx, state, hooks, thrown, body);
-            if state.limit.get().is_some() {
-                RunEnd::Limit
-            } else {
-                RunEnd::Threw(text)
-            }
+            if state.limit.get().is_some() { RunEnd::Limit } else { RunEnd::Threw(text) }
         }
         Error::Allocation => {
             state.hit(state.memory_hit());
@@ -933,13 +851,8 @@ fn describe<'js>(
 ) -> String {
     let (text, stack) = match hooks.map(|h| h.describe.call::<_, Array<'js>>((thrown.clone(),))) {
         Some(Ok(parts)) => {
-            let get = |i: usize| {
-                parts
-                    .get::<Value<'js>>(i)
-                    .ok()
-                    .and_then(|v| value_to_string(ctx, &v))
-                    .unwrap_or_default()
-            };
+            let get =
+                |i: usize| parts.get::<Value<'js>>(i).ok().and_then(|v| value_to_string(ctx, &v)).unwrap_or_default();
             (get(0), get(1))
         }
         // Before the prelude is installed (or if describing failed): QuickJS's own view.
@@ -947,25 +860,16 @@ fn describe<'js>(
             let _ = ctx.catch();
             match thrown.as_exception() {
                 Some(e) => {
-                    let name = e
-                        .get::<_, String>("name")
-                        .unwrap_or_else(|_| "Error".to_owned());
-                    (
-                        format!("{name}: {}", e.message().unwrap_or_default()),
-                        e.stack().unwrap_or_default(),
-                    )
+                    let name = e.get::<_, String>("name").unwrap_or_else(|_| "Error".to_owned());
+                    (format!("{name}: {}", e.message().unwrap_or_default()), e.stack().unwrap_or_default())
                 }
-                None if thrown.is_null() && state.memory.exhausted() => {
-                    ("out of memory".to_owned(), String::new())
-                }
+                None if thrown.is_null() && state.memory.exhausted() => ("out of memory".to_owned(), String::new()),
                 None => ("uncaught exception".to_owned(), String::new()),
             }
         }
     };
     match text.as_str() {
-        "RangeError: Maximum call stack size exceeded" | "InternalError: stack overflow" => {
-            state.hit(LimitHit::Stack)
-        }
+        "RangeError: Maximum call stack size exceeded" | "InternalError: stack overflow" => state.hit(LimitHit::Stack),
         "InternalError: out of memory" => state.hit(state.memory_hit()),
         _ => {}
     }
@@ -976,20 +880,11 @@ fn describe<'js>(
 }
 
 /// Hands a fetch result to the prelude, which settles the fetch() promise.
-fn deliver<'js>(
-    ctx: &Ctx<'js>,
-    state: &CallState,
-    hooks: &Hooks<'js>,
-    done: FetchDone,
-) -> rquickjs::Result<()> {
+fn deliver<'js>(ctx: &Ctx<'js>, state: &CallState, hooks: &Hooks<'js>, done: FetchDone) -> rquickjs::Result<()> {
     state.fetch_finished(done.id);
     match done.result {
         Ok(response) => {
-            let flat: Vec<String> = response
-                .headers
-                .into_iter()
-                .flat_map(|(name, value)| [name, value])
-                .collect();
+            let flat: Vec<String> = response.headers.into_iter().flat_map(|(name, value)| [name, value]).collect();
             let parts = Array::new(ctx.clone())?;
             parts.set(0, response.status)?;
             parts.set(1, response.status_text)?;
@@ -1009,13 +904,7 @@ fn deliver<'js>(
 }
 
 /// `JSON.stringify`s the handler's value, enforcing `max_result_bytes`.
-fn serialise<'js>(
-    ctx: &Ctx<'js>,
-    state: &CallState,
-    hooks: &Hooks<'js>,
-    value: Value<'js>,
-    body: &str,
-) -> RunEnd {
+fn serialise<'js>(ctx: &Ctx<'js>, state: &CallState, hooks: &Hooks<'js>, value: Value<'js>, body: &str) -> RunEnd {
     match ctx.json_stringify(value) {
         Ok(None) => RunEnd::Returned(None),
         Ok(Some(json)) => {
@@ -1040,13 +929,7 @@ fn finish(state: &CallState, end: RunEnd) -> Completion {
     if state.memory.exhausted() {
         state.hit(state.memory_hit());
     }
-    let failure = |outcome: Outcome, message: String| {
-        (
-            ToolResult::text(message.clone(), true),
-            outcome,
-            Some(message),
-        )
-    };
+    let failure = |outcome: Outcome, message: String| (ToolResult::text(message.clone(), true), outcome, Some(message));
     let (result, outcome, error) = match (state.limit.get(), end) {
         (Some(limit), _) => failure(limit.outcome(), limit.message(&state.limits)),
         (None, RunEnd::Returned(json)) => {
@@ -1057,10 +940,9 @@ fn finish(state: &CallState, end: RunEnd) -> Completion {
             }
         }
         (None, RunEnd::Threw(text)) => failure(Outcome::Error, text),
-        (None, RunEnd::Unserialisable(text)) => failure(
-            Outcome::Error,
-            format!("the handler's result could not be converted to JSON: {text}"),
-        ),
+        (None, RunEnd::Unserialisable(text)) => {
+            failure(Outcome::Error, format!("the handler's result could not be converted to JSON: {text}"))
+        }
         (None, RunEnd::Stalled) => failure(
             Outcome::Timeout,
             "timed out: the handler's promise can never settle (it is pending with no fetch or \
@@ -1074,10 +956,9 @@ fn finish(state: &CallState, end: RunEnd) -> Completion {
                 state.limits.wall
             ),
         ),
-        (None, RunEnd::Internal(message)) => failure(
-            Outcome::Error,
-            format!("internal isolate error: {}", preview(&message)),
-        ),
+        (None, RunEnd::Internal(message)) => {
+            failure(Outcome::Error, format!("internal isolate error: {}", preview(&message)))
+        }
         (None, RunEnd::Limit) => failure(Outcome::Limit, "a sandbox limit was exceeded".to_owned()),
     };
     Completion {

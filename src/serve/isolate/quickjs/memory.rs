@@ -127,13 +127,7 @@ impl BudgetAllocator {
             return std::ptr::null_mut();
         }
         // SAFETY: the layout has a non-zero size (it includes the header).
-        let base = unsafe {
-            if zeroed {
-                alloc::alloc_zeroed(layout)
-            } else {
-                alloc::alloc(layout)
-            }
-        };
+        let base = unsafe { if zeroed { alloc::alloc_zeroed(layout) } else { alloc::alloc(layout) } };
         if base.is_null() {
             self.0.release(layout.size());
             self.0.exhausted.set(true);
@@ -206,8 +200,7 @@ unsafe impl Allocator for BudgetAllocator {
                 self.0.exhausted.set(true);
                 return new_base;
             }
-            self.0
-                .release(old_layout.size().saturating_sub(new_layout.size()));
+            self.0.release(old_layout.size().saturating_sub(new_layout.size()));
             new_base.cast::<usize>().write(new_size);
             new_base.add(HEADER)
         }

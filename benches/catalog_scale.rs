@@ -32,7 +32,7 @@ async fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     let servers = if quick { 1_000 } else { 10_000 };
     let dir = tempfile::tempdir()?;
-    mcpbootd::app::install_crypto_provider();
+    mcpbootd::install_crypto_provider();
     let http = reqwest::Client::new();
     println!("mcpbootd catalog-scale benchmark: {servers} servers x 5 tools, daemon {}\n", daemon_binary().display());
 

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod error;
 pub mod events;
 pub mod health;
+pub mod mcp;
 pub mod openapi;
 
 use axum::Router;
@@ -12,11 +13,33 @@ use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{any, get, post, put};
 
-use crate::app::AppState;
-use crate::serve::mount;
-use crate::telemetry;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use tower_http::trace::TraceLayer;
 
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::generate::Generator;
+use crate::serve::call::Caller;
+use crate::serve::registry::Registry;
+use crate::telemetry;
+use crate::telemetry::metrics::Metrics;
+
+/// Shared state handed to every request handler; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub catalog: Catalog,
+    pub registry: Arc<Registry>,
+    pub caller: Caller,
+    pub generator: Generator,
+    pub metrics: Arc<Metrics>,
+    /// Set once every ready server from the catalog is mounted.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// Every route, with its middleware.
 pub fn router(state: AppState) -> Router {
     let admin = Router::new()
         .route("/admin/servers", post(admin::create_server).get(admin::list_servers))
@@ -34,7 +57,7 @@ pub fn router(state: AppState) -> Router {
 
     Router::new()
         .merge(admin)
-        .route("/servers/{id}/mcp", any(mount::serve_mcp))
+        .route("/servers/{id}/mcp", any(mcp::serve_mcp))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .fallback(error::route_not_found)

@@ -1,4 +1,4 @@
-//! Application state, start-up and shutdown.
+//! Start-up and shutdown: builds the daemon's parts from the config and serves until told to stop.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,27 +9,15 @@ use anyhow::Context;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
+use crate::api::AppState;
 use crate::catalog::{CallLog, Catalog};
 use crate::config::Config;
 use crate::generate::Generator;
 use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
-use crate::serve::isolate::IsolatePool;
+use crate::serve::isolate::{AdmissionLimits, IsolatePool, PoolSettings};
 use crate::serve::registry::Registry;
 use crate::telemetry::metrics::Metrics;
-
-/// Shared state handed to every request handler; cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    pub config: Arc<Config>,
-    pub catalog: Catalog,
-    pub registry: Arc<Registry>,
-    pub caller: Caller,
-    pub generator: Generator,
-    pub metrics: Arc<Metrics>,
-    /// Set once every ready server from the catalog is mounted.
-    pub ready: Arc<AtomicBool>,
-}
 
 /// Runs the daemon on `listener` until `shutdown` resolves, then drains and closes.
 pub async fn run(
@@ -37,12 +25,12 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    install_crypto_provider();
+    crate::install_crypto_provider();
     let config = Arc::new(config);
     let catalog = Catalog::open(&config.catalog.path).await?;
     let (call_log, call_log_task) = CallLog::start(catalog.clone(), config.catalog.max_calls_per_server);
     let egress = Arc::new(Egress::new(&config).context("cannot build the egress HTTP client")?);
-    let pool = Arc::new(IsolatePool::new(config.pool_settings(), tokio::runtime::Handle::current()));
+    let pool = Arc::new(IsolatePool::new(pool_settings(&config), tokio::runtime::Handle::current()));
     let metrics = Arc::new(Metrics::default());
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
     let registry = Arc::new(Registry::new(&config, caller.clone(), catalog.clone()));
@@ -121,7 +109,19 @@ pub async fn run(
     Ok(())
 }
 
-/// reqwest is built without a bundled crypto provider; rustls needs one chosen once per process.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// How the isolate pool is sized, from `[sandbox]`.
+fn pool_settings(config: &Config) -> PoolSettings {
+    let sandbox = &config.sandbox;
+    PoolSettings {
+        workers: config.worker_threads(),
+        admission: AdmissionLimits {
+            max_in_flight: sandbox.max_in_flight,
+            max_in_flight_per_tenant: sandbox.max_in_flight_per_server,
+            max_queued: sandbox.queue,
+            max_queued_per_tenant: sandbox.max_queued_per_server,
+            queue_timeout: Duration::from_millis(sandbox.queue_timeout_ms),
+        },
+        memory_budget_bytes: usize::try_from(sandbox.memory_budget_mb.saturating_mul(1024 * 1024))
+            .unwrap_or(usize::MAX),
+    }
 }

@@ -77,7 +77,7 @@ impl AdminClient {
     /// `origin` says where `base` came from ("from --url", "from MCPBOOTD_URL", "the default"),
     /// for the message when the daemon cannot be reached. An empty `token` sends none.
     pub fn new(base: Url, origin: impl Into<String>, token: Option<&str>) -> Result<AdminClient, ClientError> {
-        crate::app::install_crypto_provider();
+        crate::install_crypto_provider();
         let token = match token.map(str::trim).filter(|t| !t.is_empty()) {
             None => None,
             Some(token) => {

@@ -433,23 +433,6 @@ impl Config {
         Ok(())
     }
 
-    /// How the isolate pool is sized.
-    pub fn pool_settings(&self) -> crate::serve::isolate::PoolSettings {
-        let sandbox = &self.sandbox;
-        crate::serve::isolate::PoolSettings {
-            workers: self.worker_threads(),
-            admission: crate::serve::isolate::AdmissionLimits {
-                max_in_flight: sandbox.max_in_flight,
-                max_in_flight_per_tenant: sandbox.max_in_flight_per_server,
-                max_queued: sandbox.queue,
-                max_queued_per_tenant: sandbox.max_queued_per_server,
-                queue_timeout: std::time::Duration::from_millis(sandbox.queue_timeout_ms),
-            },
-            memory_budget_bytes: usize::try_from(sandbox.memory_budget_mb.saturating_mul(1024 * 1024))
-                .unwrap_or(usize::MAX),
-        }
-    }
-
     pub fn worker_threads(&self) -> usize {
         match self.sandbox.workers {
             0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),

@@ -14,3 +14,8 @@ pub mod serve;
 pub mod telemetry;
 pub mod toolset;
 pub mod whitelist;
+
+/// reqwest is built without a bundled crypto provider; rustls needs one chosen once per process.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

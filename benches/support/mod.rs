@@ -14,7 +14,7 @@ pub struct Daemon {
 
 /// Starts the daemon with a temp catalog plus `env` (as `MCPBOOTD_*` variables), and waits for `/readyz`.
 pub async fn start_daemon(env: Vec<(&str, String)>) -> anyhow::Result<Daemon> {
-    mcpbootd::app::install_crypto_provider();
+    mcpbootd::install_crypto_provider();
     let dir = tempfile::tempdir()?;
     let mut vars = vec![
         ("MCPBOOTD_CATALOG__PATH".to_string(), dir.path().join("bench.db").display().to_string()),

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::access_token;
+use crate::api::AppState;
 use crate::api::error::ApiError;
-use crate::app::AppState;
 use crate::catalog::{CatalogError, GenerationRecord, MountRecord, NewToolsetServer, ServerRecord, format_millis};
 use crate::generate::Job;
 use crate::serve::call::{CallError, Via, result_json};

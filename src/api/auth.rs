@@ -6,8 +6,8 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::Response;
 
+use crate::api::AppState;
 use crate::api::error::ApiError;
-use crate::app::AppState;
 
 /// Refuses admin requests without the configured token; a daemon with no token (loopback only,
 /// enforced by config validation) lets every request through.
@@ -26,11 +26,7 @@ pub async fn require_admin_token(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
     match presented {
-        None => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing admin token: send Authorization: Bearer <token> ([admin] token)",
-        )),
+        None => Err(ApiError::unauthorized("missing admin token: send Authorization: Bearer <token> ([admin] token)")),
         Some(token) if crate::access_token::constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) => {
             Ok(next.run(request).await)
         }

@@ -13,8 +13,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use tokio::sync::broadcast::{Receiver, error::RecvError};
 
+use crate::api::AppState;
 use crate::api::error::ApiError;
-use crate::app::AppState;
 use crate::catalog::{Catalog, ServerRecord};
 use crate::generate::StatusEvent;
 use crate::toolset::ServerId;

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::app::AppState;
+use crate::api::AppState;
 
 /// `GET /healthz`: the process is up and serving HTTP. Never touches the catalog or the isolates, so it
 /// answers even when every worker is busy.

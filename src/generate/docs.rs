@@ -1077,7 +1077,7 @@ mod tests {
     }
 
     fn egress(allow_private_networks: bool) -> Egress {
-        crate::app::install_crypto_provider();
+        crate::install_crypto_provider();
         let env = vec![
             ("MCPBOOTD_EGRESS__ALLOW_PRIVATE_NETWORKS".to_string(), allow_private_networks.to_string()),
             ("MCPBOOTD_EGRESS__RESOLVE__docs.example.test".to_string(), "127.0.0.1".to_string()),

@@ -2,16 +2,14 @@
 //!
 //! Every mount is **stateless** (`legacy_session_mode = false`, JSON responses): a request carries
 //! all it needs, so any replica can answer it, a restart loses no sessions, and thousands of hosts
-//! cost no per-session memory. The one axum route looks the id up in the [`Registry`], checks the
-//! access token, builds the server's service if this is its first use, and forwards the request to
-//! it. A mount that cannot be built answers 503 `server_unavailable` with the reason.
+//! cost no per-session memory. The HTTP route (`api/mcp.rs`) looks the server up in the
+//! registry, checks its access token, builds its mount on first use and hands the request to
+//! [`McpMount::handle`].
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Path, Request, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::extract::Request;
+use axum::response::Response;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -20,15 +18,14 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::AppState;
 use crate::config::Config;
 use crate::serve::call::{CallError, Caller, Via};
 use crate::serve::isolate::ToolResult;
-use crate::serve::registry::{MountError, MountedServer};
-use crate::toolset::{ServerId, ToolSpec};
+use crate::serve::registry::MountedServer;
+use crate::toolset::ToolSpec;
 
 type McpService = StreamableHttpService<Arc<McpHandler>, NeverSessionManager>;
 
@@ -86,6 +83,11 @@ impl McpMount {
         let service =
             StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
         McpMount { service }
+    }
+
+    /// Answers one HTTP request to this server's MCP endpoint.
+    pub async fn handle(&self, request: Request) -> Response {
+        self.service.handle(request).await.map(axum::body::Body::new)
     }
 }
 
@@ -163,53 +165,6 @@ fn call_tool_result(result: ToolResult) -> CallToolResult {
     // for clients on older protocol versions.
     debug_assert_eq!(mcp.result_type, Some(rmcp::model::ResultType::COMPLETE));
     mcp
-}
-
-/// `ANY /servers/{id}/mcp`
-pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
-    let error = |status: StatusCode, code: &str, message: String| {
-        (status, Json(json!({"error": {"code": code, "message": message}}))).into_response()
-    };
-    let mount = ServerId::parse(&id).ok().and_then(|id| state.registry.get(&id));
-    if let Some(mount) = mount {
-        // The token is checked before anything is built, so unauthenticated requests cost a lookup.
-        if let Some(expected) = &mount.access_token_sha256 {
-            let presented = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-            if !crate::access_token::verify(presented, expected) {
-                let mut response = (
-                    StatusCode::UNAUTHORIZED,
-                    Json(json!({"error": {"code": "unauthorized", "message": format!(
-                        "server {id:?} requires its access token: send Authorization: Bearer <token>"
-                    )}})),
-                )
-                    .into_response();
-                response
-                    .headers_mut()
-                    .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
-                return response;
-            }
-        }
-        return match state.registry.build(&mount).await {
-            Ok(mounted) => mounted.mcp.service.handle(request).await.map(axum::body::Body::new),
-            Err(MountError::Gone { .. }) => {
-                error(StatusCode::NOT_FOUND, "server_not_found", format!("no server {id:?} is mounted here"))
-            }
-            Err(failure) => error(StatusCode::SERVICE_UNAVAILABLE, "server_unavailable", failure.to_string()),
-        };
-    }
-    if !state.ready.load(std::sync::atomic::Ordering::Acquire) {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "starting", "the daemon is still mounting servers".into());
-    }
-    if let Ok(server_id) = ServerId::parse(&id)
-        && let Ok(Some(status)) = state.catalog.server_status(&server_id).await
-    {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server_not_ready",
-            format!("server {id:?} is {status}; its tools are served once it is ready"),
-        );
-    }
-    error(StatusCode::NOT_FOUND, "server_not_found", format!("no server {id:?} is mounted here"))
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(options: AppOptions) -> TestApp {
-    mcpbootd::app::install_crypto_provider();
+    mcpbootd::install_crypto_provider();
     let data_dir = options.data_dir.unwrap_or_else(|| Arc::new(tempfile::tempdir().unwrap()));
     let upstream = match options.upstream {
         Some(upstream) => upstream,

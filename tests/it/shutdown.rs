@@ -27,7 +27,7 @@ fn free_port() -> u16 {
 }
 
 async fn start_daemon(grace_ms: u64) -> Daemon {
-    mcpbootd::app::install_crypto_provider();
+    mcpbootd::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcpbootd"))
@@ -141,7 +141,7 @@ async fn the_grace_period_bounds_the_drain_and_a_second_signal_exits_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_are_json_lines_with_request_context_and_no_secrets() {
-    mcpbootd::app::install_crypto_provider();
+    mcpbootd::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let log_path = dir.path().join("stderr.log");

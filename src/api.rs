@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::generate::Generator;
 use crate::serve::call::Caller;
 use crate::serve::registry::Registry;
+use crate::tasks::Tasks;
 use crate::telemetry;
 use crate::telemetry::metrics::Metrics;
 
@@ -35,6 +36,8 @@ pub struct AppState {
     pub caller: Caller,
     pub generator: Generator,
     pub metrics: Arc<Metrics>,
+    /// Background tasks and the shutdown signal.
+    pub tasks: Tasks,
     /// Set once every ready server from the catalog is mounted.
     pub ready: Arc<AtomicBool>,
 }

@@ -12,11 +12,12 @@ use tokio::net::TcpListener;
 use crate::api::AppState;
 use crate::catalog::{CallLog, Catalog};
 use crate::config::Config;
-use crate::generate::Generator;
+use crate::generate::{Generator, GeneratorParts};
 use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
 use crate::serve::isolate::{AdmissionLimits, IsolatePool, PoolSettings};
 use crate::serve::registry::Registry;
+use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
 
 /// Runs the daemon on `listener` until `shutdown` resolves, then drains and closes.
@@ -25,10 +26,24 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    build(config).await?.serve(listener, shutdown).await
+}
+
+/// A built daemon: the catalog is open and migrated, every part is wired, nothing is served yet.
+pub struct Daemon {
+    state: AppState,
+    pool: Arc<IsolatePool>,
+}
+
+/// Opens the catalog and builds every part from `config`; fails on what the config cannot give
+/// (a catalog that cannot be opened, an LLM provider without its key).
+pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     crate::install_crypto_provider();
     let config = Arc::new(config);
+    let tasks = Tasks::new();
     let catalog = Catalog::open(&config.catalog.path).await?;
-    let (call_log, call_log_task) = CallLog::start(catalog.clone(), config.catalog.max_calls_per_server);
+    let (call_log, call_log_writer) = CallLog::new(catalog.clone(), config.catalog.max_calls_per_server);
+    tasks.spawn(call_log_writer);
     let egress = Arc::new(Egress::new(&config).context("cannot build the egress HTTP client")?);
     let pool = Arc::new(IsolatePool::new(pool_settings(&config), tokio::runtime::Handle::current()));
     let metrics = Arc::new(Metrics::default());
@@ -40,73 +55,100 @@ pub async fn run(
     if llm.is_none() {
         tracing::info!("no [llm] provider configured: prompt registrations are refused, toolsets work");
     }
-    let generator =
-        Generator::new(&config, catalog.clone(), egress, caller.clone(), registry.clone(), llm, metrics.clone());
+    let generator = Generator::new(
+        &config,
+        GeneratorParts {
+            catalog: catalog.clone(),
+            egress,
+            caller: caller.clone(),
+            registry: registry.clone(),
+            llm,
+            metrics: metrics.clone(),
+            tasks: tasks.clone(),
+        },
+    );
     for (server, stage) in catalog.fail_interrupted_generations().await? {
         tracing::warn!(server_id = %server, stage, "generation interrupted by a restart was marked failed");
     }
     let state = AppState {
-        config: config.clone(),
-        catalog: catalog.clone(),
-        registry: registry.clone(),
+        config,
+        catalog,
+        registry,
         caller,
         generator,
         metrics,
+        tasks,
         ready: Arc::new(AtomicBool::new(false)),
     };
+    Ok(Daemon { state, pool })
+}
 
-    let address = listener.local_addr()?;
-    tracing::info!(%address, catalog = %config.catalog.path.display(), workers = config.worker_threads(), "mcpbootd listening");
+impl Daemon {
+    /// Serves on `listener` until `shutdown` resolves, then drains and closes, in this order:
+    /// shutdown starts (generation jobs and `/events` streams wrap up; no new connections),
+    /// in-flight requests get `[server] shutdown_grace_ms`, MCP endpoints close, the call log is
+    /// written, background tasks get a few seconds to finish, the pool and the catalog close.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let Daemon { state, pool } = self;
+        let config = state.config.clone();
+        let address = listener.local_addr()?;
+        tracing::info!(%address, catalog = %config.catalog.path.display(), workers = config.worker_threads(), "mcpbootd listening");
 
-    // Serve at once so /healthz answers during start-up; /readyz turns ready after the remount.
-    // Mounting reads one row per server; each server's tools are loaded and compiled on first use.
-    let remount_state = state.clone();
-    tokio::spawn(async move {
-        match remount_state.catalog.mount_records().await {
-            Ok(records) => {
-                let servers = records.len();
-                remount_state.registry.mount_all(records);
-                tracing::info!(servers, "servers mounted from the catalog");
-                remount_state.ready.store(true, Ordering::Release);
+        // Serve at once so /healthz answers during start-up; /readyz turns ready after the remount.
+        // Mounting reads one row per server; each server's tools are loaded and compiled on first use.
+        let remount_state = state.clone();
+        state.tasks.spawn(async move {
+            match remount_state.catalog.mount_records().await {
+                Ok(records) => {
+                    let servers = records.len();
+                    remount_state.registry.mount_all(records);
+                    tracing::info!(servers, "servers mounted from the catalog");
+                    remount_state.ready.store(true, Ordering::Release);
+                }
+                Err(error) => tracing::error!(%error, "cannot read servers from the catalog; not ready"),
             }
-            Err(error) => tracing::error!(%error, "cannot read servers from the catalog; not ready"),
+        });
+
+        let router = crate::api::router(state.clone());
+        let grace = Duration::from_millis(config.server.shutdown_grace_ms);
+        // Without TCP_NODELAY, small MCP responses wait on Nagle's algorithm (~40 ms with some clients).
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let tasks = state.tasks.clone();
+        let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!(
+                grace_ms = grace.as_millis() as u64,
+                "shutting down: no new connections; draining in-flight requests"
+            );
+            tasks.start_shutdown();
+        });
+        // In-flight requests get the grace period; after it, the remaining ones are dropped.
+        let deadline = async {
+            state.tasks.shutdown_started().await;
+            tokio::time::sleep(grace).await;
+        };
+        tokio::select! {
+            served = server.into_future() => served.context("HTTP server failed")?,
+            () = deadline => tracing::warn!("requests still running after the shutdown grace period were dropped"),
         }
-    });
-
-    let router = crate::api::router(state.clone());
-    let grace = Duration::from_millis(config.server.shutdown_grace_ms);
-    // Without TCP_NODELAY, small MCP responses wait on Nagle's algorithm (~40 ms with some clients).
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let (draining, mut drain_started) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        shutdown.await;
-        tracing::info!(
-            grace_ms = grace.as_millis() as u64,
-            "shutting down: no new connections; draining in-flight requests"
-        );
-        let _ = draining.send(true);
-    });
-    // In-flight requests get the grace period; after it, the remaining ones are dropped.
-    let deadline = async move {
-        let _ = drain_started.wait_for(|started| *started).await;
-        tokio::time::sleep(grace).await;
-    };
-    tokio::select! {
-        served = server.into_future() => served.context("HTTP server failed")?,
-        () = deadline => tracing::warn!("requests still running after the shutdown grace period were dropped"),
+        // Not at shutdown start: an MCP endpoint's token also ends its requests in flight.
+        state.registry.close_all();
+        state.caller.call_log().close().await;
+        // Interrupted generation jobs mark themselves failed (resumable with regenerate).
+        if !state.tasks.wait(Duration::from_secs(5).min(grace)).await {
+            tracing::warn!(tasks = state.tasks.running(), "background tasks did not finish within the grace period");
+        }
+        pool.close();
+        state.catalog.close().await;
+        tracing::info!("stopped");
+        Ok(())
     }
-    registry.close_all();
-
-    // Generation jobs are marked failed (resumable with regenerate); they get a short while to write.
-    state.generator.shutdown(Duration::from_secs(5).min(grace)).await;
-    pool.close();
-    state.caller.call_log().close().await;
-    let _ = call_log_task.await;
-    catalog.close().await;
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// How the isolate pool is sized, from `[sandbox]`.

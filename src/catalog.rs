@@ -661,10 +661,11 @@ const CALL_LOG_BATCH: usize = 512;
 const PRUNE_INTERVAL: Duration = Duration::from_secs(1);
 
 impl CallLog {
-    /// Starts the writer task; it ends at [`CallLog::close`] or when every handle is dropped.
-    pub fn start(catalog: Catalog, max_calls_per_server: u64) -> (CallLog, tokio::task::JoinHandle<()>) {
+    /// The log and its writer, for the caller to spawn; the writer ends at [`CallLog::close`] or
+    /// when every handle is dropped.
+    pub fn new(catalog: Catalog, max_calls_per_server: u64) -> (CallLog, impl Future<Output = ()> + Send + 'static) {
         let (sender, mut receiver) = mpsc::channel::<LogMessage>(CALL_LOG_QUEUE);
-        let task = tokio::spawn(async move {
+        let writer = async move {
             let mut buffer = Vec::with_capacity(CALL_LOG_BATCH);
             let mut closing = false;
             // Servers with calls written since their last prune, and when that prune is due.
@@ -714,8 +715,8 @@ impl CallLog {
                 }
             }
             prune(&catalog, &mut unpruned, max_calls_per_server).await;
-        });
-        (CallLog { sender }, task)
+        };
+        (CallLog { sender }, writer)
     }
 
     pub fn record(&self, call: CallRecord) {
@@ -853,7 +854,8 @@ mod tests {
     async fn the_writer_prunes_before_a_flush_and_within_the_interval_without_one() {
         let dir = tempfile::tempdir().unwrap();
         let catalog = catalog_with_servers(dir.path(), &["a"]).await;
-        let (log, task) = CallLog::start(catalog.clone(), 2);
+        let (log, writer) = CallLog::new(catalog.clone(), 2);
+        let task = tokio::spawn(writer);
         for i in 0..5 {
             log.record(call(&format!("a{i}"), "a", i));
         }

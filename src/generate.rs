@@ -23,8 +23,6 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::catalog::{Catalog, FinishedGeneration, GenerationOutcome, NewDocument, ToolExtras};
 use crate::config::{Config, GenerationConfig};
@@ -36,6 +34,7 @@ use crate::serve::call::Caller;
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::isolate::{Invocation, Outcome};
 use crate::serve::registry::Registry;
+use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
 use crate::toolset::{ServerId, ToolSpec, Toolset};
 use crate::whitelist::{Provenance, RefusedDomain, Whitelist, WhitelistEntry, admit};
@@ -67,9 +66,8 @@ struct Inner {
     settings: GenerationConfig,
     max_response_bytes: u64,
     permits: Semaphore,
-    tasks: TaskTracker,
-    /// Cancelled at shutdown: running jobs stop and are marked failed (regenerate resumes them).
-    cancel: CancellationToken,
+    /// At shutdown running jobs stop and are marked failed (regenerate resumes them).
+    tasks: Tasks,
     events: tokio::sync::broadcast::Sender<StatusEvent>,
 }
 
@@ -100,16 +98,25 @@ struct StageError {
     message: String,
 }
 
+/// The daemon's parts a generator works with.
+pub struct GeneratorParts {
+    pub catalog: Catalog,
+    /// Fetches documentation under each server's policy.
+    pub egress: Arc<Egress>,
+    /// Runs self-tests in the isolate pool.
+    pub caller: Caller,
+    /// Where a ready generation is mounted.
+    pub registry: Arc<Registry>,
+    /// None when no `[llm]` provider is configured: prompt registrations are refused.
+    pub llm: Option<Arc<dyn LlmClient>>,
+    pub metrics: Arc<Metrics>,
+    /// Jobs run here and stop when shutdown starts.
+    pub tasks: Tasks,
+}
+
 impl Generator {
-    pub fn new(
-        config: &Config,
-        catalog: Catalog,
-        egress: Arc<Egress>,
-        caller: Caller,
-        registry: Arc<Registry>,
-        llm: Option<Arc<dyn LlmClient>>,
-        metrics: Arc<Metrics>,
-    ) -> Generator {
+    pub fn new(config: &Config, parts: GeneratorParts) -> Generator {
+        let GeneratorParts { catalog, egress, caller, registry, llm, metrics, tasks } = parts;
         Generator {
             inner: Arc::new(Inner {
                 catalog,
@@ -121,8 +128,7 @@ impl Generator {
                 metrics,
                 settings: config.generation.clone(),
                 permits: Semaphore::new(config.generation.concurrency),
-                tasks: TaskTracker::new(),
-                cancel: CancellationToken::new(),
+                tasks,
                 events: tokio::sync::broadcast::channel(256).0,
             }),
         }
@@ -140,6 +146,7 @@ impl Generator {
     /// Starts a job in the background; it waits for a free slot in `pending`.
     pub fn spawn(&self, job: Job) {
         let inner = self.inner.clone();
+        let shutdown = self.inner.tasks.shutdown_started();
         self.inner.tasks.spawn(async move {
             let span = tracing::info_span!("generation", server_id = %job.server, generation_id = job.generation_id);
             let run = async {
@@ -148,19 +155,9 @@ impl Generator {
             };
             tokio::select! {
                 () = tracing::Instrument::instrument(run, span) => {}
-                () = inner.cancel.cancelled() => inner.interrupted(&job).await,
+                () = shutdown => inner.interrupted(&job).await,
             }
         });
-    }
-
-    /// Stops running jobs, marking them failed so `regenerate` can run them again, and waits
-    /// for them to finish writing (at most `grace`).
-    pub async fn shutdown(&self, grace: Duration) {
-        self.inner.cancel.cancel();
-        self.inner.tasks.close();
-        if tokio::time::timeout(grace, self.inner.tasks.wait()).await.is_err() {
-            tracing::warn!("generation jobs did not stop within the grace period");
-        }
     }
 }
 

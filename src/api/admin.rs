@@ -123,15 +123,17 @@ pub async fn create_server(
             // is queued cannot leave a stored server unmounted.
             let (catalog, registry) = (state.catalog.clone(), state.registry.clone());
             let record = (id.clone(), name.clone(), access_token);
-            tokio::spawn(async move {
-                let generation_id = catalog.create_toolset_server(new).await?;
-                // Everything the mount needs is at hand; its validators are built on first use.
-                let (id, name, access_token_sha256) = record;
-                registry.mount(MountRecord { id, name, generation_id, access_token_sha256 });
-                Ok::<_, CatalogError>(())
-            })
-            .await
-            .map_err(ApiError::internal)??;
+            state
+                .tasks
+                .spawn(async move {
+                    let generation_id = catalog.create_toolset_server(new).await?;
+                    // Everything the mount needs is at hand; its validators are built on first use.
+                    let (id, name, access_token_sha256) = record;
+                    registry.mount(MountRecord { id, name, generation_id, access_token_sha256 });
+                    Ok::<_, CatalogError>(())
+                })
+                .await
+                .map_err(ApiError::internal)??;
             tracing::info!(server_id = %id, tools = tool_names.len(), "toolset server registered");
             Ok((
                 StatusCode::CREATED,

@@ -3,14 +3,14 @@
 //! The stream starts with the server's current status, then sends a `status` event for every
 //! stage change of its generations, and ends with a `done` event once a generation reaches a
 //! final status (`ready`, `failed`, `planned`). A server that is not generating gets its current
-//! status and `done` at once.
+//! status and `done` at once. Every stream ends when the daemon starts shutting down.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use tokio::sync::broadcast::{Receiver, error::RecvError};
 
 use crate::api::AppState;
@@ -56,6 +56,8 @@ pub async fn server_events(
             Step::Ended => None,
         }
     });
+    // A stream open at shutdown ends at once rather than holding the drain to its deadline.
+    let stream = stream.take_until(state.tasks.shutdown_started());
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 

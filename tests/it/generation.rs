@@ -360,15 +360,31 @@ async fn no_llm_configured_refuses_prompts_but_not_toolsets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_during_generation_marks_it_failed_and_regenerate_recovers() {
+    use futures_util::StreamExt;
     let llm = ScriptedLlm::start().await;
-    let app = spawn_with_llm(&llm, false, vec![("MCPBOOTD_LLM__TIMEOUT_MS".into(), "10000".into())], None).await;
+    // A grace period far longer than the test: an open event stream must not hold the drain.
+    let env = vec![
+        ("MCPBOOTD_LLM__TIMEOUT_MS".into(), "10000".into()),
+        ("MCPBOOTD_SERVER__SHUTDOWN_GRACE_MS".into(), "60000".into()),
+    ];
+    let app = spawn_with_llm(&llm, false, env, None).await;
     let port = app.upstream.address.port();
     app.upstream.set_docs(&docs_html(port));
     llm.respond_with(|_| Scripted::Hang);
     let id = register_prompt(&app, json!({"id": "interrupted", "prompt": prompt(&app)})).await;
     wait_for_status(&app, &id, &["planning"]).await;
+    let events = app.http.get(app.url(&format!("/admin/servers/{id}/events"))).send().await.unwrap();
+    assert_eq!(events.status(), 200);
     let (data_dir, upstream) = (app.data_dir.clone(), app.upstream.clone());
-    app.stop().await;
+    tokio::time::timeout(Duration::from_secs(20), app.stop())
+        .await
+        .expect("shutdown ends open event streams instead of waiting out the grace period");
+    let mut stream = events.bytes_stream();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.expect("stream ended") {
+        if chunk.is_err() {
+            break;
+        }
+    }
 
     let mut env = llm.daemon_env(false);
     env.push((format!("MCPBOOTD_EGRESS__RESOLVE__{DOCS_HOST}"), "127.0.0.1".to_string()));

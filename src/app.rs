@@ -68,7 +68,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         },
     );
     for (server, stage) in catalog.fail_interrupted_generations().await? {
-        tracing::warn!(server_id = %server, stage, "generation interrupted by a restart was marked failed");
+        tracing::warn!(server_id = %server, %stage, "generation interrupted by a restart was marked failed");
     }
     let state = AppState {
         config,

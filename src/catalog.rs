@@ -16,13 +16,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Row, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::states::{CallOutcome, GenerationSource, ServerKind, Status, Via};
 use crate::toolset::{ServerId, ToolSpec, Toolset};
 use crate::whitelist::Whitelist;
 
 mod generations;
 mod registrations;
 
-pub use generations::{CachedGeneration, FinishedGeneration, GenerationOutcome, NewDocument};
+pub use generations::{CachedGeneration, FinishedGeneration, NewDocument, StageTimings};
 pub use registrations::NewToolsetServer;
 
 /// Version of the code that produced a generation; part of the generation cache key.
@@ -56,8 +57,8 @@ pub struct Catalog {
 pub struct ServerSummary {
     pub id: String,
     pub name: String,
-    pub kind: String,
-    pub status: String,
+    pub kind: ServerKind,
+    pub status: Status,
     pub tool_count: i64,
     pub mcp_path: String,
     pub created_at: String,
@@ -88,10 +89,10 @@ pub struct ServedGeneration {
 pub struct ServerRecord {
     pub id: ServerId,
     pub name: String,
-    pub kind: String,
+    pub kind: ServerKind,
     pub prompt: Option<String>,
     pub allow_domains: Vec<String>,
-    pub status: String,
+    pub status: Status,
     pub created_at: i64,
     pub updated_at: i64,
     /// Hex sha256 of the MCP access token, when the mount requires one.
@@ -105,8 +106,8 @@ pub struct ServerRecord {
 #[derive(Debug, Clone)]
 pub struct GenerationRecord {
     pub id: i64,
-    pub source: String,
-    pub status: String,
+    pub source: GenerationSource,
+    pub status: Status,
     pub error: Option<String>,
     pub generator_version: String,
     pub whitelist: Whitelist,
@@ -169,11 +170,11 @@ pub struct CallRecord {
     pub server_id: String,
     pub generation_id: i64,
     pub tool: String,
-    pub via: &'static str,
+    pub via: Via,
     #[serde(serialize_with = "serialize_millis")]
     pub started_at: i64,
     pub duration_us: i64,
-    pub outcome: &'static str,
+    pub outcome: CallOutcome,
     pub error: Option<String>,
     pub fetches: i64,
     pub console: String,
@@ -326,7 +327,7 @@ impl Catalog {
     }
 
     /// A server's status without loading its generations; `None` if there is no such server.
-    pub async fn server_status(&self, id: &ServerId) -> Result<Option<String>, CatalogError> {
+    pub async fn server_status(&self, id: &ServerId) -> Result<Option<Status>, CatalogError> {
         Ok(sqlx::query_scalar("SELECT status FROM servers WHERE id = ?")
             .bind(id.as_str())
             .fetch_optional(&self.reader)
@@ -400,13 +401,10 @@ impl Catalog {
                 server_id: row.get("server_id"),
                 generation_id: row.get("generation_id"),
                 tool: row.get("tool"),
-                via: static_label(row.get::<String, _>("via").as_str(), &["mcp", "admin"]),
+                via: row.get("via"),
                 started_at: row.get("started_at"),
                 duration_us: row.get("duration_us"),
-                outcome: static_label(
-                    row.get::<String, _>("outcome").as_str(),
-                    &["ok", "error", "timeout", "limit", "denied", "busy"],
-                ),
+                outcome: row.get("outcome"),
                 error: row.get("error"),
                 fetches: row.get("fetches"),
                 console: row.get("console"),
@@ -781,10 +779,6 @@ fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogErro
     })
 }
 
-fn static_label(value: &str, labels: &[&'static str]) -> &'static str {
-    labels.iter().copied().find(|l| *l == value).unwrap_or("unknown")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -795,10 +789,10 @@ mod tests {
             server_id: server_id.into(),
             generation_id: 1,
             tool: "t".into(),
-            via: "mcp",
+            via: Via::Mcp,
             started_at,
             duration_us: 1,
-            outcome: "ok",
+            outcome: CallOutcome::Ok,
             error: None,
             fetches: 0,
             console: String::new(),
@@ -827,6 +821,66 @@ mod tests {
                 .unwrap();
         }
         catalog
+    }
+
+    /// A catalog written before `shutting_down` and `cancelled` existed: its calls are relabelled,
+    /// and their egress rows survive the table rebuild.
+    #[tokio::test]
+    async fn the_call_outcome_migration_keeps_calls_and_egress() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .unwrap()
+            .create_if_missing(true)
+            .foreign_keys(true);
+        let old = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
+        let mut before = sqlx::migrate!("./migrations");
+        before.migrations = before.migrations.iter().filter(|m| m.version < 4).cloned().collect::<Vec<_>>().into();
+        before.run(&old).await.unwrap();
+        sqlx::query("INSERT INTO servers (id, name, kind, status, created_at, updated_at) VALUES ('s', 's', 'toolset', 'ready', 0, 0)")
+            .execute(&old)
+            .await
+            .unwrap();
+        for (id, outcome, error) in [
+            ("a", "busy", "the daemon is shutting down"),
+            ("b", "error", "cancelled: the client went away before the call finished"),
+            ("c", "busy", "busy: the queue is full"),
+            ("d", "ok", ""),
+        ] {
+            sqlx::query(
+                "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches)
+                 VALUES (?, 's', 1, 't', 'mcp', 0, 1, ?, ?, 1)",
+            )
+            .bind(id)
+            .bind(outcome)
+            .bind(error)
+            .execute(&old)
+            .await
+            .unwrap();
+            sqlx::query("INSERT INTO egress (execution_id, seq, method, host, path, allowed, duration_us) VALUES (?, 0, 'GET', 'h', '/', 1, 1)")
+                .bind(id)
+                .execute(&old)
+                .await
+                .unwrap();
+        }
+        old.close().await;
+
+        let catalog = Catalog::open(&path).await.unwrap();
+        let calls = catalog.list_calls(&ServerId::parse("s").unwrap(), 10).await.unwrap();
+        let outcomes: BTreeSet<(String, CallOutcome, usize)> =
+            calls.iter().map(|c| (c.execution_id.clone(), c.outcome, c.egress.len())).collect();
+        let expected = [
+            ("a", CallOutcome::ShuttingDown),
+            ("b", CallOutcome::Cancelled),
+            ("c", CallOutcome::Busy),
+            ("d", CallOutcome::Ok),
+        ]
+        .map(|(id, outcome)| (id.to_string(), outcome, 1));
+        assert_eq!(outcomes, expected.into_iter().collect());
+        // The rebuilt tables keep their constraints: deleting the server removes calls and egress.
+        catalog.delete_server(&ServerId::parse("s").unwrap()).await.unwrap();
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM egress").fetch_one(&catalog.reader).await.unwrap();
+        assert_eq!(left, 0);
     }
 
     #[tokio::test]

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -113,7 +112,8 @@ pub struct EgressConfig {
 pub struct LlmConfig {
     /// `anthropic` or `openai` (any OpenAI-compatible server); empty: no LLM, so prompt
     /// registrations are refused while toolset registrations keep working.
-    pub provider: String,
+    #[serde(with = "provider_text")]
+    pub provider: Option<Provider>,
     pub model: String,
     /// Empty: the provider's public endpoint.
     pub base_url: String,
@@ -124,6 +124,74 @@ pub struct LlmConfig {
     pub timeout_ms: u64,
     /// Extra attempts on 429, 5xx, 529 and timeouts, with exponential backoff.
     pub max_retries: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Anthropic,
+    /// OpenAI's Chat Completions, or any server that speaks it (Ollama, vLLM, llama.cpp).
+    OpenAi,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAi => "openai",
+        }
+    }
+
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "https://api.anthropic.com",
+            Provider::OpenAi => "https://api.openai.com/v1",
+        }
+    }
+
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "Anthropic",
+            Provider::OpenAi => "OpenAI",
+        }
+    }
+}
+
+impl std::str::FromStr for Provider {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Provider, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "anthropic" => Ok(Provider::Anthropic),
+            "openai" => Ok(Provider::OpenAi),
+            other => Err(format!(
+                "[llm] provider = {other:?} is not supported: use \"anthropic\" or \"openai\" (OpenAI-compatible servers such as Ollama or vLLM use \"openai\" with a base_url)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `[llm] provider` as text: empty for none.
+mod provider_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Provider;
+
+    pub fn serialize<S: Serializer>(provider: &Option<Provider>, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(provider.map_or("", Provider::as_str))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Provider>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        text.parse().map(Some).map_err(serde::de::Error::custom)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -244,7 +312,7 @@ impl Default for EgressConfig {
 impl Default for LlmConfig {
     fn default() -> Self {
         LlmConfig {
-            provider: String::new(),
+            provider: None,
             model: String::new(),
             base_url: String::new(),
             api_key: Secret::default(),
@@ -339,10 +407,10 @@ impl Config {
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string().trim().replace('\n', " ")))?;
         if config.llm.api_key.is_empty() {
-            let fallback = match config.llm.provider.as_str() {
-                "anthropic" => anthropic_key,
-                "openai" => openai_key,
-                _ => None,
+            let fallback = match config.llm.provider {
+                Some(Provider::Anthropic) => anthropic_key,
+                Some(Provider::OpenAi) => openai_key,
+                None => None,
             };
             if let Some(key) = fallback {
                 config.llm.api_key = Secret::new(key);
@@ -402,21 +470,12 @@ impl Config {
                 "[sandbox] stack_kb must be at most 8192 (the isolate threads' native stack)".into(),
             ));
         }
-        match self.llm.provider.as_str() {
-            "" => {}
-            "anthropic" | "openai" => {
-                if self.llm.model.trim().is_empty() {
-                    return Err(ConfigError::Invalid(format!(
-                        "[llm] provider = \"{}\" needs a model: set [llm] model or MCPBOOTD_LLM__MODEL",
-                        self.llm.provider
-                    )));
-                }
-            }
-            other => {
-                return Err(ConfigError::Invalid(format!(
-                    "[llm] provider = {other:?} is not supported: use \"anthropic\" or \"openai\" (OpenAI-compatible servers such as Ollama or vLLM use \"openai\" with base_url)"
-                )));
-            }
+        if let Some(provider) = self.llm.provider
+            && self.llm.model.trim().is_empty()
+        {
+            return Err(ConfigError::Invalid(format!(
+                "[llm] provider = \"{provider}\" needs a model: set [llm] model or MCPBOOTD_LLM__MODEL"
+            )));
         }
         if self.generation.concurrency == 0 || self.generation.compile_concurrency == 0 {
             return Err(ConfigError::Invalid(
@@ -451,10 +510,6 @@ impl Config {
             hosts.push(ip.to_string());
         }
         hosts
-    }
-
-    pub fn call_timeout(&self) -> Duration {
-        Duration::from_millis(self.sandbox.timeout_ms)
     }
 
     /// The config as TOML, secrets redacted.

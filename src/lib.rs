@@ -11,6 +11,7 @@ pub mod config;
 pub mod generate;
 pub mod llm;
 pub mod serve;
+pub mod states;
 pub mod tasks;
 pub mod telemetry;
 pub mod toolset;

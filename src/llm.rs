@@ -30,7 +30,6 @@ mod openai;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::ops::{Add, AddAssign};
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -87,13 +86,10 @@ impl LlmSettings {
     /// Settings from the `[llm]` section; `Ok(None)` when no provider is configured (prompt
     /// registrations are then refused, toolsets keep working).
     pub fn from_config(config: &crate::config::LlmConfig) -> Result<Option<LlmSettings>, String> {
-        let provider = config.provider.trim();
-        if provider.is_empty() {
-            return Ok(None);
-        }
+        let Some(provider) = config.provider else { return Ok(None) };
         let base_url = config.base_url.trim();
         Ok(Some(LlmSettings {
-            provider: provider.parse()?,
+            provider,
             model: config.model.trim().to_string(),
             base_url: (!base_url.is_empty()).then(|| base_url.to_string()),
             api_key: config.api_key.expose().to_string(),
@@ -105,54 +101,7 @@ impl LlmSettings {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    Anthropic,
-    /// OpenAI's Chat Completions, or any server that speaks it (Ollama, vLLM, llama.cpp).
-    OpenAi,
-}
-
-impl Provider {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Anthropic => "anthropic",
-            Provider::OpenAi => "openai",
-        }
-    }
-
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            Provider::Anthropic => "https://api.anthropic.com",
-            Provider::OpenAi => "https://api.openai.com/v1",
-        }
-    }
-
-    fn display_name(self) -> &'static str {
-        match self {
-            Provider::Anthropic => "Anthropic",
-            Provider::OpenAi => "OpenAI",
-        }
-    }
-}
-
-impl FromStr for Provider {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Provider, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "anthropic" => Ok(Provider::Anthropic),
-            "openai" => Ok(Provider::OpenAi),
-            other => Err(format!(
-                "LLM provider {other:?} is not supported: use \"anthropic\" or \"openai\" (OpenAI-compatible servers such as Ollama or vLLM use \"openai\" with a base_url)"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for Provider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::config::Provider;
 
 /// Tokens spent and successful requests made.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

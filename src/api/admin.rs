@@ -13,9 +13,10 @@ use crate::api::AppState;
 use crate::api::error::ApiError;
 use crate::catalog::{CatalogError, GenerationRecord, MountRecord, NewToolsetServer, ServerRecord, format_millis};
 use crate::generate::Job;
-use crate::serve::call::{CallError, Via, result_json};
+use crate::serve::call::{CallError, result_json};
 use crate::serve::isolate::check_handler;
 use crate::serve::registry::MountError;
+use crate::states::{ServerKind, Status, Via};
 use crate::toolset::{ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
@@ -97,7 +98,7 @@ pub async fn create_server(
                 Json(json!({
                     "id": id,
                     "name": name,
-                    "status": "pending",
+                    "status": Status::Pending,
                     "mcp_path": id.mcp_path(),
                     "generation_id": generation_id,
                 })),
@@ -140,7 +141,7 @@ pub async fn create_server(
                 Json(json!({
                     "id": id,
                     "name": name,
-                    "status": "ready",
+                    "status": Status::Ready,
                     "mcp_path": id.mcp_path(),
                     "tools": tool_names,
                 })),
@@ -222,7 +223,7 @@ pub async fn regenerate_server(
         })?
     };
     let record = find_server(&state, &id).await?;
-    let Some(prompt) = record.prompt.clone().filter(|_| record.kind == "prompt") else {
+    let Some(prompt) = record.prompt.clone().filter(|_| record.kind == ServerKind::Prompt) else {
         return Err(ApiError::conflict(
             "not_generated",
             format!("server {id:?} was registered as a toolset; there is no prompt to regenerate from"),
@@ -248,7 +249,7 @@ pub async fn regenerate_server(
     });
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"id": record.id, "status": "pending", "mcp_path": record.id.mcp_path(), "generation_id": generation_id})),
+        Json(json!({"id": record.id, "status": Status::Pending, "mcp_path": record.id.mcp_path(), "generation_id": generation_id})),
     )
         .into_response())
 }

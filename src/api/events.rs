@@ -17,6 +17,7 @@ use crate::api::AppState;
 use crate::api::error::ApiError;
 use crate::catalog::{Catalog, ServerRecord};
 use crate::generate::StatusEvent;
+use crate::states::Status;
 use crate::toolset::ServerId;
 
 enum Step {
@@ -49,7 +50,7 @@ pub async fn server_events(
         match step {
             Step::Emit(status, follow) => {
                 let event = to_event("status", &status);
-                let next = if status.is_final() { Step::Done(status) } else { next_step(follow).await };
+                let next = if status.status.is_final() { Step::Done(status) } else { next_step(follow).await };
                 Some((Ok(event), next))
             }
             Step::Done(status) => Some((Ok(to_event("done", &status)), Step::Ended)),
@@ -81,26 +82,13 @@ fn current_status(record: &ServerRecord) -> StatusEvent {
     let generation = record.latest_generation.as_ref().or(record.generation.as_ref());
     StatusEvent {
         id: record.id.clone(),
-        status: record.status.clone(),
+        status: record.status,
         generation_id: generation.map(|g| g.id).unwrap_or(0),
-        error: generation.and_then(|g| g.error.clone()).filter(|_| record.status == "failed"),
+        error: generation.and_then(|g| g.error.clone()).filter(|_| record.status == Status::Failed),
     }
 }
 
 fn to_event(name: &str, status: &StatusEvent) -> Event {
     let data = serde_json::to_string(status).unwrap_or_else(|_| "{}".into());
     Event::default().event(name).data(data)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn final_statuses() {
-        for status in ["ready", "failed", "planned"] {
-            assert!(crate::generate::is_final_status(status));
-        }
-        for status in ["pending", "fetching", "planning", "compiling", "testing"] {
-            assert!(!crate::generate::is_final_status(status));
-        }
-    }
 }

@@ -1,22 +1,15 @@
 //! Catalog queries for prompt-based generation: the life of a generation from `pending` to
 //! `ready`/`planned`/`failed`, its documents, and the generation cache.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use sqlx::Row;
 
 use super::{Catalog, CatalogError, DocumentRef, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
+use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status};
 use crate::toolset::{ServerId, ToolSpec};
 use crate::whitelist::Whitelist;
-
-/// How a generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GenerationOutcome {
-    /// Tools stored and the generation becomes the server's active one.
-    Ready,
-    /// Dry run: plan stored, nothing mounted.
-    Planned,
-    Failed,
-}
 
 /// Everything written when a generation finishes, in one transaction.
 #[derive(Debug, Default)]
@@ -29,12 +22,35 @@ pub struct FinishedGeneration {
     pub whitelist: Whitelist,
     pub refused_domains: Value,
     pub warnings: Vec<String>,
-    pub timings: Value,
+    pub timings: StageTimings,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub llm_requests: u32,
     pub cached_from: Option<i64>,
     pub tools: Vec<(ToolSpec, ToolExtras)>,
+}
+
+/// How long each stage of a generation took, stored as
+/// `{"fetching_ms": 12, "planning_ms": 3400, …, "total_ms": 3600}`.
+#[derive(Debug, Clone, Default)]
+pub struct StageTimings {
+    pub stages: BTreeMap<Stage, u64>,
+    /// Set when the generation ran to an end (not when it was interrupted).
+    pub total_ms: Option<u64>,
+}
+
+impl serde::Serialize for StageTimings {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        for (stage, millis) in &self.stages {
+            map.serialize_entry(&format!("{stage}_ms"), millis)?;
+        }
+        if let Some(total) = self.total_ms {
+            map.serialize_entry("total_ms", &total)?;
+        }
+        map.end()
+    }
 }
 
 /// A fetched document to store with a generation.
@@ -54,7 +70,7 @@ pub struct NewDocument<'a> {
 /// A finished generation whose plan (and tools, if it compiled) can be reused.
 pub struct CachedGeneration {
     pub id: i64,
-    pub status: String,
+    pub status: Status,
     pub plan: Option<Value>,
     pub whitelist: Whitelist,
     pub refused_domains: Value,
@@ -76,12 +92,14 @@ impl Catalog {
         let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
-             VALUES (?, ?, 'prompt', ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(id.as_str())
         .bind(name)
+        .bind(ServerKind::Prompt)
         .bind(prompt)
         .bind(to_json(allow_domains))
+        .bind(Status::Pending)
         .bind(now)
         .bind(now)
         .bind(access_token_sha256)
@@ -104,10 +122,10 @@ impl Catalog {
     ) -> Result<Option<i64>, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
-        let running: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM generations WHERE server_id = ?
-               AND status IN ('pending', 'fetching', 'planning', 'compiling', 'testing')",
-        )
+        let running: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM generations WHERE server_id = ? AND status IN ({})",
+            status_list(&Status::RUNNING)
+        )))
         .bind(id.as_str())
         .fetch_one(&mut *tx)
         .await?;
@@ -115,7 +133,8 @@ impl Catalog {
             return Ok(None);
         }
         let generation_id = insert_generation(&mut tx, id, dry_run, force, now).await?;
-        sqlx::query("UPDATE servers SET status = 'pending', updated_at = ? WHERE id = ?")
+        sqlx::query("UPDATE servers SET status = ?, updated_at = ? WHERE id = ?")
+            .bind(Status::Pending)
             .bind(now)
             .bind(id.as_str())
             .execute(&mut *tx)
@@ -129,17 +148,17 @@ impl Catalog {
         &self,
         server: &ServerId,
         generation_id: i64,
-        stage: &str,
+        stage: Stage,
     ) -> Result<(), CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
         sqlx::query("UPDATE generations SET status = ? WHERE id = ?")
-            .bind(stage)
+            .bind(Status::from(stage))
             .bind(generation_id)
             .execute(&mut *tx)
             .await?;
         sqlx::query("UPDATE servers SET status = ?, updated_at = ? WHERE id = ?")
-            .bind(stage)
+            .bind(Status::from(stage))
             .bind(now)
             .bind(server.as_str())
             .execute(&mut *tx)
@@ -230,13 +249,15 @@ impl Catalog {
         let row = sqlx::query(
             "SELECT id, status, plan, whitelist, refused_domains FROM generations
              WHERE prompt_hash = ? AND content_hash = ? AND model = ? AND generator_version = ?
-               AND (status = 'ready' OR (status = 'planned' AND NOT ?)) AND plan IS NOT NULL
+               AND (status = ? OR (status = ? AND NOT ?)) AND plan IS NOT NULL
              ORDER BY id DESC LIMIT 1",
         )
         .bind(prompt_hash)
         .bind(content_hash)
         .bind(model)
         .bind(GENERATOR_VERSION)
+        .bind(Status::Ready)
+        .bind(Status::Planned)
         .bind(need_tools)
         .fetch_optional(&self.reader)
         .await?;
@@ -265,11 +286,7 @@ impl Catalog {
         finished: &FinishedGeneration,
     ) -> Result<(), CatalogError> {
         let now = now_millis();
-        let status = match outcome {
-            GenerationOutcome::Ready => "ready",
-            GenerationOutcome::Planned => "planned",
-            GenerationOutcome::Failed => "failed",
-        };
+        let status = Status::from(outcome);
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "UPDATE generations SET status = ?, error = ?, prompt_hash = ?, content_hash = ?, model = ?, plan = ?,
@@ -316,32 +333,34 @@ impl Catalog {
     }
 
     /// Marks generations that a previous run of the daemon left unfinished as failed, so nothing
-    /// stays "planning" forever. Returns (server, stage) for each.
-    pub async fn fail_interrupted_generations(&self) -> Result<Vec<(String, String)>, CatalogError> {
+    /// stays "planning" forever. Returns (server, status it stopped in) for each.
+    pub async fn fail_interrupted_generations(&self) -> Result<Vec<(String, Status)>, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
-        let rows = sqlx::query(
-            "SELECT id, server_id, status FROM generations
-             WHERE status IN ('pending', 'fetching', 'planning', 'compiling', 'testing')",
-        )
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT id, server_id, status FROM generations WHERE status IN ({})",
+            status_list(&Status::RUNNING)
+        )))
         .fetch_all(&mut *tx)
         .await?;
         let mut interrupted = Vec::with_capacity(rows.len());
         for row in rows {
             let id: i64 = row.get("id");
             let server: String = row.get("server_id");
-            let stage: String = row.get("status");
+            let stage: Status = row.get("status");
             let error = format!(
                 "interrupted while {stage}: the daemon stopped before this generation finished; \
                  POST /admin/servers/{server}/regenerate to run it again"
             );
-            sqlx::query("UPDATE generations SET status = 'failed', error = ?, finished_at = ? WHERE id = ?")
+            sqlx::query("UPDATE generations SET status = ?, error = ?, finished_at = ? WHERE id = ?")
+                .bind(Status::Failed)
                 .bind(&error)
                 .bind(now)
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("UPDATE servers SET status = 'failed', updated_at = ? WHERE id = ?")
+            sqlx::query("UPDATE servers SET status = ?, updated_at = ? WHERE id = ?")
+                .bind(Status::Failed)
                 .bind(now)
                 .bind(&server)
                 .execute(&mut *tx)
@@ -353,6 +372,11 @@ impl Catalog {
     }
 }
 
+/// `'pending', 'fetching'`: statuses as an SQL list (constants from `states`, never user input).
+fn status_list(statuses: &[Status]) -> String {
+    statuses.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
+}
+
 async fn insert_generation(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     server: &ServerId,
@@ -362,9 +386,11 @@ async fn insert_generation(
 ) -> Result<i64, CatalogError> {
     Ok(sqlx::query_scalar(
         "INSERT INTO generations (server_id, source, status, generator_version, created_at, dry_run, force)
-         VALUES (?, 'llm', 'pending', ?, ?, ?, ?) RETURNING id",
+         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
     )
     .bind(server.as_str())
+    .bind(GenerationSource::Llm)
+    .bind(Status::Pending)
     .bind(GENERATOR_VERSION)
     .bind(now)
     .bind(dry_run)

@@ -12,6 +12,7 @@ use sqlx::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, ToolRow, insert_tools, now_millis, to_json};
+use crate::states::{GenerationSource, ServerKind, Status};
 use crate::toolset::{ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
@@ -90,11 +91,13 @@ async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64,
     for new in batch {
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
-             VALUES (?, ?, 'toolset', NULL, ?, 'ready', ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+             VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(&new.name)
+        .bind(ServerKind::Toolset)
         .bind(&new.allow_domains)
+        .bind(Status::Ready)
         .bind(now)
         .bind(now)
         .bind(&new.access_token_sha256)
@@ -107,9 +110,11 @@ async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64,
         }
         let generation_id: i64 = sqlx::query_scalar(
             "INSERT INTO generations (server_id, source, status, generator_version, whitelist, created_at, finished_at)
-             VALUES (?, 'toolset', 'ready', ?, ?, ?, ?) RETURNING id",
+             VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(new.id.as_str())
+        .bind(GenerationSource::Toolset)
+        .bind(Status::Ready)
         .bind(GENERATOR_VERSION)
         .bind(&new.whitelist)
         .bind(now)

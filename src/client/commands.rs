@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::client::output::{self, print_out};
 use crate::client::progress::{self, GenerationEnd};
 use crate::client::{AdminClient, ClientError};
+use crate::states::Status;
 
 /// What a command needs: the client and the output mode.
 pub struct Session {
@@ -99,7 +100,7 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
     };
     let response = session.client.register(&body).await?;
     let id = response["id"].as_str().unwrap_or_default().to_string();
-    if response["status"].as_str() == Some("ready") {
+    if response["status"].as_str() == Some(Status::Ready.as_str()) {
         // A toolset: ready at once.
         if session.json {
             print_out(&output::pretty(&response));
@@ -228,8 +229,8 @@ fn report_end(session: &Session, id: &str, generation_id: Option<i64>, end: &Gen
     if session.json {
         print_out(&output::pretty(&end.view));
     }
-    match end.status.as_str() {
-        "failed" => {
+    match end.status {
+        Status::Failed => {
             let error = end.error.as_deref().unwrap_or("no error recorded");
             if !session.json {
                 eprintln!("details: `mcpbootd show {id}`");
@@ -238,7 +239,7 @@ fn report_end(session: &Session, id: &str, generation_id: Option<i64>, end: &Gen
             Err(Failure::Failed(format!("{which} of {id} failed: {error}")))
         }
         _ if session.json => Ok(()),
-        "planned" => {
+        Status::Planned => {
             let planned =
                 output::generation_by_id(&end.view, generation_id).map(output::planned_tools).unwrap_or_default();
             let mut text = format!("planned {id} (dry run): {}; nothing was mounted\n", plural(planned.len(), "tool"));

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::client::output::{generation_by_id, seconds};
 use crate::client::{AdminClient, ClientError};
+use crate::states::Status;
 
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
 const SPINNER_TICK: Duration = Duration::from_millis(100);
@@ -23,14 +24,15 @@ const SPINNER_FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '�
 #[derive(Debug)]
 pub struct GenerationEnd {
     /// `ready`, `planned` or `failed`.
-    pub status: String,
+    pub status: Status,
     pub error: Option<String>,
     pub view: Value,
 }
 
-/// Statuses after which a generation does not change any more.
-pub fn is_final(status: &str) -> bool {
-    matches!(status, "ready" | "planned" | "failed")
+/// A final status in a daemon's reply; `None` while the generation runs (or for a status this
+/// client does not know, which a newer daemon may send while it runs).
+fn final_status(status: &str) -> Option<Status> {
+    status.parse().ok().filter(|status: &Status| status.is_final())
 }
 
 /// Follows generation `generation_id` of server `id` (the newest one when `None`) to its end,
@@ -40,7 +42,7 @@ pub async fn follow(client: &AdminClient, id: &str, generation_id: Option<i64>) 
     if let Some(end) = follow_events(client, id, generation_id, &mut display).await? {
         let view = client.server(id).await?;
         let error = end.error.or_else(|| generation_error(&view, generation_id));
-        display.finish(&end.status);
+        display.finish(end.status);
         return Ok(GenerationEnd { status: end.status, error, view });
     }
     let mut first = true;
@@ -50,19 +52,19 @@ pub async fn follow(client: &AdminClient, id: &str, generation_id: Option<i64>) 
         }
         first = false;
         let view = client.server(id).await?;
-        let status = view["status"].as_str().unwrap_or("unknown").to_string();
-        if is_final(&status) {
-            display.finish(&status);
+        let status = view["status"].as_str().unwrap_or("unknown");
+        if let Some(status) = final_status(status) {
+            display.finish(status);
             let error = generation_error(&view, generation_id);
             return Ok(GenerationEnd { status, error, view });
         }
-        display.stage(&status);
+        display.stage(status);
     }
 }
 
 /// One `status` or `done` event.
 struct Update {
-    status: String,
+    status: Status,
     error: Option<String>,
 }
 
@@ -100,9 +102,9 @@ async fn follow_events(
             }
             continue;
         }
-        if is_final(status) {
+        if let Some(status) = final_status(status) {
             let error = data["error"].as_str().map(str::to_string);
-            return Ok(Some(Update { status: status.to_string(), error }));
+            return Ok(Some(Update { status, error }));
         }
         if event.event == "done" {
             return Ok(None);
@@ -175,7 +177,7 @@ impl Display {
     }
 
     /// The generation ended with `status`: close the last stage and stop the spinner.
-    fn finish(&mut self, status: &str) {
+    fn finish(&mut self, status: Status) {
         let previous = self.current.take();
         let Some(spinner) = self.spinner.take() else {
             eprintln!("stage: {status}");
@@ -186,7 +188,7 @@ impl Display {
         *line = None;
         let mut stderr = std::io::stderr().lock();
         let _ = write!(stderr, "\r\x1b[2K");
-        let failed = status == "failed";
+        let failed = status == Status::Failed;
         if let Some((stage, since)) = previous {
             let mark = if failed { '✗' } else { '✓' };
             let _ = writeln!(stderr, "{mark} {stage:<10} {}", seconds(since.elapsed()));

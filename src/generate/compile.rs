@@ -22,6 +22,7 @@ use crate::generate::plan::{
     GenerateError, MAX_ATTEMPTS, Plan, PlannedTool, SourceDocument, documents_section, domains_section,
 };
 use crate::llm::{LlmClient, Message, Usage};
+use crate::states::Stage;
 
 pub const COMPILER_PROMPT: &str = include_str!("../../config/compiler.md");
 
@@ -154,7 +155,7 @@ async fn converse(
         tracing::info!(tool, attempt, problem = %problem, "the LLM's handler was refused");
         if attempt >= MAX_ATTEMPTS {
             return Err(GenerateError::Invalid {
-                stage: "compiling",
+                stage: Stage::Compiling,
                 message: format!("tool {tool}: {problem}"),
                 attempts: attempt,
             });
@@ -232,6 +233,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::generate::endpoint::Endpoint;
     use crate::llm::testing::FakeLlm;
 
     fn planned(name: &str) -> PlannedTool {
@@ -242,7 +244,7 @@ mod tests {
                 .as_object()
                 .cloned()
                 .unwrap(),
-            endpoints_used: vec!["GET https://api.example.com/items/{id}".into()],
+            endpoints_used: vec![Endpoint::parse("GET https://api.example.com/items/{id}").unwrap()],
             implementation_notes: "GET it.".into(),
             needs_network: true,
             example_args: Some(json!({"id": 7})),
@@ -315,7 +317,7 @@ mod tests {
         let error = compile_all(&llm, &request(&domains, &[]), &plan, 1).await.unwrap_err();
         match error {
             GenerateError::Invalid { stage, message, attempts } => {
-                assert_eq!((stage, attempts), ("compiling", 3));
+                assert_eq!((stage, attempts), (Stage::Compiling, 3));
                 assert!(message.starts_with("tool read_file: ") && message.contains("require"), "{message}");
             }
             other => panic!("{other:?}"),

@@ -18,9 +18,11 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::generate::endpoint::Endpoint;
 use crate::generate::extract;
 use crate::llm::{LlmClient, LlmError, Message, Usage};
-use crate::whitelist::{CanonicalHost, Provenance, Whitelist, WhitelistEntry};
+use crate::states::Stage;
+use crate::whitelist::{Provenance, Whitelist, WhitelistEntry};
 
 pub const PLANNER_PROMPT: &str = include_str!("../../config/planner.md");
 
@@ -30,7 +32,6 @@ pub const MAX_PLANNED_TOOLS: usize = 64;
 pub const MAX_ATTEMPTS: u32 = 3;
 /// The explicit-toolset limit on descriptions, so a plan always makes a registrable toolset.
 const MAX_DESCRIPTION_CHARS: usize = 8 * 1024;
-const HTTP_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -44,7 +45,7 @@ pub struct PlannedTool {
     pub input_schema: Map<String, Value>,
     /// `"GET https://api.example.com/items/{id}"`; empty for tools without network.
     #[serde(default)]
-    pub endpoints_used: Vec<String>,
+    pub endpoints_used: Vec<Endpoint>,
     pub implementation_notes: String,
     pub needs_network: bool,
     /// Arguments for a one-off self-test of a read-only tool.
@@ -56,10 +57,7 @@ impl PlannedTool {
     /// Whether the tool only reads: no network, or only GET/HEAD/OPTIONS endpoints. Only such
     /// tools are worth calling with `example_args` after compiling.
     pub fn is_read_only(&self) -> bool {
-        self.endpoints_used.iter().all(|endpoint| {
-            let method = endpoint.split_whitespace().next().unwrap_or("").to_ascii_uppercase();
-            matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS")
-        })
+        self.endpoints_used.iter().all(|endpoint| endpoint.method().is_read_only())
     }
 }
 
@@ -85,8 +83,8 @@ pub enum GenerateError {
     Llm(#[from] LlmError),
     /// The model's answers stayed unusable after the repair turns; `message` is the last list
     /// of problems.
-    #[error("{stage} failed: the LLM's answer was still unusable after {attempts} attempts: {message}")]
-    Invalid { stage: &'static str, message: String, attempts: u32 },
+    #[error("the LLM's answer was still unusable after {attempts} attempts: {message}")]
+    Invalid { stage: Stage, message: String, attempts: u32 },
 }
 
 /// Asks for a plan, repairing invalid answers up to twice.
@@ -110,7 +108,7 @@ pub async fn plan(llm: &dyn LlmClient, request: &PlanRequest<'_>) -> Result<(Pla
         };
         tracing::info!(attempt, problems = %problems, "the LLM's plan is invalid");
         if attempt >= MAX_ATTEMPTS {
-            return Err(GenerateError::Invalid { stage: "planning", message: problems, attempts: attempt });
+            return Err(GenerateError::Invalid { stage: Stage::Planning, message: problems, attempts: attempt });
         }
         messages.push(Message::assistant(reply.text));
         messages.push(Message::user(repair_message(&problems)));
@@ -232,16 +230,13 @@ pub fn validate_plan(plan: &Plan, candidate_domains: &[String]) -> Result<(), St
             );
         }
         for endpoint in &tool.endpoints_used {
-            match parse_endpoint(endpoint) {
-                Err(e) => problem(e),
-                Ok(host) => {
-                    if tool.needs_network && !whitelist.allows(&host) {
-                        problem(format!(
-                            "endpoint {endpoint:?} is on {host}, which is not an allowed domain (allowed: {allowed}); \
-                             use only documented endpoints on the allowed domains"
-                        ));
-                    }
-                }
+            if tool.needs_network && !whitelist.allows(endpoint.host()) {
+                problem(format!(
+                    "endpoint {:?} is on {}, which is not an allowed domain (allowed: {allowed}); \
+                     use only documented endpoints on the allowed domains",
+                    endpoint.as_str(),
+                    endpoint.host()
+                ));
             }
         }
         match &tool.example_args {
@@ -271,43 +266,6 @@ fn candidate_whitelist(domains: &[String]) -> Whitelist {
         }
     }
     whitelist
-}
-
-/// Parses `"METHOD URL"`; `{placeholders}` in the URL stand for path or query values.
-fn parse_endpoint(endpoint: &str) -> Result<CanonicalHost, String> {
-    let shape =
-        || format!("endpoint {endpoint:?} must be \"METHOD URL\", e.g. \"GET https://api.example.com/items/{{id}}\"");
-    let mut parts = endpoint.split_whitespace();
-    let (Some(method), Some(url), None) = (parts.next(), parts.next(), parts.next()) else {
-        return Err(shape());
-    };
-    if !HTTP_METHODS.contains(&method.to_ascii_uppercase().as_str()) {
-        return Err(format!(
-            "endpoint {endpoint:?} has an unknown HTTP method {method:?}; use one of {}",
-            HTTP_METHODS.join(", ")
-        ));
-    }
-    let parsed = url::Url::parse(&replace_placeholders(url)).map_err(|e| {
-        format!("endpoint {endpoint:?} does not have an absolute URL ({e}); write the full https:// URL")
-    })?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("endpoint {endpoint:?} must use an http:// or https:// URL"));
-    }
-    CanonicalHost::of_url(&parsed).ok_or_else(|| format!("endpoint {endpoint:?} has no host"))
-}
-
-/// `{name}` → `x`, so templated URLs parse; an unclosed `{` is left for the parser to reject.
-fn replace_placeholders(url: &str) -> String {
-    let mut out = String::with_capacity(url.len());
-    let mut rest = url;
-    while let Some(open) = rest.find('{') {
-        let Some(close) = rest[open..].find('}') else { break };
-        out.push_str(&rest[..open]);
-        out.push('x');
-        rest = &rest[open + close + 1..];
-    }
-    out.push_str(rest);
-    out
 }
 
 fn check_example_args(schema: &Map<String, Value>, args: &Value) -> Result<(), String> {
@@ -355,8 +313,9 @@ mod tests {
         vec!["example.com".to_string()]
     }
 
-    fn plan_of(tools: Vec<Value>) -> Plan {
-        serde_json::from_str(&plan_json(tools)).unwrap()
+    /// What the model's reply goes through: parsing (which checks endpoints), then validation.
+    fn check(tools: Vec<Value>, domains: &[String]) -> Result<(), String> {
+        validate_plan(&parse_plan(&plan_json(tools))?, domains)
     }
 
     #[tokio::test]
@@ -419,14 +378,14 @@ mod tests {
         let error = plan(&llm, &request).await.unwrap_err();
         match &error {
             GenerateError::Invalid { stage, message, attempts } => {
-                assert_eq!((*stage, *attempts), ("planning", 3));
+                assert_eq!((*stage, *attempts), (Stage::Planning, 3));
                 assert!(message.contains("no JSON object"), "{message}");
             }
             other => panic!("{other:?}"),
         }
         assert_eq!(llm.calls().len(), 3);
         assert!(llm.calls()[2].messages[4].content.contains("the plan has no tools"));
-        assert!(error.to_string().starts_with("planning failed"), "{error}");
+        assert!(error.to_string().starts_with("the LLM's answer was still unusable after 3 attempts"), "{error}");
     }
 
     #[tokio::test]
@@ -542,7 +501,7 @@ mod tests {
             ),
         ];
         for (name, tools, expected) in cases {
-            let result = validate_plan(&plan_of(tools), &domains);
+            let result = check(tools, &domains);
             match expected {
                 None => assert_eq!(result, Ok(()), "{name}"),
                 Some(expected) => {
@@ -554,11 +513,11 @@ mod tests {
         // Every problem is listed, not only the first.
         base["name"] = json!("Bad Name");
         base["implementation_notes"] = json!("");
-        let message = validate_plan(&plan_of(vec![base]), &[]).unwrap_err();
+        let message = check(vec![base], &[]).unwrap_err();
         assert_eq!(message.lines().count(), 3, "{message}");
         assert!(message.contains("allowed: none"), "{message}");
         let many = (0..65).map(|i| tool(&format!("t{i}"), &[])).collect();
-        assert!(validate_plan(&plan_of(many), &domains).unwrap_err().contains("at most 64"));
+        assert!(check(many, &domains).unwrap_err().contains("at most 64"));
     }
 
     #[test]
@@ -573,7 +532,7 @@ mod tests {
             ("http://10.0.0.5/", true),
             ("http://10.0.0.6/", false),
         ] {
-            let host = CanonicalHost::of_url(&url::Url::parse(url).unwrap()).unwrap();
+            let host = crate::whitelist::CanonicalHost::of_url(&url::Url::parse(url).unwrap()).unwrap();
             assert_eq!(whitelist.allows(&host), allowed, "{url}");
         }
     }
@@ -598,12 +557,5 @@ mod tests {
         assert!(!write.is_read_only());
         let compute: PlannedTool = serde_json::from_value(tool("c", &[])).unwrap();
         assert!(compute.is_read_only());
-    }
-
-    #[test]
-    fn placeholders() {
-        assert_eq!(replace_placeholders("https://a.com/{x}/b/{y}?q={q}"), "https://a.com/x/b/x?q=x");
-        assert_eq!(replace_placeholders("https://{sub}.a.com/"), "https://x.a.com/");
-        assert_eq!(replace_placeholders("https://a.com/{oops"), "https://a.com/{oops");
     }
 }

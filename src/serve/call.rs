@@ -4,7 +4,7 @@
 //! behaves the same whichever door the call used.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 use tracing::Instrument;
@@ -13,6 +13,7 @@ use crate::catalog::{CallLog, CallRecord, now_millis};
 use crate::config::SandboxConfig;
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::isolate::{Invocation, IsolatePool, Outcome, PoolError, SandboxLimits, ToolResult};
+use crate::states::{CallOutcome, Via};
 use crate::telemetry::metrics::{EgressOutcome, Metrics};
 use crate::toolset::{ServerId, ToolSpec};
 
@@ -22,13 +23,6 @@ pub struct CallableTool {
     pub name: String,
     pub handler: Arc<str>,
     validator: jsonschema::Validator,
-}
-
-/// Which door a call came through, for the call log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
-    Mcp,
-    Admin,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -109,18 +103,7 @@ impl Caller {
     }
 
     pub fn sandbox_limits(&self) -> SandboxLimits {
-        let config = &self.limits;
-        SandboxLimits {
-            wall: Duration::from_millis(config.timeout_ms),
-            cpu: Duration::from_millis(config.cpu_ms),
-            memory_bytes: (config.memory_mb as usize).saturating_mul(1024 * 1024),
-            stack_bytes: (config.stack_kb as usize).saturating_mul(1024),
-            max_fetches: config.max_fetches,
-            max_concurrent_fetches: config.max_concurrent_fetches,
-            max_result_bytes: config.max_result_bytes,
-            max_console_bytes: config.max_console_bytes,
-            ..SandboxLimits::default()
-        }
+        SandboxLimits::from(&*self.limits)
     }
 
     pub fn max_response_bytes(&self) -> u64 {
@@ -174,21 +157,23 @@ impl Caller {
         let completion = match self.pool.run(server.as_str(), invocation).instrument(span.clone()).await {
             Ok(completion) => completion,
             Err(error) => {
-                let call_error = match error {
-                    PoolError::Busy(busy) => CallError::Busy(busy.to_string()),
-                    PoolError::Closed => CallError::ShuttingDown,
+                let (outcome, call_error) = match error {
+                    PoolError::Busy(busy) => (CallOutcome::Busy, CallError::Busy(busy.to_string())),
+                    PoolError::Closed => (CallOutcome::ShuttingDown, CallError::ShuttingDown),
                 };
-                entry.write("busy", Some(call_error.to_string()), 0, String::new());
+                entry.write(outcome, Some(call_error.to_string()), 0, String::new());
                 return Err(call_error);
             }
         };
-        let outcome_label = if completion.fetch_denied && completion.outcome.as_str() == "error" {
-            "denied"
-        } else {
-            completion.outcome.as_str()
+        let outcome = match completion.outcome {
+            Outcome::Ok => CallOutcome::Ok,
+            Outcome::Error if completion.fetch_denied => CallOutcome::Denied,
+            Outcome::Error => CallOutcome::Error,
+            Outcome::Timeout => CallOutcome::Timeout,
+            Outcome::Limit => CallOutcome::Limit,
         };
-        tracing::debug!(parent: &span, outcome = outcome_label, elapsed_us = started.elapsed().as_micros() as u64, "call finished");
-        entry.write(outcome_label, completion.error, i64::from(completion.fetches), completion.console);
+        tracing::debug!(parent: &span, %outcome, elapsed_us = started.elapsed().as_micros() as u64, "call finished");
+        entry.write(outcome, completion.error, i64::from(completion.fetches), completion.console);
         let execution_id = std::mem::take(&mut entry.execution_id);
         Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
     }
@@ -211,7 +196,7 @@ struct CallEntry<'a> {
 }
 
 impl CallEntry<'_> {
-    fn write(&mut self, outcome: &'static str, error: Option<String>, fetches: i64, console: String) {
+    fn write(&mut self, outcome: CallOutcome, error: Option<String>, fetches: i64, console: String) {
         self.written = true;
         let metrics = &self.caller.metrics;
         let egress = self.egress.take_log();
@@ -229,7 +214,7 @@ impl CallEntry<'_> {
             server_id: self.server.to_string(),
             generation_id: self.generation_id,
             tool: self.tool.to_owned(),
-            via: self.via.label(),
+            via: self.via,
             started_at: self.started_at,
             duration_us: elapsed.as_micros() as i64,
             outcome,
@@ -245,7 +230,7 @@ impl Drop for CallEntry<'_> {
     fn drop(&mut self) {
         if !self.written {
             let cancelled = "cancelled: the client went away before the call finished";
-            self.write("error", Some(cancelled.into()), 0, String::new());
+            self.write(CallOutcome::Cancelled, Some(cancelled.into()), 0, String::new());
         }
     }
 }
@@ -266,15 +251,6 @@ fn encoded_len(value: &Value) -> usize {
     match serde_json::to_writer(&mut counter, value) {
         Ok(()) => counter.0,
         Err(_) => usize::MAX,
-    }
-}
-
-impl Via {
-    fn label(self) -> &'static str {
-        match self {
-            Via::Mcp => "mcp",
-            Via::Admin => "admin",
-        }
     }
 }
 

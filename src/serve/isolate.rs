@@ -112,6 +112,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
+use crate::config::SandboxConfig;
+
 mod admission;
 mod engine;
 mod natives;
@@ -128,8 +130,9 @@ pub use engine::{Engine, HostContext};
 pub use pool::{IsolatePool, PoolError, PoolSettings, PoolStats};
 pub use quickjs::{PreludeLoad, QuickJsEngine};
 
-/// Largest handler source accepted by [`check_handler`] (and by the engine at run time).
-pub const MAX_HANDLER_BYTES: usize = 512 * 1024;
+/// Largest handler source accepted by [`check_handler`] (and by the engine at run time): the
+/// toolset limit, so a handler that registered always runs.
+pub use crate::toolset::MAX_HANDLER_BYTES;
 
 /// Isolate memory across the daemon: every call's allocator draws on it (in chunks), and
 /// admission holds new calls back while it is nearly used up.
@@ -202,19 +205,29 @@ pub struct SandboxLimits {
     pub max_timers: u32,
 }
 
+/// `setTimeout()` calls per invocation (not configurable: a handler that needs more is broken).
+const MAX_TIMERS: u32 = 256;
+
+impl From<&SandboxConfig> for SandboxLimits {
+    fn from(config: &SandboxConfig) -> SandboxLimits {
+        SandboxLimits {
+            wall: Duration::from_millis(config.timeout_ms),
+            cpu: Duration::from_millis(config.cpu_ms),
+            memory_bytes: (config.memory_mb as usize).saturating_mul(1024 * 1024),
+            stack_bytes: (config.stack_kb as usize).saturating_mul(1024),
+            max_fetches: config.max_fetches,
+            max_concurrent_fetches: config.max_concurrent_fetches,
+            max_result_bytes: config.max_result_bytes,
+            max_console_bytes: config.max_console_bytes,
+            max_timers: MAX_TIMERS,
+        }
+    }
+}
+
+/// The `[sandbox]` defaults.
 impl Default for SandboxLimits {
     fn default() -> Self {
-        Self {
-            wall: Duration::from_secs(30),
-            cpu: Duration::from_secs(2),
-            memory_bytes: 64 * 1024 * 1024,
-            stack_bytes: 1024 * 1024,
-            max_fetches: 50,
-            max_concurrent_fetches: 6,
-            max_result_bytes: 1024 * 1024,
-            max_console_bytes: 64 * 1024,
-            max_timers: 256,
-        }
+        SandboxLimits::from(&SandboxConfig::default())
     }
 }
 

@@ -22,9 +22,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::serve::call::{CallError, Caller, Via};
+use crate::serve::call::{CallError, Caller};
 use crate::serve::isolate::ToolResult;
 use crate::serve::registry::MountedServer;
+use crate::states::Via;
 use crate::toolset::ToolSpec;
 
 type McpService = StreamableHttpService<Arc<McpHandler>, NeverSessionManager>;

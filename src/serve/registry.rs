@@ -20,9 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{Catalog, MountRecord, ServedGeneration};
 use crate::config::Config;
-use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Via};
+use crate::serve::call::{CallError, CallOutput, CallableTool, Caller};
 use crate::serve::egress::ServerPolicy;
 use crate::serve::mount::{McpMount, McpSettings};
+use crate::states::Via;
 use crate::toolset::ServerId;
 
 /// A ready server as the serving path sees it, built on first use.

@@ -14,13 +14,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use crate::states::{CallOutcome, GenerationOutcome, Stage};
+
 /// Upper bounds (seconds) of the call-duration histogram buckets.
 const CALL_BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Upper bounds (seconds) of the generation-stage histogram buckets.
 const STAGE_BUCKETS: &[f64] = &[0.01, 0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0];
 
-/// Every outcome a tool call can be recorded with, sorted (the order series are rendered in).
-const CALL_OUTCOMES: [&str; 6] = ["busy", "denied", "error", "limit", "ok", "timeout"];
+/// Every outcome a tool call can be recorded with.
+const CALL_OUTCOMES: &[CallOutcome] = CallOutcome::ALL;
 
 /// Egress request outcomes.
 #[derive(Debug, Clone, Copy)]
@@ -41,8 +43,8 @@ pub struct Metrics {
     calls: RwLock<HashMap<Box<str>, ToolCounts>>,
     call_duration: AtomicHistogram<{ CALL_BUCKETS.len() }>,
     egress: [AtomicU64; 3],
-    generations: Mutex<BTreeMap<&'static str, u64>>,
-    stage_durations: Mutex<BTreeMap<String, Histogram>>,
+    generations: Mutex<BTreeMap<GenerationOutcome, u64>>,
+    stage_durations: Mutex<BTreeMap<Stage, Histogram>>,
     llm_input_tokens: AtomicU64,
     llm_output_tokens: AtomicU64,
 }
@@ -138,12 +140,9 @@ impl<const N: usize> AtomicHistogram<N> {
 }
 
 impl Metrics {
-    /// Counts a finished call; `outcome` is one of `busy`, `denied`, `error`, `limit`, `ok`, `timeout`.
-    pub fn record_call(&self, server: &str, tool: &str, outcome: &'static str, duration: Duration) {
-        let Some(index) = CALL_OUTCOMES.iter().position(|known| *known == outcome) else {
-            debug_assert!(false, "unknown call outcome {outcome:?}");
-            return;
-        };
+    /// Counts a finished call.
+    pub fn record_call(&self, server: &str, tool: &str, outcome: CallOutcome, duration: Duration) {
+        let index = outcome as usize;
         let counts = read(&self.calls).get(server).and_then(|tools| tools.get(tool)).cloned();
         let counts = counts.unwrap_or_else(|| {
             let mut calls = write(&self.calls);
@@ -160,15 +159,15 @@ impl Metrics {
 
     pub fn record_generation(
         &self,
-        outcome: &'static str,
-        stage_millis: &[(String, u64)],
+        outcome: GenerationOutcome,
+        stage_millis: &[(Stage, u64)],
         input_tokens: u64,
         output_tokens: u64,
     ) {
         *lock(&self.generations).entry(outcome).or_default() += 1;
         let mut stages = lock(&self.stage_durations);
         for (stage, millis) in stage_millis {
-            stages.entry(stage.clone()).or_default().observe(STAGE_BUCKETS, *millis as f64 / 1000.0);
+            stages.entry(*stage).or_default().observe(STAGE_BUCKETS, *millis as f64 / 1000.0);
         }
         self.llm_input_tokens.fetch_add(input_tokens, Ordering::Relaxed);
         self.llm_output_tokens.fetch_add(output_tokens, Ordering::Relaxed);
@@ -189,9 +188,11 @@ impl Metrics {
                 .flat_map(|(server, tools)| tools.iter().map(move |(tool, counts)| (&**server, &**tool, &**counts)))
                 .collect();
             series.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+            let mut outcomes = CALL_OUTCOMES.to_vec();
+            outcomes.sort_unstable_by_key(|outcome| outcome.as_str());
             for (server, tool, counts) in series {
-                for (outcome, count) in CALL_OUTCOMES.iter().zip(counts.iter()) {
-                    let count = count.load(Ordering::Relaxed);
+                for outcome in &outcomes {
+                    let count = counts[*outcome as usize].load(Ordering::Relaxed);
                     if count > 0 {
                         let _ = writeln!(
                             out,
@@ -244,7 +245,7 @@ impl Metrics {
 
         header(&mut out, "mcpbootd_generations_total", "counter", "Finished generations by outcome.");
         let generations = lock(&self.generations);
-        for outcome in ["ready", "planned", "failed"] {
+        for outcome in GenerationOutcome::ALL {
             let count = generations.get(outcome).copied().unwrap_or(0);
             let _ = writeln!(out, "mcpbootd_generations_total{{outcome=\"{outcome}\"}} {count}");
         }
@@ -254,7 +255,7 @@ impl Metrics {
             histogram.render(
                 &mut out,
                 "mcpbootd_generation_stage_duration_seconds",
-                &format!("stage=\"{}\"", escape(stage)),
+                &format!("stage=\"{stage}\""),
                 STAGE_BUCKETS,
             );
         }
@@ -305,10 +306,10 @@ mod tests {
     #[test]
     fn renders_counters_and_histograms() {
         let metrics = Metrics::default();
-        metrics.record_call("s", "t", "ok", Duration::from_millis(3));
-        metrics.record_call("s", "t", "ok", Duration::from_millis(30));
+        metrics.record_call("s", "t", CallOutcome::Ok, Duration::from_millis(3));
+        metrics.record_call("s", "t", CallOutcome::Ok, Duration::from_millis(30));
         metrics.record_egress(EgressOutcome::Denied);
-        metrics.record_generation("ready", &[("planning".into(), 1500)], 10, 20);
+        metrics.record_generation(GenerationOutcome::Ready, &[(Stage::Planning, 1500)], 10, 20);
         let text = metrics.render(&Gauges {
             queue_depth: 1,
             busy_workers: 2,
@@ -345,10 +346,10 @@ mod tests {
     #[test]
     fn call_series_are_sorted_and_buckets_cumulative() {
         let metrics = Metrics::default();
-        metrics.record_call("b", "t", "ok", Duration::from_millis(1));
-        metrics.record_call("a", "z", "timeout", Duration::from_secs(60));
-        metrics.record_call("a", "y", "ok", Duration::from_micros(1500));
-        metrics.record_call("a", "y", "busy", Duration::ZERO);
+        metrics.record_call("b", "t", CallOutcome::Ok, Duration::from_millis(1));
+        metrics.record_call("a", "z", CallOutcome::Timeout, Duration::from_secs(60));
+        metrics.record_call("a", "y", CallOutcome::Ok, Duration::from_micros(1500));
+        metrics.record_call("a", "y", CallOutcome::Busy, Duration::ZERO);
         let text = metrics.render(&Gauges {
             queue_depth: 0,
             busy_workers: 0,

@@ -1,0 +1,92 @@
+//! The testing stage: each compiled read-only tool is called once in a real isolate with the
+//! plan's example arguments, under the generation's whitelist; a failure gets one repair round
+//! from the LLM. A tool is kept either way, with the outcome recorded for the operator, because
+//! an upstream that is down at generation time says nothing about the handler.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::generate::compile::{self, CompileRequest};
+use crate::generate::plan::PlannedTool;
+use crate::llm::{LlmClient, Usage};
+use crate::serve::call::Caller;
+use crate::serve::egress::{Egress, ServerPolicy};
+use crate::serve::isolate::{Invocation, Outcome};
+
+/// Self-test calls share one admission tenant (no server id can contain parentheses), so a
+/// burst of generations cannot crowd out the servers being called.
+const SELF_TEST_TENANT: &str = "(self-test)";
+
+/// Runs self-tests for one generation.
+pub struct SelfTest<'a> {
+    pub caller: &'a Caller,
+    pub egress: &'a Arc<Egress>,
+    pub policy: Arc<ServerPolicy>,
+    pub llm: &'a dyn LlmClient,
+    pub request: &'a CompileRequest<'a>,
+}
+
+impl SelfTest<'_> {
+    /// Tests `handler` and returns the handler to keep (the repaired one if a repair was made),
+    /// the outcome as stored in the tool's extras, and the LLM usage of any repair.
+    pub async fn run(&self, planned: &PlannedTool, handler: String) -> (String, Value, Usage) {
+        let Some(arguments) = planned.example_args.clone().filter(|_| planned.is_read_only()) else {
+            let reason = if planned.is_read_only() { "the plan gave no example arguments" } else { "the tool writes" };
+            return (handler, json!({"status": "skipped", "reason": reason}), Usage::default());
+        };
+        let first = self.try_tool(&handler, &arguments).await;
+        let Err(failure) = first else {
+            return (handler, json!({"status": "passed", "arguments": arguments, "attempts": 1}), Usage::default());
+        };
+        match compile::repair(self.llm, self.request, planned, &handler, &failure).await {
+            Ok((repaired, usage)) => {
+                let outcome = match self.try_tool(&repaired, &arguments).await {
+                    Ok(()) => {
+                        json!({"status": "passed", "arguments": arguments, "attempts": 2, "first_error": failure})
+                    }
+                    Err(error) => json!({
+                        "status": "failed", "arguments": arguments, "attempts": 2, "error": error, "first_error": failure
+                    }),
+                };
+                (repaired, outcome, usage)
+            }
+            Err(error) => (
+                handler,
+                json!({
+                    "status": "failed", "arguments": arguments, "attempts": 1, "error": failure,
+                    "repair_error": error.to_string()
+                }),
+                Usage::default(),
+            ),
+        }
+    }
+
+    /// One call; the error is what the handler threw or returned as a tool error.
+    async fn try_tool(&self, handler: &str, arguments: &Value) -> Result<(), String> {
+        let invocation = Invocation {
+            handler: Arc::from(handler),
+            arguments: arguments.clone(),
+            limits: self.caller.sandbox_limits(),
+            fetch: Arc::new(self.egress.for_call(self.policy.clone())),
+        };
+        let completion = self
+            .caller
+            .pool()
+            .run(SELF_TEST_TENANT, invocation)
+            .await
+            .map_err(|e| format!("the self-test call could not run: {e}"))?;
+        if completion.outcome == Outcome::Ok && !completion.result.is_error {
+            return Ok(());
+        }
+        let text = completion
+            .result
+            .content
+            .first()
+            .and_then(|c| c.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        Err(completion.error.unwrap_or(text))
+    }
+}

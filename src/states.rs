@@ -1,0 +1,271 @@
+//! The named states the daemon stores, reports and counts: a server's or generation's status,
+//! generation stages and outcomes, call outcomes, which door a call came through.
+//!
+//! Each is an enum whose spelling lives here once. [`text_enum!`] gives every one the same
+//! conversions: `as_str`/`Display`, `FromStr` (the error lists the accepted values), serde as
+//! the string, and `sqlx` encoding as TEXT, so the catalog binds and reads values of these types
+//! instead of string literals.
+
+/// A value that is not one of an enum's spellings; says which were expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {value:?}; expected one of: {expected}")]
+pub struct UnknownValue {
+    pub kind: &'static str,
+    pub value: String,
+    pub expected: String,
+}
+
+/// Declares a fieldless enum spelled as lower-case text on the wire and in the catalog.
+macro_rules! text_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident ($kind:literal) {
+            $( $(#[$variant_meta:meta])* $variant:ident = $text:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        $vis enum $name {
+            $( $(#[$variant_meta])* $variant, )+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $text, )+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::states::UnknownValue;
+
+            fn from_str(value: &str) -> Result<Self, Self::Err> {
+                match value {
+                    $( $text => Ok($name::$variant), )+
+                    _ => Err($crate::states::UnknownValue {
+                        kind: $kind,
+                        value: value.to_owned(),
+                        expected: [$($text),+].join(", "),
+                    }),
+                }
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl<DB: sqlx::Database> sqlx::Type<DB> for $name
+        where
+            str: sqlx::Type<DB>,
+        {
+            fn type_info() -> DB::TypeInfo {
+                <str as sqlx::Type<DB>>::type_info()
+            }
+
+            fn compatible(ty: &DB::TypeInfo) -> bool {
+                <str as sqlx::Type<DB>>::compatible(ty)
+            }
+        }
+
+        impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $name
+        where
+            &'static str: sqlx::Encode<'q, DB>,
+        {
+            fn encode_by_ref(
+                &self,
+                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <&'static str as sqlx::Encode<'q, DB>>::encode(self.as_str(), buf)
+            }
+        }
+
+        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $name
+        where
+            &'r str: sqlx::Decode<'r, DB>,
+        {
+            fn decode(value: <DB as sqlx::Database>::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+                Ok(<&'r str as sqlx::Decode<'r, DB>>::decode(value)?.parse()?)
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// Where a server or one of its generations is: waiting, in a stage, or finished.
+    pub enum Status ("status") {
+        Pending = "pending",
+        Fetching = "fetching",
+        Planning = "planning",
+        Compiling = "compiling",
+        Testing = "testing",
+        /// Tools stored; a server in this status is being served.
+        Ready = "ready",
+        /// A dry run's plan, stored without tools.
+        Planned = "planned",
+        Failed = "failed",
+    }
+}
+
+impl Status {
+    /// The statuses of a generation that has not finished.
+    pub const RUNNING: [Status; 5] =
+        [Status::Pending, Status::Fetching, Status::Planning, Status::Compiling, Status::Testing];
+
+    /// Whether a generation in this status has finished (`ready`, `planned` or `failed`).
+    pub fn is_final(self) -> bool {
+        !Status::RUNNING.contains(&self)
+    }
+}
+
+text_enum! {
+    /// A step of a generation; its status while the step runs.
+    pub enum Stage ("stage") {
+        Fetching = "fetching",
+        Planning = "planning",
+        Compiling = "compiling",
+        Testing = "testing",
+    }
+}
+
+impl From<Stage> for Status {
+    fn from(stage: Stage) -> Status {
+        match stage {
+            Stage::Fetching => Status::Fetching,
+            Stage::Planning => Status::Planning,
+            Stage::Compiling => Status::Compiling,
+            Stage::Testing => Status::Testing,
+        }
+    }
+}
+
+text_enum! {
+    /// How a generation ended.
+    pub enum GenerationOutcome ("generation outcome") {
+        /// Tools stored and the generation becomes the server's active one.
+        Ready = "ready",
+        /// Dry run: plan stored, nothing mounted.
+        Planned = "planned",
+        Failed = "failed",
+    }
+}
+
+impl From<GenerationOutcome> for Status {
+    fn from(outcome: GenerationOutcome) -> Status {
+        match outcome {
+            GenerationOutcome::Ready => Status::Ready,
+            GenerationOutcome::Planned => Status::Planned,
+            GenerationOutcome::Failed => Status::Failed,
+        }
+    }
+}
+
+text_enum! {
+    /// How a server was registered.
+    pub enum ServerKind ("server kind") {
+        /// Hand-written tools, registered whole.
+        Toolset = "toolset",
+        /// A prompt the daemon generates tools from.
+        Prompt = "prompt",
+    }
+}
+
+text_enum! {
+    /// Where a generation's tools came from.
+    pub enum GenerationSource ("generation source") {
+        /// Registered as written.
+        Toolset = "toolset",
+        /// Planned and written by the LLM.
+        Llm = "llm",
+    }
+}
+
+text_enum! {
+    /// How a tool call ended, as the call log and metrics record it.
+    pub enum CallOutcome ("call outcome") {
+        /// The handler returned (its result may still be a tool error).
+        Ok = "ok",
+        /// The handler threw, or returned something that is not a tool result.
+        Error = "error",
+        /// The handler failed after the egress policy refused one of its requests.
+        Denied = "denied",
+        /// Over the wall-clock or CPU limit.
+        Timeout = "timeout",
+        /// Over a memory, stack, fetch or size limit.
+        Limit = "limit",
+        /// Admission refused the call (queue full or waited too long).
+        Busy = "busy",
+        /// The daemon was shutting down and did not start the call.
+        ShuttingDown = "shutting_down",
+        /// The client went away before the call finished.
+        Cancelled = "cancelled",
+    }
+}
+
+text_enum! {
+    /// Which door a call came through.
+    pub enum Via ("call route") {
+        /// `tools/call` on the server's MCP mount.
+        Mcp = "mcp",
+        /// `POST /admin/servers/{id}/call`.
+        Admin = "admin",
+    }
+}
+
+/// A status from text that may come from a newer daemon: unknown values are not final.
+pub fn is_final_status(status: &str) -> bool {
+    status.parse::<Status>().is_ok_and(Status::is_final)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_reads_back_from_its_spelling() {
+        for status in Status::ALL {
+            assert_eq!(status.as_str().parse::<Status>(), Ok(*status));
+            assert_eq!(serde_json::to_value(status).unwrap(), serde_json::json!(status.as_str()));
+        }
+        for outcome in CallOutcome::ALL {
+            assert_eq!(serde_json::from_value::<CallOutcome>(serde_json::json!(outcome.as_str())).unwrap(), *outcome);
+        }
+    }
+
+    #[test]
+    fn an_unknown_spelling_names_the_accepted_ones() {
+        let error = "bogus".parse::<Via>().unwrap_err();
+        assert_eq!(error.to_string(), "unknown call route \"bogus\"; expected one of: mcp, admin");
+        let error = serde_json::from_str::<Status>("\"done\"").unwrap_err().to_string();
+        assert!(error.contains("expected one of: pending, fetching"), "{error}");
+    }
+
+    #[test]
+    fn only_ready_planned_and_failed_are_final() {
+        let finals: Vec<&str> = Status::ALL.iter().filter(|s| s.is_final()).map(|s| s.as_str()).collect();
+        assert_eq!(finals, ["ready", "planned", "failed"]);
+        for stage in Stage::ALL {
+            assert!(!Status::from(*stage).is_final());
+        }
+        assert!(!is_final_status("some-future-stage"));
+    }
+}

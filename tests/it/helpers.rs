@@ -9,7 +9,6 @@ use axum::Json;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::HeaderMap;
 use axum::routing::{any, get};
-use mcpbootd::config::{CliOverrides, Config};
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig};
@@ -17,19 +16,20 @@ use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 /// Host names the fake upstream answers to; all map to 127.0.0.1.
 pub const WEATHER_HOST: &str = "api.weather.test";
 pub const OTHER_HOST: &str = "api.other.test";
+
+#[path = "../support/daemon.rs"]
+mod daemon;
 
 pub struct TestApp {
     pub address: SocketAddr,
     pub http: reqwest::Client,
     pub upstream: Upstream,
     pub data_dir: Arc<tempfile::TempDir>,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    daemon: daemon::RunningDaemon,
 }
 
 /// Options for [`spawn_app_with`]; `env` pairs are applied as `MCPBOOTD_*` variables would be.
@@ -45,7 +45,6 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(options: AppOptions) -> TestApp {
-    mcpbootd::install_crypto_provider();
     let data_dir = options.data_dir.unwrap_or_else(|| Arc::new(tempfile::tempdir().unwrap()));
     let upstream = match options.upstream {
         Some(upstream) => upstream,
@@ -64,24 +63,8 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         ("MCPBOOTD_SANDBOX__MEMORY_MB".to_string(), "32".to_string()),
     ];
     env.extend(options.env);
-    let config = Config::load(None, env, &CliOverrides::default()).expect("test config is valid");
-
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let (shutdown, shutdown_rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(mcpbootd::app::run(config, listener, async move {
-        let _ = shutdown_rx.await;
-    }));
-    let app = TestApp {
-        address,
-        http: reqwest::Client::new(),
-        upstream,
-        data_dir,
-        shutdown: Some(shutdown),
-        task: Some(task),
-    };
-    app.wait_until_ready().await;
-    app
+    let daemon = daemon::start(env).await.expect("the test daemon starts");
+    TestApp { address: daemon.address, http: reqwest::Client::new(), upstream, data_dir, daemon }
 }
 
 pub fn catalog_path(dir: &Path) -> PathBuf {
@@ -97,27 +80,9 @@ impl TestApp {
         self.url(&format!("/servers/{id}/mcp"))
     }
 
-    /// Polls `/readyz` (no sleeping on a guess: returns as soon as the daemon says so).
-    async fn wait_until_ready(&self) {
-        for _ in 0..500 {
-            if let Ok(response) = self.http.get(self.url("/readyz")).send().await
-                && response.status() == 200
-            {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        panic!("daemon did not become ready");
-    }
-
     /// Stops the daemon the way a signal would, and waits for it to finish.
-    pub async fn stop(mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.await.unwrap().unwrap();
-        }
+    pub async fn stop(self) {
+        self.daemon.stop().await.unwrap();
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {

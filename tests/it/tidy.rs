@@ -202,3 +202,21 @@ fn only_egress_makes_outbound_requests_for_handlers() {
         assert!(!text.contains("reqwest::"), "{name} uses reqwest; outbound requests go through serve/egress.rs");
     }
 }
+
+/// The Dockerfile builds dependencies against stub targets before copying the sources; a target
+/// without a stub makes that step fail ("can't find bench"), so every one declared must have one.
+#[test]
+fn the_dockerfile_stubs_every_cargo_target() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest: toml::Table = std::fs::read_to_string(root.join("Cargo.toml")).unwrap().parse().unwrap();
+    let dockerfile = std::fs::read_to_string(root.join("deploy/Dockerfile")).unwrap();
+    for (kind, folder) in [("bench", "benches"), ("test", "tests")] {
+        for target in manifest[kind].as_array().unwrap() {
+            let path = match target.get("path") {
+                Some(path) => path.as_str().unwrap().to_string(),
+                None => format!("{folder}/{}.rs", target["name"].as_str().unwrap()),
+            };
+            assert!(dockerfile.contains(&path), "deploy/Dockerfile does not stub {path} ([[{kind}]] in Cargo.toml)");
+        }
+    }
+}

@@ -361,6 +361,22 @@ mod tests {
         Admission::new(limits, IsolateMemory::new(1 << 30))
     }
 
+    /// Starts an acquire for `tenant` that has to wait, and returns once it is queued.
+    async fn queue_one(
+        admission: &Arc<Admission>,
+        tenant: &'static str,
+    ) -> tokio::task::JoinHandle<Result<(), Refused>> {
+        let queued_before = admission.counts().1;
+        let waiting = tokio::spawn({
+            let admission = Arc::clone(admission);
+            async move { admission.acquire(tenant).await.map(|_| ()) }
+        });
+        while admission.counts().1 == queued_before {
+            tokio::task::yield_now().await;
+        }
+        waiting
+    }
+
     fn limits(in_flight: usize, per_tenant: usize, queued: usize, per_tenant_queued: usize) -> AdmissionLimits {
         AdmissionLimits {
             max_in_flight: in_flight,
@@ -375,13 +391,7 @@ mod tests {
     async fn refuses_at_once_past_the_queue_and_names_the_setting() {
         let admission = admission(limits(1, 1, 1, 1));
         let _running = admission.acquire("a").await.unwrap();
-        let waiting = tokio::spawn({
-            let admission = Arc::clone(&admission);
-            async move { admission.acquire("a").await.map(|_| ()) }
-        });
-        while admission.counts().1 == 0 {
-            tokio::task::yield_now().await;
-        }
+        let waiting = queue_one(&admission, "a").await;
         let Err(Refused::Busy(busy)) = admission.acquire("b").await else {
             panic!("expected busy");
         };
@@ -498,13 +508,7 @@ mod tests {
     async fn closing_fails_waiters_and_new_calls() {
         let admission = admission(limits(1, 1, 10, 10));
         let _running = admission.acquire("a").await.unwrap();
-        let waiting = tokio::spawn({
-            let admission = Arc::clone(&admission);
-            async move { admission.acquire("a").await.map(|_| ()) }
-        });
-        while admission.counts().1 == 0 {
-            tokio::task::yield_now().await;
-        }
+        let waiting = queue_one(&admission, "a").await;
         admission.close();
         assert_eq!(waiting.await.unwrap(), Err(Refused::Closed));
         assert!(matches!(admission.acquire("b").await, Err(Refused::Closed)));

@@ -224,15 +224,20 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Skips a backslash and the character it escapes (a line continuation counts as a line).
+    fn skip_escape(&mut self) {
+        if self.peek(1) == b'\n' {
+            self.line += 1;
+        }
+        self.pos += 2;
+    }
+
     fn skip_string(&mut self, quote: u8) {
         self.pos += 1;
         while self.pos < self.src.len() {
             match self.src[self.pos] {
                 b'\\' => {
-                    if self.peek(1) == b'\n' {
-                        self.line += 1;
-                    }
-                    self.pos += 2;
+                    self.skip_escape();
                     continue;
                 }
                 // An unterminated string; let the parser report it.
@@ -252,10 +257,7 @@ impl<'a> Scanner<'a> {
         while self.pos < self.src.len() {
             match self.src[self.pos] {
                 b'\\' => {
-                    if self.peek(1) == b'\n' {
-                        self.line += 1;
-                    }
-                    self.pos += 2;
+                    self.skip_escape();
                     continue;
                 }
                 b'`' => {

@@ -323,20 +323,12 @@ impl CallState {
         }
     }
 
-    fn fetch_start<'js>(
-        &self,
-        ctx: &Ctx<'js>,
-        url: &Value<'js>,
-        method: &Value<'js>,
-        headers: &Value<'js>,
-        body: &Value<'js>,
-        redirect: &Value<'js>,
-    ) -> rquickjs::Result<u32> {
+    fn fetch_start<'js>(&self, ctx: &Ctx<'js>, args: &FetchArgs<'js>) -> rquickjs::Result<u32> {
         if self.fetches.borrow().accepted >= self.limits.max_fetches {
             self.hit(LimitHit::Fetches);
             return Err(Exception::throw_range(ctx, &LimitHit::Fetches.message(&self.limits)));
         }
-        let request = build_request(ctx, url, method, headers, body, redirect)?;
+        let request = build_request(ctx, args)?;
         let mut fetches = self.fetches.borrow_mut();
         fetches.accepted += 1;
         let id = fetches.next_id;
@@ -397,16 +389,19 @@ fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+/// What the prelude passes to `fetchStart`, unchecked.
+struct FetchArgs<'js> {
+    url: Value<'js>,
+    method: Value<'js>,
+    headers: Value<'js>,
+    body: Value<'js>,
+    redirect: Value<'js>,
+}
+
 /// Validates what the prelude passed to `fetchStart`. The prelude already checks all of
 /// this; the checks are repeated here because the request leaves the sandbox.
-fn build_request<'js>(
-    ctx: &Ctx<'js>,
-    url: &Value<'js>,
-    method: &Value<'js>,
-    headers: &Value<'js>,
-    body: &Value<'js>,
-    redirect: &Value<'js>,
-) -> rquickjs::Result<FetchRequest> {
+fn build_request<'js>(ctx: &Ctx<'js>, args: &FetchArgs<'js>) -> rquickjs::Result<FetchRequest> {
+    let FetchArgs { url, method, headers, body, redirect } = args;
     let type_error = |message: String| Exception::throw_type(ctx, &message);
     let url = value_to_string(ctx, url).ok_or_else(|| type_error("fetch: the URL must be a string".into()))?;
     // Normalised when it parses; otherwise passed on as given, so that the host (the
@@ -479,7 +474,9 @@ fn install<'js>(ctx: &Ctx<'js>, state: &Rc<CallState>, prelude: Option<&[u8]>) -
                   method: Value<'js>,
                   headers: Value<'js>,
                   body: Value<'js>,
-                  redirect: Value<'js>| { st.fetch_start(&ctx, &url, &method, &headers, &body, &redirect) },
+                  redirect: Value<'js>| {
+                st.fetch_start(&ctx, &FetchArgs { url, method, headers, body, redirect })
+            },
         )?,
     )?;
     let st = Rc::clone(state);

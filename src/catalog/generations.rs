@@ -1,14 +1,16 @@
-//! Catalog queries for prompt-based generation: the life of a generation from `pending` to
-//! `ready`/`planned`/`failed`, its documents, and the generation cache.
+//! Generations: the life of a prompt generation from `pending` to `ready`/`planned`/`failed`,
+//! its documents, the generation cache, and a generation as the admin view shows it.
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use serde::Serialize;
+use serde_json::{Map, Value};
 use sqlx::Row;
 
-use super::{Catalog, CatalogError, DocumentRef, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
+use super::tools::{ToolRow, insert_tools};
+use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, from_json, now_millis, serialize_millis, to_json};
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status};
-use crate::toolset::{ServerId, ToolSpec};
+use crate::toolset::{ServerId, ToolSpec, Toolset};
 use crate::whitelist::Whitelist;
 
 /// Everything written when a generation finishes, in one transaction.
@@ -51,6 +53,59 @@ impl serde::Serialize for StageTimings {
         }
         map.end()
     }
+}
+
+#[derive(Debug, Clone)]
+pub struct GenerationRecord {
+    pub id: i64,
+    pub source: GenerationSource,
+    pub status: Status,
+    pub error: Option<String>,
+    pub generator_version: String,
+    pub whitelist: Whitelist,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+    pub tools: Toolset,
+    /// Per tool, in the same order as `tools`: what generation learned about it.
+    pub tool_extras: Vec<ToolExtras>,
+    pub details: GenerationDetails,
+}
+
+/// Generation bookkeeping shown in the admin view.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GenerationDetails {
+    pub dry_run: bool,
+    pub force: bool,
+    pub prompt_hash: Option<String>,
+    pub content_hash: Option<String>,
+    pub model: Option<String>,
+    pub plan: Option<Value>,
+    pub cache_hit: bool,
+    pub cached_from: Option<i64>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub llm_requests: i64,
+    pub timings: Value,
+    pub warnings: Vec<String>,
+    pub refused_domains: Value,
+    pub documents: Vec<DocumentRef>,
+}
+
+/// A fetched document as a generation used it; the text lives in `documents`, keyed by hash.
+#[derive(Debug, Clone, Serialize)]
+pub struct DocumentRef {
+    pub url: String,
+    pub source_url: String,
+    pub final_url: String,
+    pub content_type: String,
+    pub sha256: String,
+    pub bytes: i64,
+    pub chars: i64,
+    pub truncated: bool,
+    pub summarised: bool,
+    pub discovered_urls: Vec<String>,
+    #[serde(serialize_with = "serialize_millis")]
+    pub fetched_at: i64,
 }
 
 /// A fetched document to store with a generation.
@@ -313,8 +368,8 @@ impl Catalog {
         .bind(generation_id)
         .execute(&mut *tx)
         .await?;
-        let tools: Vec<_> = finished.tools.iter().map(|(tool, extras)| super::ToolRow::new(tool, extras)).collect();
-        super::insert_tools(&mut tx, generation_id, &tools).await?;
+        let tools: Vec<_> = finished.tools.iter().map(|(tool, extras)| ToolRow::new(tool, extras)).collect();
+        insert_tools(&mut tx, generation_id, &tools).await?;
         let activate = outcome == GenerationOutcome::Ready;
         sqlx::query(
             "UPDATE servers SET status = ?, updated_at = ?,
@@ -397,4 +452,71 @@ async fn insert_generation(
     .bind(force)
     .fetch_one(&mut **tx)
     .await?)
+}
+
+impl Catalog {
+    pub(crate) async fn generation(&self, id: i64) -> Result<GenerationRecord, CatalogError> {
+        let row = sqlx::query(
+            "SELECT id, source, status, error, generator_version, whitelist, created_at, finished_at,
+                    dry_run, force, prompt_hash, content_hash, model, plan, cache_hit, cached_from,
+                    input_tokens, output_tokens, llm_requests, timings, warnings, refused_domains
+             FROM generations WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_one(&self.reader)
+        .await?;
+        let tool_rows = sqlx::query(
+            "SELECT name, description, input_schema, handler, annotations, needs_network, self_test FROM tools
+             WHERE generation_id = ? ORDER BY position",
+        )
+        .bind(id)
+        .fetch_all(&self.reader)
+        .await?;
+        let mut tools = Vec::with_capacity(tool_rows.len());
+        let mut tool_extras = Vec::with_capacity(tool_rows.len());
+        for t in tool_rows {
+            let self_test: Option<String> = t.get("self_test");
+            tool_extras.push(ToolExtras {
+                needs_network: t.get("needs_network"),
+                self_test: self_test.as_deref().map(from_json).transpose()?,
+            });
+            let annotations: Option<String> = t.get("annotations");
+            tools.push(ToolSpec {
+                name: t.get("name"),
+                description: t.get("description"),
+                input_schema: from_json::<Map<String, Value>>(&t.get::<String, _>("input_schema"))?,
+                handler: t.get("handler"),
+                annotations: annotations.as_deref().map(from_json).transpose()?,
+            });
+        }
+        Ok(GenerationRecord {
+            id: row.get("id"),
+            source: row.get("source"),
+            status: row.get("status"),
+            error: row.get("error"),
+            generator_version: row.get("generator_version"),
+            whitelist: from_json(&row.get::<String, _>("whitelist"))?,
+            created_at: row.get("created_at"),
+            finished_at: row.get("finished_at"),
+            tools: Toolset::from_trusted(tools),
+            tool_extras,
+            details: GenerationDetails {
+                dry_run: row.get("dry_run"),
+                force: row.get("force"),
+                prompt_hash: row.get("prompt_hash"),
+                content_hash: row.get("content_hash"),
+                model: row.get("model"),
+                plan: row.get::<Option<String>, _>("plan").as_deref().map(from_json).transpose()?,
+                cache_hit: row.get("cache_hit"),
+                cached_from: row.get("cached_from"),
+                input_tokens: row.get("input_tokens"),
+                output_tokens: row.get("output_tokens"),
+                llm_requests: row.get("llm_requests"),
+                timings: from_json(&row.get::<String, _>("timings"))?,
+                warnings: from_json(&row.get::<String, _>("warnings"))?,
+                refused_domains: from_json(&row.get::<String, _>("refused_domains"))?,
+                documents: self.generation_documents(id).await?,
+            },
+        })
+    }
 }

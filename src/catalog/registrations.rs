@@ -11,7 +11,8 @@
 use sqlx::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, ToolRow, insert_tools, now_millis, to_json};
+use super::tools::{ToolRow, insert_tools};
+use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, now_millis, to_json};
 use crate::states::{GenerationSource, ServerKind, Status};
 use crate::toolset::{ServerId, Toolset};
 use crate::whitelist::Whitelist;

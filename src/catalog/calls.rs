@@ -1,0 +1,442 @@
+//! The call log: one row per finished tool call with its egress rows, written in batches by a
+//! background writer and pruned to `[catalog] max_calls_per_server` per server.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::Row;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Catalog, CatalogError, serialize_millis};
+use crate::states::{CallOutcome, Via};
+use crate::toolset::ServerId;
+
+/// One finished tool call, with the outbound requests it made.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    pub execution_id: String,
+    #[serde(skip)]
+    pub server_id: String,
+    pub generation_id: i64,
+    pub tool: String,
+    pub via: Via,
+    #[serde(serialize_with = "serialize_millis")]
+    pub started_at: i64,
+    pub duration_us: i64,
+    pub outcome: CallOutcome,
+    pub error: Option<String>,
+    pub fetches: i64,
+    pub console: String,
+    pub egress: Vec<EgressRecord>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EgressRecord {
+    pub method: String,
+    pub host: String,
+    pub path: String,
+    pub allowed: bool,
+    pub status: Option<i64>,
+    pub bytes: i64,
+    pub duration_us: i64,
+    pub reason: Option<String>,
+}
+
+impl Catalog {
+    /// Newest calls first, each with its egress rows.
+    pub async fn list_calls(&self, id: &ServerId, limit: i64) -> Result<Vec<CallRecord>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console
+             FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?",
+        )
+        .bind(id.as_str())
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        // All egress rows of those calls in one query, rather than one query per call.
+        let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
+        let egress_rows = sqlx::query(
+            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason FROM egress
+             WHERE execution_id IN (
+                 SELECT execution_id FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?)
+             ORDER BY execution_id, seq",
+        )
+        .bind(id.as_str())
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        for e in egress_rows {
+            egress_by_call.entry(e.get("execution_id")).or_default().push(EgressRecord {
+                method: e.get("method"),
+                host: e.get("host"),
+                path: e.get("path"),
+                allowed: e.get("allowed"),
+                status: e.get("status"),
+                bytes: e.get("bytes"),
+                duration_us: e.get("duration_us"),
+                reason: e.get("reason"),
+            });
+        }
+        let mut calls = Vec::with_capacity(rows.len());
+        for row in rows {
+            let execution_id: String = row.get("execution_id");
+            let egress = egress_by_call.remove(&execution_id).unwrap_or_default();
+            calls.push(CallRecord {
+                execution_id,
+                server_id: row.get("server_id"),
+                generation_id: row.get("generation_id"),
+                tool: row.get("tool"),
+                via: row.get("via"),
+                started_at: row.get("started_at"),
+                duration_us: row.get("duration_us"),
+                outcome: row.get("outcome"),
+                error: row.get("error"),
+                fetches: row.get("fetches"),
+                console: row.get("console"),
+                egress,
+            });
+        }
+        Ok(calls)
+    }
+
+    /// Keeps the newest `keep` calls of a server (by start time, then insertion order); egress rows
+    /// go with their calls (cascade).
+    ///
+    /// Deletes the oldest `count - keep` rather than skipping the newest `keep` with `OFFSET`: the
+    /// same rows, but counting is one walk over the index and the deletion visits only the rows it
+    /// removes, where the `OFFSET` form sorted every row of the server through a temporary B-tree
+    /// (the index breaks ties by ascending rowid) and then scanned them all again to delete.
+    async fn prune_calls(&self, server: &str, keep: u64) -> Result<(), CatalogError> {
+        sqlx::query(
+            "DELETE FROM calls WHERE rowid IN (
+                 SELECT rowid FROM calls WHERE server_id = ?1 ORDER BY started_at ASC, rowid ASC
+                 LIMIT max(0, (SELECT COUNT(*) FROM calls WHERE server_id = ?1) - ?2))",
+        )
+        .bind(server)
+        .bind(i64::try_from(keep).unwrap_or(i64::MAX))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Writes a batch of calls in one transaction. Calls of a server deleted meanwhile are dropped.
+    async fn insert_calls(&self, batch: &[CallRecord]) -> Result<(), CatalogError> {
+        let mut tx = self.writer.begin().await?;
+        for call in batch {
+            let inserted = sqlx::query(
+                "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console)
+                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM servers WHERE id = ?)",
+            )
+            .bind(&call.execution_id)
+            .bind(&call.server_id)
+            .bind(call.generation_id)
+            .bind(&call.tool)
+            .bind(call.via)
+            .bind(call.started_at)
+            .bind(call.duration_us)
+            .bind(call.outcome)
+            .bind(&call.error)
+            .bind(call.fetches)
+            .bind(&call.console)
+            .bind(&call.server_id)
+            .execute(&mut *tx)
+            .await?;
+            if inserted.rows_affected() == 0 {
+                continue;
+            }
+            for (seq, egress) in call.egress.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(&call.execution_id)
+                .bind(seq as i64)
+                .bind(&egress.method)
+                .bind(&egress.host)
+                .bind(&egress.path)
+                .bind(egress.allowed)
+                .bind(egress.status)
+                .bind(egress.bytes)
+                .bind(egress.duration_us)
+                .bind(&egress.reason)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// Handle to the background call-log writer.
+///
+/// Calls are queued without waiting and written in batches (one transaction per batch), which keeps
+/// SQLite off the tool-call hot path. [`CallLog::flush`] waits until everything queued so far is on
+/// disk, so the admin API can show a call right after it returned.
+#[derive(Clone)]
+pub struct CallLog {
+    sender: mpsc::Sender<LogMessage>,
+}
+
+enum LogMessage {
+    Call(Box<CallRecord>),
+    Flush(oneshot::Sender<()>),
+    /// Write what is queued and stop (shutdown; other handles may still exist).
+    Close(oneshot::Sender<()>),
+}
+
+/// Calls waiting to be written before new ones are dropped (and counted) rather than queued.
+const CALL_LOG_QUEUE: usize = 16 * 1024;
+
+const CALL_LOG_BATCH: usize = 512;
+
+/// While calls keep coming, a server's log is pruned at most this often, and always before a flush
+/// or close answers. Pruning walks all of the server's index entries (up to
+/// `max_calls_per_server`), far more work than writing a small batch, so it is not done after
+/// every batch; in between, a busy server may briefly hold up to a second's calls beyond the limit.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(1);
+
+impl CallLog {
+    /// The log and its writer, for the caller to spawn; the writer ends at [`CallLog::close`] or
+    /// when every handle is dropped.
+    pub fn new(catalog: Catalog, max_calls_per_server: u64) -> (CallLog, impl Future<Output = ()> + Send + 'static) {
+        let (sender, mut receiver) = mpsc::channel::<LogMessage>(CALL_LOG_QUEUE);
+        let writer = async move {
+            let mut buffer = Vec::with_capacity(CALL_LOG_BATCH);
+            let mut closing = false;
+            // Servers with calls written since their last prune, and when that prune is due.
+            let mut unpruned: BTreeSet<String> = BTreeSet::new();
+            let mut prune_due = tokio::time::Instant::now();
+            while !closing {
+                let received = tokio::select! {
+                    received = receiver.recv_many(&mut buffer, CALL_LOG_BATCH) => received,
+                    () = tokio::time::sleep_until(prune_due), if !unpruned.is_empty() => {
+                        prune(&catalog, &mut unpruned, max_calls_per_server).await;
+                        continue;
+                    }
+                };
+                if received == 0 {
+                    break;
+                }
+                let mut calls = Vec::with_capacity(buffer.len());
+                let mut waiters = Vec::new();
+                for message in buffer.drain(..) {
+                    match message {
+                        LogMessage::Call(call) => calls.push(*call),
+                        LogMessage::Flush(done) => waiters.push(done),
+                        LogMessage::Close(done) => {
+                            waiters.push(done);
+                            closing = true;
+                        }
+                    }
+                }
+                if !calls.is_empty() {
+                    if let Err(error) = catalog.insert_calls(&calls).await {
+                        tracing::error!(%error, calls = calls.len(), "could not write the call log");
+                    }
+                    if unpruned.is_empty() {
+                        prune_due = tokio::time::Instant::now() + PRUNE_INTERVAL;
+                    }
+                    for call in &calls {
+                        if !unpruned.contains(&call.server_id) {
+                            unpruned.insert(call.server_id.clone());
+                        }
+                    }
+                }
+                if !waiters.is_empty() {
+                    prune(&catalog, &mut unpruned, max_calls_per_server).await;
+                }
+                for waiter in waiters {
+                    let _ = waiter.send(());
+                }
+            }
+            prune(&catalog, &mut unpruned, max_calls_per_server).await;
+        };
+        (CallLog { sender }, writer)
+    }
+
+    pub fn record(&self, call: CallRecord) {
+        if self.sender.try_send(LogMessage::Call(Box::new(call))).is_err() {
+            tracing::warn!("call log queue is full; a call record was dropped");
+        }
+    }
+
+    pub async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.sender.send(LogMessage::Flush(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+
+    /// Writes everything queued so far and stops the writer; later records are dropped.
+    pub async fn close(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.sender.send(LogMessage::Close(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+/// Prunes the log of every server in `servers` to `keep` calls, and empties the list.
+async fn prune(catalog: &Catalog, servers: &mut BTreeSet<String>, keep: u64) {
+    for server in std::mem::take(servers) {
+        if let Err(error) = catalog.prune_calls(&server, keep).await {
+            tracing::error!(%error, server_id = server, "could not prune the call log");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+
+    use super::*;
+
+    fn call(execution_id: &str, server_id: &str, started_at: i64) -> CallRecord {
+        CallRecord {
+            execution_id: execution_id.into(),
+            server_id: server_id.into(),
+            generation_id: 1,
+            tool: "t".into(),
+            via: Via::Mcp,
+            started_at,
+            duration_us: 1,
+            outcome: CallOutcome::Ok,
+            error: None,
+            fetches: 0,
+            console: String::new(),
+            egress: Vec::new(),
+        }
+    }
+
+    async fn ids(catalog: &Catalog, server: &str) -> Vec<String> {
+        let mut ids: Vec<String> = sqlx::query_scalar("SELECT execution_id FROM calls WHERE server_id = ?")
+            .bind(server)
+            .fetch_all(&catalog.reader)
+            .await
+            .unwrap();
+        ids.sort();
+        ids
+    }
+
+    async fn catalog_with_servers(dir: &std::path::Path, servers: &[&str]) -> Catalog {
+        let catalog = Catalog::open(&dir.join("c.db")).await.unwrap();
+        for server in servers {
+            sqlx::query("INSERT INTO servers (id, name, kind, status, created_at, updated_at) VALUES (?, ?, 'toolset', 'ready', 0, 0)")
+                .bind(server)
+                .bind(server)
+                .execute(&catalog.writer)
+                .await
+                .unwrap();
+        }
+        catalog
+    }
+
+    /// A catalog written before `shutting_down` and `cancelled` existed: its calls are relabelled,
+    /// and their egress rows survive the table rebuild.
+    #[tokio::test]
+    async fn the_call_outcome_migration_keeps_calls_and_egress() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .unwrap()
+            .create_if_missing(true)
+            .foreign_keys(true);
+        let old = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
+        let mut before = sqlx::migrate!("./migrations");
+        before.migrations = before.migrations.iter().filter(|m| m.version < 4).cloned().collect::<Vec<_>>().into();
+        before.run(&old).await.unwrap();
+        sqlx::query("INSERT INTO servers (id, name, kind, status, created_at, updated_at) VALUES ('s', 's', 'toolset', 'ready', 0, 0)")
+            .execute(&old)
+            .await
+            .unwrap();
+        for (id, outcome, error) in [
+            ("a", "busy", "the daemon is shutting down"),
+            ("b", "error", "cancelled: the client went away before the call finished"),
+            ("c", "busy", "busy: the queue is full"),
+            ("d", "ok", ""),
+        ] {
+            sqlx::query(
+                "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches)
+                 VALUES (?, 's', 1, 't', 'mcp', 0, 1, ?, ?, 1)",
+            )
+            .bind(id)
+            .bind(outcome)
+            .bind(error)
+            .execute(&old)
+            .await
+            .unwrap();
+            sqlx::query("INSERT INTO egress (execution_id, seq, method, host, path, allowed, duration_us) VALUES (?, 0, 'GET', 'h', '/', 1, 1)")
+                .bind(id)
+                .execute(&old)
+                .await
+                .unwrap();
+        }
+        old.close().await;
+
+        let catalog = Catalog::open(&path).await.unwrap();
+        let calls = catalog.list_calls(&ServerId::parse("s").unwrap(), 10).await.unwrap();
+        let outcomes: BTreeSet<(String, CallOutcome, usize)> =
+            calls.iter().map(|c| (c.execution_id.clone(), c.outcome, c.egress.len())).collect();
+        let expected = [
+            ("a", CallOutcome::ShuttingDown),
+            ("b", CallOutcome::Cancelled),
+            ("c", CallOutcome::Busy),
+            ("d", CallOutcome::Ok),
+        ]
+        .map(|(id, outcome)| (id.to_string(), outcome, 1));
+        assert_eq!(outcomes, expected.into_iter().collect());
+        // The rebuilt tables keep their constraints: deleting the server removes calls and egress.
+        catalog.delete_server(&ServerId::parse("s").unwrap()).await.unwrap();
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM egress").fetch_one(&catalog.reader).await.unwrap();
+        assert_eq!(left, 0);
+    }
+
+    #[tokio::test]
+    async fn pruning_keeps_the_newest_calls_by_start_then_insertion() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = catalog_with_servers(dir.path(), &["a", "b"]).await;
+        // Inserted out of start order, with ties that only the insertion order breaks.
+        let starts = [5, 1, 3, 3, 9, 1, 3, 7];
+        let calls: Vec<CallRecord> =
+            starts.iter().enumerate().map(|(i, start)| call(&format!("a{i}"), "a", *start)).collect();
+        catalog.insert_calls(&calls).await.unwrap();
+        catalog.insert_calls(&[call("b0", "b", 0), call("b1", "b", 0)]).await.unwrap();
+
+        catalog.prune_calls("a", 10).await.unwrap();
+        assert_eq!(ids(&catalog, "a").await.len(), 8);
+        // The newest four: 9 (a4), 7 (a7), 5 (a0), then of the three at 3 the last inserted (a6).
+        catalog.prune_calls("a", 4).await.unwrap();
+        assert_eq!(ids(&catalog, "a").await, ["a0", "a4", "a6", "a7"]);
+        catalog.prune_calls("a", 1).await.unwrap();
+        assert_eq!(ids(&catalog, "a").await, ["a4"]);
+        assert_eq!(ids(&catalog, "b").await, ["b0", "b1"], "other servers are left alone");
+    }
+
+    #[tokio::test]
+    async fn the_writer_prunes_before_a_flush_and_within_the_interval_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = catalog_with_servers(dir.path(), &["a"]).await;
+        let (log, writer) = CallLog::new(catalog.clone(), 2);
+        let task = tokio::spawn(writer);
+        for i in 0..5 {
+            log.record(call(&format!("a{i}"), "a", i));
+        }
+        log.flush().await;
+        assert_eq!(ids(&catalog, "a").await, ["a3", "a4"]);
+
+        for i in 5..10 {
+            log.record(call(&format!("a{i}"), "a", i));
+        }
+        tokio::time::sleep(PRUNE_INTERVAL + Duration::from_millis(500)).await;
+        assert_eq!(ids(&catalog, "a").await, ["a8", "a9"], "pruned without a flush");
+
+        log.record(call("a10", "a", 10));
+        log.close().await;
+        task.await.unwrap();
+        assert_eq!(ids(&catalog, "a").await, ["a10", "a9"], "pruned at close");
+    }
+}

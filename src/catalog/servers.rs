@@ -1,0 +1,226 @@
+//! Servers: what is registered, what is served, and the admin view of one server.
+
+use serde::Serialize;
+use sqlx::Row;
+
+use super::{Catalog, CatalogError, GenerationRecord, format_millis, from_json, now_millis};
+use crate::states::{ServerKind, Status};
+use crate::toolset::{ServerId, ToolSpec};
+use crate::whitelist::Whitelist;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerSummary {
+    pub id: String,
+    pub name: String,
+    pub kind: ServerKind,
+    pub status: Status,
+    pub tool_count: i64,
+    pub mcp_path: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// What routing and authentication need to know about a server that is being served; the rest
+/// of a mount is built from its [`ServedGeneration`] when the server is first used.
+#[derive(Debug, Clone)]
+pub struct MountRecord {
+    pub id: ServerId,
+    pub name: String,
+    /// The generation being served.
+    pub generation_id: i64,
+    /// Hex sha256 of the MCP access token, when the mount requires one.
+    pub access_token_sha256: Option<String>,
+}
+
+/// What serving a generation takes: its whitelist and its tools, in order.
+#[derive(Debug, Clone)]
+pub struct ServedGeneration {
+    pub whitelist: Whitelist,
+    pub tools: Vec<ToolSpec>,
+}
+
+/// A server with its active generation and tools, as the admin view needs it.
+#[derive(Debug, Clone)]
+pub struct ServerRecord {
+    pub id: ServerId,
+    pub name: String,
+    pub kind: ServerKind,
+    pub prompt: Option<String>,
+    pub allow_domains: Vec<String>,
+    pub status: Status,
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// Hex sha256 of the MCP access token, when the mount requires one.
+    pub access_token_sha256: Option<String>,
+    /// The generation being served.
+    pub generation: Option<GenerationRecord>,
+    /// The newest generation, when it is not the one being served (running, failed or planned).
+    pub latest_generation: Option<GenerationRecord>,
+}
+
+impl Catalog {
+    pub async fn list_servers(&self) -> Result<Vec<ServerSummary>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT s.id, s.name, s.kind, s.status, s.created_at, s.updated_at,
+                    (SELECT COUNT(*) FROM tools t WHERE t.generation_id = s.active_generation_id) AS tool_count
+             FROM servers s ORDER BY s.created_at, s.id",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let id: String = row.get("id");
+                ServerSummary {
+                    mcp_path: format!("/servers/{id}/mcp"),
+                    id,
+                    name: row.get("name"),
+                    kind: row.get("kind"),
+                    status: row.get("status"),
+                    tool_count: row.get("tool_count"),
+                    created_at: format_millis(row.get("created_at")),
+                    updated_at: format_millis(row.get("updated_at")),
+                }
+            })
+            .collect())
+    }
+
+    pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerRecord>, CatalogError> {
+        let row = sqlx::query(
+            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at,
+                    access_token_sha256
+             FROM servers WHERE id = ?",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.reader)
+        .await?;
+        match row {
+            Some(row) => Ok(Some(self.server_from_row(row).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every server with a generation to serve, in one query: what start-up mounts.
+    pub async fn mount_records(&self) -> Result<Vec<MountRecord>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT id, name, active_generation_id, access_token_sha256 FROM servers
+             WHERE active_generation_id IS NOT NULL",
+        )
+        .fetch_all(&self.reader)
+        .await?;
+        rows.into_iter().map(mount_record).collect()
+    }
+
+    /// One server's [`MountRecord`]; `None` if it does not exist or serves no generation yet.
+    pub async fn mount_record(&self, id: &ServerId) -> Result<Option<MountRecord>, CatalogError> {
+        let row = sqlx::query(
+            "SELECT id, name, active_generation_id, access_token_sha256 FROM servers
+             WHERE id = ? AND active_generation_id IS NOT NULL",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(mount_record).transpose()
+    }
+
+    /// A finished generation's whitelist and tools, in one query: what a mount is built from.
+    /// `None` if the generation no longer exists (its server was deleted).
+    pub async fn served_generation(&self, generation_id: i64) -> Result<Option<ServedGeneration>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT g.whitelist, t.name, t.description, t.input_schema, t.handler, t.annotations
+             FROM generations g LEFT JOIN tools t ON t.generation_id = g.id
+             WHERE g.id = ? ORDER BY t.position",
+        )
+        .bind(generation_id)
+        .fetch_all(&self.reader)
+        .await?;
+        let Some(first) = rows.first() else { return Ok(None) };
+        let whitelist = from_json(&first.get::<String, _>("whitelist"))?;
+        let mut tools = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // A generation without tools yields one row of NULLs from the outer join.
+            let Some(name) = row.get::<Option<String>, _>("name") else { continue };
+            let annotations: Option<String> = row.get("annotations");
+            tools.push(ToolSpec {
+                name,
+                description: row.get("description"),
+                input_schema: from_json(&row.get::<String, _>("input_schema"))?,
+                handler: row.get("handler"),
+                annotations: annotations.as_deref().map(from_json).transpose()?,
+            });
+        }
+        Ok(Some(ServedGeneration { whitelist, tools }))
+    }
+
+    /// A server's status without loading its generations; `None` if there is no such server.
+    pub async fn server_status(&self, id: &ServerId) -> Result<Option<Status>, CatalogError> {
+        Ok(sqlx::query_scalar("SELECT status FROM servers WHERE id = ?")
+            .bind(id.as_str())
+            .fetch_optional(&self.reader)
+            .await?)
+    }
+
+    /// Sets (or, with `None`, removes) a server's MCP access token digest. False if no such server.
+    pub async fn set_access_token(&self, id: &ServerId, sha256: Option<&str>) -> Result<bool, CatalogError> {
+        let updated = sqlx::query("UPDATE servers SET access_token_sha256 = ?, updated_at = ? WHERE id = ?")
+            .bind(sha256)
+            .bind(now_millis())
+            .bind(id.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(updated.rows_affected() > 0)
+    }
+
+    /// Deletes a server with its generations, tools and call log. Returns false if it did not exist.
+    pub async fn delete_server(&self, id: &ServerId) -> Result<bool, CatalogError> {
+        let mut tx = self.writer.begin().await?;
+        // Break the server -> generation reference first so the cascade has a clean order.
+        sqlx::query("UPDATE servers SET active_generation_id = NULL WHERE id = ?")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query("DELETE FROM servers WHERE id = ?").bind(id.as_str()).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn server_from_row(&self, row: sqlx::sqlite::SqliteRow) -> Result<ServerRecord, CatalogError> {
+        let id: String = row.get("id");
+        let id = ServerId::parse(&id).map_err(CatalogError::Corrupt)?;
+        let generation_id: Option<i64> = row.get("active_generation_id");
+        let generation = match generation_id {
+            Some(generation_id) => Some(self.generation(generation_id).await?),
+            None => None,
+        };
+        let latest_id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM generations WHERE server_id = ?")
+            .bind(id.as_str())
+            .fetch_one(&self.reader)
+            .await?;
+        let latest_generation = match latest_id {
+            Some(latest) if Some(latest) != generation_id => Some(self.generation(latest).await?),
+            _ => None,
+        };
+        Ok(ServerRecord {
+            id,
+            name: row.get("name"),
+            kind: row.get("kind"),
+            prompt: row.get("prompt"),
+            allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
+            status: row.get("status"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+            access_token_sha256: row.get("access_token_sha256"),
+            generation,
+            latest_generation,
+        })
+    }
+}
+
+fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogError> {
+    Ok(MountRecord {
+        id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
+        name: row.get("name"),
+        generation_id: row.get("active_generation_id"),
+        access_token_sha256: row.get("access_token_sha256"),
+    })
+}

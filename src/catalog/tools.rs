@@ -1,0 +1,67 @@
+//! A generation's tools: stored in the transaction that finishes the generation (or registers
+//! the toolset), in order, with what generation learned about each.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{CatalogError, to_json};
+use crate::toolset::ToolSpec;
+
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct ToolExtras {
+    pub needs_network: Option<bool>,
+    pub self_test: Option<Value>,
+}
+
+/// A tool row as stored, its JSON columns serialised.
+pub(crate) struct ToolRow {
+    name: String,
+    description: String,
+    input_schema: String,
+    handler: String,
+    annotations: Option<String>,
+    needs_network: Option<bool>,
+    self_test: Option<String>,
+}
+
+impl ToolRow {
+    pub(crate) fn new(tool: &ToolSpec, extras: &ToolExtras) -> ToolRow {
+        ToolRow {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            input_schema: to_json(&tool.input_schema),
+            handler: tool.handler.clone(),
+            annotations: tool.annotations.as_ref().map(to_json),
+            needs_network: extras.needs_network,
+            self_test: extras.self_test.as_ref().map(to_json),
+        }
+    }
+}
+
+/// A generation's tool rows, in one statement inside the caller's transaction.
+pub(crate) async fn insert_tools(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    generation_id: i64,
+    tools: &[ToolRow],
+) -> Result<(), CatalogError> {
+    if tools.is_empty() {
+        return Ok(());
+    }
+    let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+        "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations,
+             needs_network, self_test) ",
+    );
+    insert.push_values(tools.iter().enumerate(), |mut row, (position, tool)| {
+        row.push_bind(generation_id)
+            .push_bind(position as i64)
+            .push_bind(tool.name.as_str())
+            .push_bind(tool.description.as_str())
+            .push_bind(tool.input_schema.as_str())
+            .push_bind(tool.handler.as_str())
+            .push_bind(tool.annotations.as_deref())
+            .push_bind(tool.needs_network)
+            .push_bind(tool.self_test.as_deref());
+    });
+    insert.build().execute(&mut **tx).await?;
+    Ok(())
+}

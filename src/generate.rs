@@ -357,11 +357,7 @@ impl Inner {
         let self_test = SelfTest {
             caller: &self.caller,
             egress: &self.egress,
-            policy: Arc::new(ServerPolicy {
-                whitelist: finished.whitelist.clone(),
-                max_response_bytes: self.max_response_bytes,
-                any_host: false,
-            }),
+            policy: Arc::new(ServerPolicy::whitelisted(finished.whitelist.clone(), self.max_response_bytes)),
             llm,
             request,
         };

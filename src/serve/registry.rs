@@ -186,11 +186,7 @@ impl Registry {
             id: mount.id.clone(),
             name: mount.name.clone(),
             generation_id: mount.generation_id,
-            policy: Arc::new(ServerPolicy {
-                whitelist: generation.whitelist,
-                max_response_bytes: self.max_response_bytes,
-                any_host: false,
-            }),
+            policy: Arc::new(ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes)),
             tools,
         });
         let mcp = McpMount::new(server.clone(), generation.tools, &self.mcp, mount.cancel.clone());

@@ -195,11 +195,11 @@ fn the_graph_check_sees_grouped_and_relative_imports() {
 fn only_egress_makes_outbound_requests_for_handlers() {
     for file in rust_files(&src().join("serve")).into_iter().chain([src().join("serve.rs")]) {
         let name = relative(&file);
-        if name == "serve/egress.rs" {
+        if name == "serve/egress.rs" || name.starts_with("serve/egress/") {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
-        assert!(!text.contains("reqwest::"), "{name} uses reqwest; outbound requests go through serve/egress.rs");
+        assert!(!text.contains("reqwest::"), "{name} uses reqwest; outbound requests go through serve/egress");
     }
 }
 

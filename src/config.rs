@@ -19,8 +19,6 @@ pub const EXAMPLE_CONFIG: &str = include_str!("../mcpbootd.toml.example");
 const ENV_PREFIX: &str = "MCPBOOTD_";
 /// Short form accepted for the admin token so one variable configures the daemon and the CLI client.
 const ENV_ADMIN_TOKEN_SHORT: &str = "MCPBOOTD_ADMIN_TOKEN";
-/// Variables that belong to the CLI client, not to the daemon's config tree.
-const ENV_CLIENT_ONLY: &[&str] = &["MCPBOOTD_URL"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -390,11 +388,9 @@ impl Config {
         let mut env: Vec<(String, String)> = env.into_iter().filter(|(name, _)| name.starts_with(ENV_PREFIX)).collect();
         // The long form must win over the short form whatever order the environment lists them in.
         env.sort_by_key(|(name, _)| name != ENV_ADMIN_TOKEN_SHORT);
+        let sections: Vec<String> = merged.keys().cloned().collect();
         for (name, value) in env {
-            if ENV_CLIENT_ONLY.contains(&name.as_str()) {
-                continue;
-            }
-            let path = env_key_path(&name)?;
+            let Some(path) = env_key_path(&name, &sections)? else { continue };
             let refs: Vec<&str> = path.iter().map(String::as_str).collect();
             set_path(&mut merged, &refs, parse_env_value(&value));
         }
@@ -520,19 +516,38 @@ impl Config {
 
 /// `MCPBOOTD_EGRESS__RESOLVE__api.example.test` -> ["egress", "resolve", "api.example.test"].
 /// Section and key names are lower-cased; the tail of a map path (host names) is kept as written.
-fn env_key_path(name: &str) -> Result<Vec<String>, ConfigError> {
+///
+/// Config keys always have a section (`__` after it). A name without one is not a config key but
+/// one of the project's other variables (`MCPBOOTD_URL` for the client, test switches such as
+/// `MCPBOOTD_SKIP_SDK_TESTS`): `None`, ignored here. One that starts like a section with a single
+/// underscore (`MCPBOOTD_SANDBOX_CPU_MS`) is a typo and an error.
+fn env_key_path(name: &str, sections: &[String]) -> Result<Option<Vec<String>>, ConfigError> {
     if name == ENV_ADMIN_TOKEN_SHORT {
-        return Ok(vec!["admin".into(), "token".into()]);
+        return Ok(Some(vec!["admin".into(), "token".into()]));
     }
     let rest = &name[ENV_PREFIX.len()..];
+    if !rest.contains("__") {
+        let lower = rest.to_lowercase();
+        return match sections.iter().find(|section| lower.starts_with(&format!("{section}_"))) {
+            Some(section) => Err(ConfigError::Env {
+                name: name.to_string(),
+                reason: format!(
+                    "config keys need two underscores after the section: MCPBOOTD_{}__{}",
+                    section.to_uppercase(),
+                    &rest[section.len() + 1..]
+                ),
+            }),
+            None => Ok(None),
+        };
+    }
     let parts: Vec<&str> = rest.split("__").collect();
-    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+    if parts.iter().any(|p| p.is_empty()) {
         return Err(ConfigError::Env {
             name: name.to_string(),
             reason: "expected MCPBOOTD_<SECTION>__<KEY>, e.g. MCPBOOTD_SERVER__LISTEN".into(),
         });
     }
-    Ok(parts.iter().enumerate().map(|(i, p)| if i < 2 { p.to_lowercase() } else { p.to_string() }).collect())
+    Ok(Some(parts.iter().enumerate().map(|(i, p)| if i < 2 { p.to_lowercase() } else { p.to_string() }).collect()))
 }
 
 /// Env values are TOML values when they parse as one (`500`, `true`, `["a", "b"]`), strings otherwise,
@@ -676,6 +691,17 @@ mod tests {
         assert!(!config.to_toml().contains("hunter2"));
     }
 
+    /// The project's own variables (the client's, test switches) are not config keys.
+    #[test]
+    fn variables_without_a_section_are_not_config_keys() {
+        let vars =
+            [("MCPBOOTD_URL", "http://x"), ("MCPBOOTD_SKIP_SDK_TESTS", "1"), ("MCPBOOTD_SDK_NODE", "/usr/bin/node")];
+        assert_eq!(
+            Config::load(None, env(&vars), &CliOverrides::default()).unwrap(),
+            Config::load(None, env(&[]), &CliOverrides::default()).unwrap()
+        );
+    }
+
     #[test]
     fn bad_input_names_the_key() {
         let err = Config::load(None, env(&[("MCPBOOTD_SANDBOX__CPU_MSS", "1")]), &CliOverrides::default())
@@ -683,9 +709,13 @@ mod tests {
             .to_string();
         assert!(err.contains("cpu_mss"), "{err}");
 
+        let err = Config::load(None, env(&[("MCPBOOTD_SANDBOX_CPU_MS", "1")]), &CliOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MCPBOOTD_SANDBOX__CPU_MS"), "{err}");
         let err =
-            Config::load(None, env(&[("MCPBOOTD_NOSECTION", "1")]), &CliOverrides::default()).unwrap_err().to_string();
-        assert!(err.contains("MCPBOOTD_NOSECTION"), "{err}");
+            Config::load(None, env(&[("MCPBOOTD_SANDBOX__", "1")]), &CliOverrides::default()).unwrap_err().to_string();
+        assert!(err.contains("expected MCPBOOTD_<SECTION>__<KEY>"), "{err}");
 
         let err = Config::load(None, env(&[("MCPBOOTD_SANDBOX__CPU_MS", "fast")]), &CliOverrides::default())
             .unwrap_err()

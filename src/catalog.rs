@@ -9,8 +9,9 @@
 //! [`tools`], [`calls`] (the call log) and [`registrations`] (the batched toolset writer). This
 //! file opens the catalog and holds what they share.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -57,6 +58,9 @@ pub struct Catalog {
     writer: SqlitePool,
     /// Toolset registrations, written in batches by [`registrations::write`].
     registrations: mpsc::Sender<registrations::Pending>,
+    /// The exclusive lock on `<catalog>.lock`, held until [`Catalog::close`]: a second daemon on
+    /// the same file is refused instead of sharing it unawares.
+    lock: Arc<Mutex<Option<std::fs::File>>>,
 }
 
 impl Catalog {
@@ -67,6 +71,7 @@ impl Catalog {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create the catalog directory {}", dir.display()))?;
         }
+        let lock = lock_catalog(path)?;
         // WAL with synchronous = FULL: every commit syncs the WAL before it returns, so a
         // registration answered 201 survives a crash of the process *and* of the machine (with
         // NORMAL the last commits could roll back on power loss). The cost is one fsync per write
@@ -87,7 +92,7 @@ impl Catalog {
             open(4).await.with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
         let (registrations, queue) = mpsc::channel(registrations::QUEUE);
         tokio::spawn(registrations::write(writer.clone(), queue));
-        Ok(Catalog { reader, writer, registrations })
+        Ok(Catalog { reader, writer, registrations, lock: Arc::new(Mutex::new(Some(lock))) })
     }
 
     pub async fn ping(&self) -> bool {
@@ -97,7 +102,73 @@ impl Catalog {
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
+        // Dropping the file releases the lock; the file stays, so the next start reuses it.
+        self.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
+}
+
+/// Takes the catalog's lock file, or says who holds it. Also the first write into the catalog's
+/// directory, so a permission problem is reported here, plainly.
+fn lock_catalog(path: &Path) -> anyhow::Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    let lock_path = PathBuf::from(format!("{}.lock", path.display()));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|error| unwritable(&lock_path, error))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let holder = if holder.is_empty() { String::new() } else { format!(" (pid {holder})") };
+            anyhow::bail!(
+                "the catalog {} is in use by another mcpbootd process{holder}, which holds {}; stop it first, \
+                 or give this daemon its own [catalog] path",
+                path.display(),
+                lock_path.display()
+            );
+        }
+        Err(std::fs::TryLockError::Error(error)) => {
+            return Err(anyhow::anyhow!("cannot lock {}: {error}", lock_path.display()));
+        }
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    Ok(file)
+}
+
+/// An error opening a file in the catalog's directory, saying whose the directory is when the
+/// answer is "permission denied".
+fn unwritable(path: &Path, error: std::io::Error) -> anyhow::Error {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if error.kind() != std::io::ErrorKind::PermissionDenied {
+        return anyhow::anyhow!("cannot create {}: {error} ([catalog] path)", path.display());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::metadata(dir) {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let me = unsafe { libc::geteuid() };
+            return anyhow::anyhow!(
+                "cannot write in the catalog directory {}: permission denied (it belongs to uid {}, mode {:o}; \
+                 the daemon runs as uid {me}); make it writable for this user or set [catalog] path",
+                dir.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            );
+        }
+    }
+    anyhow::anyhow!(
+        "cannot write in the catalog directory {}: permission denied; make it writable or set [catalog] path",
+        dir.display()
+    )
 }
 
 pub fn now_millis() -> i64 {
@@ -120,4 +191,38 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
 
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, CatalogError> {
     serde_json::from_str(text).map_err(|e| CatalogError::Corrupt(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_second_daemon_on_the_same_catalog_is_refused_until_the_first_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let first = Catalog::open(&path).await.unwrap();
+        let error = Catalog::open(&path).await.err().expect("the second open is refused").to_string();
+        assert!(error.contains("is in use by another mcpbootd process"), "{error}");
+        assert!(error.contains(&format!("(pid {})", std::process::id())), "{error}");
+        assert!(error.contains("[catalog] path"), "{error}");
+        first.close().await;
+        Catalog::open(&path).await.expect("the lock is released at close").close().await;
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn an_unwritable_catalog_directory_is_reported_with_its_owner() {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            return; // root may write anywhere: nothing to observe
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let error = Catalog::open(&locked.join("catalog.db")).await.err().unwrap().to_string();
+        assert!(error.contains("permission denied") && error.contains("belongs to uid"), "{error}");
+    }
 }

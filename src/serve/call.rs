@@ -14,7 +14,7 @@ use crate::config::SandboxConfig;
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::isolate::{Invocation, IsolatePool, Outcome, PoolError, SandboxLimits, ToolResult};
 use crate::states::{CallOutcome, Via};
-use crate::telemetry::metrics::{EgressOutcome, Metrics};
+use crate::telemetry::metrics::{EgressOutcome, Metrics, ToolSeries};
 use crate::toolset::{ServerId, ToolSpec};
 
 /// A tool ready to be called: its name, handler and compiled argument validator. (Its description
@@ -23,6 +23,8 @@ pub struct CallableTool {
     pub name: String,
     pub handler: Arc<str>,
     validator: jsonschema::Validator,
+    /// The labels its calls are counted under.
+    series: ToolSeries,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,10 +57,15 @@ pub struct Caller {
 }
 
 impl CallableTool {
-    pub fn new(spec: &ToolSpec) -> Result<CallableTool, String> {
+    pub fn new(server: &ServerId, spec: &ToolSpec) -> Result<CallableTool, String> {
         let validator = jsonschema::validator_for(&Value::Object(spec.input_schema.clone()))
             .map_err(|e| format!("input schema of tool {:?} cannot be used: {e}", spec.name))?;
-        Ok(CallableTool { name: spec.name.clone(), handler: Arc::from(spec.handler.as_str()), validator })
+        Ok(CallableTool {
+            name: spec.name.clone(),
+            handler: Arc::from(spec.handler.as_str()),
+            validator,
+            series: ToolSeries::new(server.as_str(), &spec.name),
+        })
     }
 
     /// Checks arguments against the input schema; the message names the offending field.
@@ -146,7 +153,7 @@ impl Caller {
             caller: self,
             server,
             generation_id,
-            tool: &tool.name,
+            tool,
             via,
             execution_id,
             started_at,
@@ -186,7 +193,7 @@ struct CallEntry<'a> {
     caller: &'a Caller,
     server: &'a ServerId,
     generation_id: i64,
-    tool: &'a str,
+    tool: &'a CallableTool,
     via: Via,
     execution_id: String,
     started_at: i64,
@@ -208,12 +215,12 @@ impl CallEntry<'_> {
             });
         }
         let elapsed = self.started.elapsed();
-        metrics.record_call(self.server.as_str(), self.tool, outcome, elapsed);
+        metrics.record_call(&self.tool.series, outcome, elapsed);
         self.caller.call_log.record(CallRecord {
             execution_id: self.execution_id.clone(),
             server_id: self.server.to_string(),
             generation_id: self.generation_id,
-            tool: self.tool.to_owned(),
+            tool: self.tool.name.clone(),
             via: self.via,
             started_at: self.started_at,
             duration_us: elapsed.as_micros() as i64,

@@ -181,7 +181,8 @@ impl Registry {
     }
 
     fn assemble(&self, mount: &Mount, generation: ServedGeneration) -> Result<Arc<Mounted>, String> {
-        let tools = generation.tools.iter().map(CallableTool::new).collect::<Result<Vec<_>, _>>()?;
+        let tools =
+            generation.tools.iter().map(|spec| CallableTool::new(&mount.id, spec)).collect::<Result<Vec<_>, _>>()?;
         let server = Arc::new(MountedServer {
             id: mount.id.clone(),
             name: mount.name.clone(),

@@ -8,18 +8,15 @@
 pub mod commands;
 pub mod output;
 pub mod progress;
-pub mod sse;
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde_json::Value;
+use sse_stream::{Sse, SseStream};
 use url::Url;
-
-use crate::client::sse::{SseEvent, SseParser};
 
 /// The default daemon address, the same as `[server] listen`'s default.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
@@ -170,7 +167,7 @@ impl AdminClient {
         if !is_event_stream {
             return Ok(None);
         }
-        Ok(Some(EventStream { response, parser: SseParser::default(), queued: VecDeque::new(), client: self }))
+        Ok(Some(EventStream { events: Box::pin(SseStream::from_bytes_stream(response.bytes_stream())), client: self }))
     }
 
     /// `base` + the given path segments (each percent-encoded), keeping any path prefix of `base`.
@@ -270,28 +267,50 @@ impl AdminClient {
     }
 }
 
-/// An open `events` stream: Server-Sent Events parsed off the response body as they arrive.
+/// One Server-Sent Event; `event` is `"message"` when the stream named none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: String,
+    pub data: String,
+}
+
+type SseEvents = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Sse, sse_stream::Error>> + Send>>;
+
+/// An open `events` stream: Server-Sent Events parsed (by `sse-stream`) off the response body
+/// as they arrive.
 pub struct EventStream<'a> {
-    response: Response,
-    parser: SseParser,
-    queued: VecDeque<SseEvent>,
+    events: SseEvents,
     client: &'a AdminClient,
 }
 
 impl EventStream<'_> {
-    /// The next event, or `None` when the daemon closed the stream. Cancel-safe: an event is
-    /// only taken off the queue in the poll that returns it.
+    /// The next event, or `None` when the daemon closed the stream. Cancel-safe: the parser's
+    /// state lives in the stream, and an event is only taken in the poll that returns it.
     pub async fn next(&mut self) -> Result<Option<SseEvent>, ClientError> {
-        loop {
-            if let Some(event) = self.queued.pop_front() {
-                return Ok(Some(event));
-            }
-            match self.response.chunk().await {
-                Ok(Some(chunk)) => self.queued.extend(self.parser.push(&chunk)),
-                Ok(None) => return Ok(None),
-                Err(e) => return Err(self.client.transport_error(&e)),
+        use futures_util::StreamExt;
+        while let Some(item) = self.events.next().await {
+            match item {
+                // Comments (keep-alives) and `retry:`-only blocks carry no data.
+                Ok(Sse { data: None, .. }) => continue,
+                Ok(Sse { event, data: Some(data), .. }) => {
+                    let event = event.filter(|e| !e.is_empty()).unwrap_or_else(|| "message".into());
+                    return Ok(Some(SseEvent { event, data }));
+                }
+                Err(sse_stream::Error::Body(cause)) => {
+                    let cause = std::iter::successors(Some(&*cause as &dyn std::error::Error), |e| e.source())
+                        .last()
+                        .map(|e| e.to_string())
+                        .unwrap_or_default();
+                    return Err(ClientError::Unreachable {
+                        url: self.client.base.to_string(),
+                        origin: self.client.origin.clone(),
+                        cause,
+                    });
+                }
+                Err(error) => return Err(ClientError::Protocol(format!("the event stream is malformed: {error}"))),
             }
         }
+        Ok(None)
     }
 }
 

@@ -3,13 +3,13 @@
 //! Status comes from the daemon's `GET /admin/servers/{id}/events` stream; a daemon without that
 //! route (404), a stream that is not SSE, or one that breaks off before the end falls back to
 //! polling `GET /admin/servers/{id}` every 250 ms, so older daemons work too. On a terminal the
-//! progress is a spinner line on stderr that updates in place, with one line per finished stage;
-//! elsewhere it is one plain `stage: <status>` line per change.
+//! progress is an `indicatif` spinner line on stderr, with one line per finished stage; elsewhere
+//! it is one plain `stage: <status>` line per change.
 
-use std::io::{IsTerminal, Write};
-use std::sync::{Arc, Mutex};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 
 use crate::client::output::{generation_by_id, seconds};
@@ -18,7 +18,7 @@ use crate::states::Status;
 
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
 const SPINNER_TICK: Duration = Duration::from_millis(100);
-const SPINNER_FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+const SPINNER_FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 /// How a generation ended, with the server view fetched after the end.
 #[derive(Debug)]
@@ -117,39 +117,24 @@ fn generation_error(view: &Value, generation_id: Option<i64>) -> Option<String> 
     generation_by_id(view, generation_id).and_then(|g| g["error"].as_str()).map(str::to_string)
 }
 
-/// The progress display on stderr.
+/// The progress display on stderr: an `indicatif` spinner on a terminal, plain lines elsewhere.
 struct Display {
     started: Instant,
     /// The stage in progress and when it began.
     current: Option<(String, Instant)>,
-    spinner: Option<Spinner>,
-}
-
-/// A task redrawing the spinner line; it shares the line's state and stderr's lock with
-/// [`Display`] so stage lines and redraws never interleave.
-struct Spinner {
-    line: Arc<Mutex<Option<(String, Instant)>>>,
-    task: tokio::task::JoinHandle<()>,
+    spinner: Option<ProgressBar>,
 }
 
 impl Display {
     fn new(tty: bool) -> Display {
         let spinner = tty.then(|| {
-            let line: Arc<Mutex<Option<(String, Instant)>>> = Arc::default();
-            let shared = line.clone();
-            let task = tokio::spawn(async move {
-                let mut tick = tokio::time::interval(SPINNER_TICK);
-                for frame in SPINNER_FRAMES.iter().cycle() {
-                    tick.tick().await;
-                    let guard = shared.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some((stage, since)) = guard.as_ref() {
-                        let mut stderr = std::io::stderr().lock();
-                        let _ = write!(stderr, "\r\x1b[2K{frame} {stage} ({})", whole_seconds(since.elapsed()));
-                        let _ = stderr.flush();
-                    }
-                }
-            });
-            Spinner { line, task }
+            let spinner = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner())
+                .tick_strings(&SPINNER_FRAMES);
+            spinner.set_style(style);
+            spinner.enable_steady_tick(SPINNER_TICK);
+            spinner
         });
         Display { started: Instant::now(), current: None, spinner }
     }
@@ -163,14 +148,11 @@ impl Display {
         let previous = self.current.replace((status.to_string(), now));
         match &self.spinner {
             Some(spinner) => {
-                let mut line = spinner.line.lock().unwrap_or_else(|e| e.into_inner());
-                let mut stderr = std::io::stderr().lock();
                 if let Some((stage, since)) = previous {
-                    let _ = writeln!(stderr, "\r\x1b[2K✓ {stage:<10} {}", seconds(now - since));
+                    spinner.println(format!("✓ {stage:<10} {}", seconds(now - since)));
                 }
-                let _ = write!(stderr, "\r\x1b[2K{} {status} (0s)", SPINNER_FRAMES[0]);
-                let _ = stderr.flush();
-                *line = Some((status.to_string(), now));
+                spinner.set_message(status.to_string());
+                spinner.reset_elapsed();
             }
             None => eprintln!("stage: {status}"),
         }
@@ -183,19 +165,12 @@ impl Display {
             eprintln!("stage: {status}");
             return;
         };
-        spinner.task.abort();
-        let mut line = spinner.line.lock().unwrap_or_else(|e| e.into_inner());
-        *line = None;
-        let mut stderr = std::io::stderr().lock();
-        let _ = write!(stderr, "\r\x1b[2K");
-        let failed = status == Status::Failed;
+        let mark = if status == Status::Failed { '✗' } else { '✓' };
         if let Some((stage, since)) = previous {
-            let mark = if failed { '✗' } else { '✓' };
-            let _ = writeln!(stderr, "{mark} {stage:<10} {}", seconds(since.elapsed()));
+            spinner.println(format!("{mark} {stage:<10} {}", seconds(since.elapsed())));
         }
-        let mark = if failed { '✗' } else { '✓' };
-        let _ = writeln!(stderr, "{mark} {status} after {}", seconds(self.started.elapsed()));
-        let _ = stderr.flush();
+        spinner.println(format!("{mark} {status} after {}", seconds(self.started.elapsed())));
+        spinner.finish_and_clear();
     }
 }
 
@@ -203,16 +178,7 @@ impl Drop for Display {
     /// Interrupted (Ctrl-C, an error): leave the terminal with a clean line.
     fn drop(&mut self) {
         if let Some(spinner) = self.spinner.take() {
-            spinner.task.abort();
-            let _guard = spinner.line.lock().unwrap_or_else(|e| e.into_inner());
-            let mut stderr = std::io::stderr().lock();
-            let _ = write!(stderr, "\r\x1b[2K");
-            let _ = stderr.flush();
+            spinner.finish_and_clear();
         }
     }
-}
-
-fn whole_seconds(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    if secs < 60 { format!("{secs}s") } else { format!("{}m{:02}s", secs / 60, secs % 60) }
 }

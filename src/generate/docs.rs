@@ -448,7 +448,7 @@ fn decode_body(body: &[u8], charset: Option<&str>) -> String {
         )
     );
     if latin1 {
-        return body.iter().map(|b| html::windows_1252(*b)).collect();
+        return body.iter().map(|b| windows_1252(*b)).collect();
     }
     let body = body.strip_prefix(b"\xef\xbb\xbf").unwrap_or(body);
     String::from_utf8_lossy(body).into_owned()
@@ -651,6 +651,19 @@ fn is_request_line(line: &str) -> bool {
 /// An OpenAPI path key: `"/items/{id}": {` in JSON, `/items/{id}:` in YAML.
 fn is_openapi_path_key(line: &str) -> bool {
     (line.starts_with("\"/") && line.contains("\":")) || (line.starts_with('/') && line.ends_with(':'))
+}
+
+/// A byte of Windows-1252 (a superset of ISO-8859-1 as browsers read it) as a character;
+/// the five undefined bytes become U+FFFD.
+fn windows_1252(byte: u8) -> char {
+    const HIGH: [char; 32] = [
+        '€', '\u{fffd}', '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', '\u{fffd}', 'Ž', '\u{fffd}',
+        '\u{fffd}', '‘', '’', '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', '\u{fffd}', 'ž', 'Ÿ',
+    ];
+    match byte {
+        0x80..=0x9f => HIGH[usize::from(byte - 0x80)],
+        _ => char::from(byte),
+    }
 }
 
 #[cfg(test)]

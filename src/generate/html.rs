@@ -1,32 +1,33 @@
 //! HTML to plain text, and link extraction, for documentation pages that are handed to the LLM.
 //!
-//! Both are single-pass, hand-written scanners over the input — linear in its size, no DOM, no
-//! regular expressions — because documentation pages can be megabytes of markup and all we need
-//! is text a model can read (it tolerates noise; a full HTML parser would buy little).
-//!
-//! [`html_to_text`]:
-//! * drops page chrome and non-text content together with everything inside it: `script`,
+//! [`html_to_text`] runs the page through `html5ever`'s tokenizer (the HTML5 tokenisation
+//! algorithm: character references, comments, doctypes, raw-text elements, malformed markup, all
+//! as browsers read them) without building a tree: documentation pages can be megabytes of markup
+//! and all we need is text a model can read. What to keep and how to lay it out are our rules:
+//! * drop page chrome and non-text content together with everything inside it: `script`,
 //!   `style`, `nav`, `header`, `footer`, `noscript`, `svg`, `template`, `iframe`, `object`,
 //!   `canvas`. A `header`/`footer` *inside* `article`, `main` or `section` is kept: there it is the
 //!   section's own heading (often the endpoint's name), not the site banner;
-//! * drops comments, doctypes and processing instructions;
-//! * turns block elements into line breaks (paragraph-like ones into a blank line) and table
-//!   cells into ` | ` separators, strips all other tags;
-//! * decodes character references (common named ones, decimal and hex; invalid code points
-//!   become U+FFFD);
-//! * collapses whitespace outside `<pre>`, trims trailing spaces and collapses blank-line runs;
-//! * keeps `<pre>` content verbatim inside a Markdown code fence, labelled with the language
+//! * turn block elements into line breaks (paragraph-like ones into a blank line) and table
+//!   cells into ` | ` separators; other tags disappear and their text stays;
+//! * collapse whitespace outside `<pre>`, trim trailing spaces and collapse blank-line runs;
+//! * keep `<pre>` content verbatim inside a Markdown code fence, labelled with the language
 //!   from a `language-xxx` / `lang-xxx` class when there is one, so code samples stay readable
 //!   and the summarising rule in `docs` can recognise JSON/YAML/HTTP blocks.
 //!
-//! Unclosed elements and tags at the end of input are tolerated: what cannot be closed is
-//! treated as running to the end.
+//! Unclosed elements at the end of input are treated as running to the end.
 //!
 //! [`extract_links`] finds absolute http(s) URLs in `href`/`src` attributes (resolved against a
-//! base) and bare URLs in text; it works on HTML and on Markdown, JSON or plain text alike.
+//! base) and bare URLs in text; it is a plain scanner that works on HTML and on Markdown, JSON or
+//! plain text alike.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 
+use html5ever::tendril::StrTendril;
+use html5ever::tokenizer::{
+    BufferQueue, Tag, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts, states::RawKind,
+};
 use url::Url;
 
 /// Most links [`extract_links`] returns for one document.
@@ -40,59 +41,132 @@ const MAX_URL_CHARS: usize = 4096;
 
 /// Converts an HTML document (or fragment) to readable plain text. Never panics.
 pub fn html_to_text(html: &str) -> String {
-    let bytes = html.as_bytes();
-    let mut writer = Writer::with_capacity(html.len() / 2);
-    // The element being dropped with its content, and how deeply it is nested in itself.
-    let mut skip: Option<(&'static str, usize)> = None;
-    // Open `article` / `main` / `section` elements (see the module doc on header/footer).
-    let mut sectioning = 0usize;
-    let mut i = 0;
-    let mut text_start = 0;
-    while i < bytes.len() {
-        let Some(offset) = memchr(b'<', &bytes[i..]) else { break };
-        let lt = i + offset;
-        let markup = match markup_at(html, lt) {
-            Some(markup) => markup,
-            None => {
-                // A `<` that starts no markup ("a < b") is text; keep scanning the same run.
-                i = lt + 1;
-                continue;
-            }
-        };
-        if skip.is_none() {
-            writer.text(&html[text_start..lt]);
-        }
-        i = match markup {
-            Markup::Comment { end } | Markup::Declaration { end } => end,
-            Markup::Tag(tag) => {
-                let mut next = tag.end;
-                if tag.role == Role::RawText && !tag.closing {
-                    // Script-like content is not markup: jump to the matching end tag.
-                    next = end_of_raw_text(html, tag.end, tag.name);
-                } else if let Some((skipped, depth)) = skip.as_mut() {
-                    if tag.name == *skipped {
-                        if tag.closing {
-                            *depth -= 1;
-                            if *depth == 0 {
-                                skip = None;
-                                writer.block(1);
-                            }
-                        } else if !tag.self_closing {
-                            *depth += 1;
-                        }
-                    }
-                } else {
-                    open_or_close(&tag, html, &mut writer, &mut skip, &mut sectioning);
+    let sink = TextSink(RefCell::new(Converter {
+        writer: Writer::with_capacity(html.len() / 2),
+        skip: None,
+        raw_text: false,
+        sectioning: 0,
+    }));
+    let tokenizer = Tokenizer::new(sink, TokenizerOpts::default());
+    let input = BufferQueue::default();
+    input.push_back(StrTendril::from_slice(html));
+    let _ = tokenizer.feed(&input);
+    tokenizer.end();
+    tokenizer.sink.0.into_inner().writer.finish()
+}
+
+/// The converter's state between tokens.
+struct Converter {
+    writer: Writer,
+    /// The element being dropped with its content, and how deeply it is nested in itself.
+    skip: Option<(&'static str, usize)>,
+    /// Inside a raw-text element (`script`, `style`): its text is not page text.
+    raw_text: bool,
+    /// Open `article` / `main` / `section` elements (see the module doc on header/footer).
+    sectioning: usize,
+}
+
+/// Receives the tokenizer's tokens (it takes them by shared reference, hence the cell).
+struct TextSink(RefCell<Converter>);
+
+impl TokenSink for TextSink {
+    type Handle = ();
+
+    fn process_token(&self, token: Token, _line: u64) -> TokenSinkResult<()> {
+        let mut converter = self.0.borrow_mut();
+        match token {
+            Token::CharacterTokens(text) => {
+                if converter.skip.is_none() && !converter.raw_text {
+                    converter.writer.chars(&text);
                 }
-                next
             }
-        };
-        text_start = i;
+            Token::TagToken(tag) => return converter.tag(&tag),
+            Token::NullCharacterToken
+            | Token::CommentToken(_)
+            | Token::DoctypeToken(_)
+            | Token::EOFToken
+            | Token::ParseError(_) => {}
+        }
+        TokenSinkResult::Continue
     }
-    if skip.is_none() && text_start < html.len() {
-        writer.text(&html[text_start..]);
+}
+
+impl Converter {
+    fn tag(&mut self, tag: &Tag) -> TokenSinkResult<()> {
+        let (name, role) = tag_role(&tag.name);
+        let start = tag.kind == TagKind::StartTag;
+        if role == Role::RawText {
+            // Script-like content is not markup: the tokenizer reads it as text up to the
+            // matching end tag, and the converter drops it.
+            self.raw_text = start && !tag.self_closing;
+            return match (self.raw_text, name) {
+                (false, _) => TokenSinkResult::Continue,
+                (true, "script") => TokenSinkResult::RawData(RawKind::ScriptData),
+                (true, "plaintext") => TokenSinkResult::Plaintext,
+                (true, _) => TokenSinkResult::RawData(RawKind::Rawtext),
+            };
+        }
+        if let Some((skipped, depth)) = self.skip.as_mut() {
+            if name == *skipped {
+                if !start {
+                    *depth -= 1;
+                    if *depth == 0 {
+                        self.skip = None;
+                        self.writer.block(1);
+                    }
+                } else if !tag.self_closing {
+                    *depth += 1;
+                }
+            }
+            return TokenSinkResult::Continue;
+        }
+        self.open_or_close(tag, name, role, start);
+        // `title` and `textarea` hold text, not markup (with character references decoded).
+        if start && matches!(&*tag.name, "title" | "textarea") {
+            return TokenSinkResult::RawData(RawKind::Rcdata);
+        }
+        TokenSinkResult::Continue
     }
-    writer.finish()
+
+    fn open_or_close(&mut self, tag: &Tag, name: &'static str, role: Role, start: bool) {
+        let writer = &mut self.writer;
+        // A `header`/`footer` inside a sectioning element is that section's own heading, kept as a
+        // paragraph-like block; elsewhere it is the site's banner or footer, dropped.
+        let kept_heading = matches!(name, "header" | "footer") && self.sectioning > 0;
+        if !start {
+            match role {
+                Role::Pre => writer.close_pre(),
+                Role::Sectioning => {
+                    self.sectioning = self.sectioning.saturating_sub(1);
+                    writer.block(2);
+                }
+                Role::Dropped if kept_heading => writer.block(2),
+                Role::Block(breaks) => writer.block(breaks),
+                _ => {}
+            }
+            return;
+        }
+        let class = || tag.attrs.iter().find(|a| &*a.name.local == "class").map(|a| &*a.value);
+        match role {
+            Role::Dropped if kept_heading => writer.block(2),
+            Role::Dropped => {
+                // `<svg/>` is self-closing (foreign content): it has nothing to drop.
+                if !tag.self_closing {
+                    self.skip = Some((name, 1));
+                }
+                writer.block(1);
+            }
+            Role::Pre => writer.open_pre(&code_language(class())),
+            Role::Code => writer.code_in_pre(&code_language(class())),
+            Role::Sectioning => {
+                self.sectioning += 1;
+                writer.block(2);
+            }
+            Role::Cell => writer.cell(),
+            Role::Block(breaks) => writer.block(breaks),
+            Role::RawText | Role::Inline => {}
+        }
+    }
 }
 
 /// What a tag means to the converter.
@@ -114,16 +188,12 @@ enum Role {
     Inline,
 }
 
-/// The lowercase name and role of a tag, for the names the converter treats specially (other
-/// names come back as `("", Inline)`). One `match` on the lowercased bytes: this runs for every
+/// The name and role of a tag (the tokenizer lower-cases names), for the names the converter
+/// treats specially; other names come back as `("", Inline)`. One `match`: this runs for every
 /// tag of a page, so it must not scan lists.
-fn tag_role(raw_name: &[u8]) -> (&'static str, Role) {
+fn tag_role(name: &str) -> (&'static str, Role) {
     use Role::*;
-    let mut buffer = [0u8; 10];
-    let Some(name) = buffer.get_mut(..raw_name.len()) else { return ("", Inline) };
-    name.copy_from_slice(raw_name);
-    name.make_ascii_lowercase();
-    match &*name {
+    match name.as_bytes() {
         b"script" => ("script", RawText),
         b"style" => ("style", RawText),
         b"xmp" => ("xmp", RawText),
@@ -152,50 +222,6 @@ fn tag_role(raw_name: &[u8]) -> (&'static str, Role) {
         | b"option" | b"hr" | b"legend" | b"center" | b"thead" | b"tbody" | b"tfoot" | b"body" | b"html" | b"head"
         | b"menu" | b"textarea" => ("", Block(1)),
         _ => ("", Inline),
-    }
-}
-
-fn open_or_close(
-    tag: &Tag,
-    html: &str,
-    writer: &mut Writer,
-    skip: &mut Option<(&'static str, usize)>,
-    sectioning: &mut usize,
-) {
-    // A `header`/`footer` inside a sectioning element is that section's own heading, kept as a
-    // paragraph-like block; elsewhere it is the site's banner or footer, dropped.
-    let kept_heading = matches!(tag.name, "header" | "footer") && *sectioning > 0;
-    if tag.closing {
-        match tag.role {
-            Role::Pre => writer.close_pre(),
-            Role::Sectioning => {
-                *sectioning = sectioning.saturating_sub(1);
-                writer.block(2);
-            }
-            Role::Dropped if kept_heading => writer.block(2),
-            Role::Block(breaks) => writer.block(breaks),
-            _ => {}
-        }
-        return;
-    }
-    match tag.role {
-        Role::Dropped if kept_heading => writer.block(2),
-        Role::Dropped => {
-            // `<svg/>` is self-closing (foreign content): it has nothing to drop.
-            if !tag.self_closing {
-                *skip = Some((tag.name, 1));
-            }
-            writer.block(1);
-        }
-        Role::Pre => writer.open_pre(&code_language(attribute(html, tag, "class").as_deref())),
-        Role::Code => writer.code_in_pre(&code_language(attribute(html, tag, "class").as_deref())),
-        Role::Sectioning => {
-            *sectioning += 1;
-            writer.block(2);
-        }
-        Role::Cell => writer.cell(),
-        Role::Block(breaks) => writer.block(breaks),
-        Role::RawText | Role::Inline => {}
     }
 }
 
@@ -269,25 +295,6 @@ impl Writer {
             fence_has_content: false,
             fence_start: 0,
         }
-    }
-
-    /// Text between tags, with character references decoded.
-    fn text(&mut self, raw: &str) {
-        let mut rest = raw;
-        while let Some(amp) = rest.find('&') {
-            self.chars(&rest[..amp]);
-            match decode_reference(&rest[amp + 1..]) {
-                Some((c, consumed)) => {
-                    self.char(c);
-                    rest = &rest[amp + 1 + consumed..];
-                }
-                None => {
-                    self.char('&');
-                    rest = &rest[amp + 1..];
-                }
-            }
-        }
-        self.chars(rest);
     }
 
     fn chars(&mut self, s: &str) {
@@ -464,382 +471,6 @@ impl Writer {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Markup scanning
-// ---------------------------------------------------------------------------------------------
-
-enum Markup {
-    Comment {
-        end: usize,
-    },
-    /// `<!doctype …>`, `<![CDATA[…]]>`, `<?…>`: skipped.
-    Declaration {
-        end: usize,
-    },
-    Tag(Tag),
-}
-
-struct Tag {
-    /// Lowercase, for the names that matter in nesting; empty otherwise (see [`tag_role`]).
-    name: &'static str,
-    role: Role,
-    closing: bool,
-    self_closing: bool,
-    /// Byte range of the attribute text (between the name and the closing `>`).
-    attrs: (usize, usize),
-    /// Byte index just past the tag's `>` (or the end of input for an unterminated tag).
-    end: usize,
-}
-
-/// The markup starting at `lt` (a `<`), or `None` when this `<` is just text.
-fn markup_at(html: &str, lt: usize) -> Option<Markup> {
-    let bytes = html.as_bytes();
-    let after = &bytes[lt + 1..];
-    if after.starts_with(b"!--") {
-        let end = find(bytes, lt + 4, b"-->").map_or(bytes.len(), |p| p + 3);
-        return Some(Markup::Comment { end });
-    }
-    if matches!(after.first(), Some(b'!' | b'?')) {
-        let end = if after.starts_with(b"![CDATA[") {
-            find(bytes, lt, b"]]>").map_or(bytes.len(), |p| p + 3)
-        } else {
-            memchr(b'>', &bytes[lt..]).map_or(bytes.len(), |p| lt + p + 1)
-        };
-        return Some(Markup::Declaration { end });
-    }
-    let closing = after.first() == Some(&b'/');
-    let name_start = lt + 1 + usize::from(closing);
-    if !bytes.get(name_start).is_some_and(u8::is_ascii_alphabetic) {
-        if closing && bytes.get(name_start).is_some() {
-            // `</ 3>` and the like are bogus comments in HTML: skipped up to `>`.
-            let end = memchr(b'>', &bytes[lt..]).map_or(bytes.len(), |p| lt + p + 1);
-            return Some(Markup::Declaration { end });
-        }
-        return None;
-    }
-    let mut name_end = name_start;
-    while name_end < bytes.len() && !matches!(bytes[name_end], b' ' | b'\t' | b'\n' | b'\r' | b'\x0c' | b'/' | b'>') {
-        name_end += 1;
-    }
-    let (name, role) = tag_role(&bytes[name_start..name_end]);
-    // Find the `>` that ends the tag, skipping quoted attribute values.
-    let mut j = name_end;
-    let mut quote: Option<u8> = None;
-    let mut last_significant = 0u8;
-    let mut end = bytes.len();
-    let mut attrs_end = bytes.len();
-    let mut self_closing = false;
-    while j < bytes.len() {
-        let b = bytes[j];
-        match quote {
-            Some(q) => {
-                if b == q {
-                    quote = None;
-                    last_significant = b;
-                }
-            }
-            None => match b {
-                b'"' | b'\'' if last_significant == b'=' => quote = Some(b),
-                b'>' => {
-                    self_closing = last_significant == b'/';
-                    attrs_end = j;
-                    end = j + 1;
-                    break;
-                }
-                b' ' | b'\t' | b'\n' | b'\r' | b'\x0c' => {}
-                _ => last_significant = b,
-            },
-        }
-        j += 1;
-    }
-    Some(Markup::Tag(Tag { name, role, closing, self_closing, attrs: (name_end, attrs_end), end }))
-}
-
-/// Where the raw-text element `name` ends: just past its end tag, or the end of input.
-fn end_of_raw_text(html: &str, from: usize, name: &str) -> usize {
-    let bytes = html.as_bytes();
-    let mut at = from;
-    while let Some(p) = find(bytes, at, b"</") {
-        let name_at = p + 2;
-        let name_end = name_at + name.len();
-        if bytes.get(name_at..name_end).is_some_and(|n| n.eq_ignore_ascii_case(name.as_bytes()))
-            && bytes.get(name_end).is_none_or(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'\x0c' | b'/' | b'>'))
-        {
-            return memchr(b'>', &bytes[name_end..]).map_or(bytes.len(), |q| name_end + q + 1);
-        }
-        at = name_at;
-    }
-    bytes.len()
-}
-
-/// The entity-decoded value of attribute `wanted` of a tag.
-fn attribute(html: &str, tag: &Tag, wanted: &str) -> Option<String> {
-    let (start, end) = tag.attrs;
-    let attrs = html.get(start..end)?;
-    let bytes = attrs.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        while i < bytes.len() && (bytes[i].is_ascii_whitespace() || bytes[i] == b'/') {
-            i += 1;
-        }
-        let name_start = i;
-        while i < bytes.len() && !bytes[i].is_ascii_whitespace() && !matches!(bytes[i], b'=' | b'/' | b'>') {
-            i += 1;
-        }
-        let name = &attrs[name_start..i];
-        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        let mut value = None;
-        if i < bytes.len() && bytes[i] == b'=' {
-            i += 1;
-            while i < bytes.len() && bytes[i].is_ascii_whitespace() {
-                i += 1;
-            }
-            let (v, next) = attribute_value(attrs, i);
-            value = Some(v);
-            i = next;
-        } else if name.is_empty() {
-            i += 1; // a stray character: step over it
-        }
-        if name.eq_ignore_ascii_case(wanted) {
-            return Some(decode_references(value.unwrap_or("")));
-        }
-    }
-    None
-}
-
-/// An attribute value starting at `i` (quoted or not) and the index after it.
-fn attribute_value(s: &str, i: usize) -> (&str, usize) {
-    let bytes = s.as_bytes();
-    match bytes.get(i) {
-        Some(&q @ (b'"' | b'\'')) => match memchr(q, &bytes[i + 1..]) {
-            Some(p) => (&s[i + 1..i + 1 + p], i + 2 + p),
-            None => (&s[i + 1..], bytes.len()),
-        },
-        Some(_) => {
-            let mut j = i;
-            while j < bytes.len() && !bytes[j].is_ascii_whitespace() && bytes[j] != b'>' {
-                j += 1;
-            }
-            (&s[i..j], j)
-        }
-        None => ("", i),
-    }
-}
-
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|b| *b == needle)
-}
-
-/// The first index ≥ `from` where `needle` occurs in `haystack`.
-fn find(haystack: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    let first = *needle.first()?;
-    let mut at = from;
-    while at + needle.len() <= haystack.len() {
-        let p = at + memchr(first, &haystack[at..haystack.len() - needle.len() + 1])?;
-        if haystack[p..].starts_with(needle) {
-            return Some(p);
-        }
-        at = p + 1;
-    }
-    None
-}
-
-// ---------------------------------------------------------------------------------------------
-// Character references
-// ---------------------------------------------------------------------------------------------
-
-/// Decodes every character reference in `s`.
-fn decode_references(s: &str) -> String {
-    if !s.contains('&') {
-        return s.to_string();
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(amp) = rest.find('&') {
-        out.push_str(&rest[..amp]);
-        match decode_reference(&rest[amp + 1..]) {
-            Some((c, consumed)) => {
-                out.push(c);
-                rest = &rest[amp + 1 + consumed..];
-            }
-            None => {
-                out.push('&');
-                rest = &rest[amp + 1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Decodes the reference after an `&`: the character and how many bytes of `s` it used.
-/// Named references need their `;` (as browsers do for all but a few legacy ones); numeric ones
-/// do not.
-fn decode_reference(s: &str) -> Option<(char, usize)> {
-    let bytes = s.as_bytes();
-    if bytes.first() == Some(&b'#') {
-        let hex = matches!(bytes.get(1), Some(b'x' | b'X'));
-        let digits_start = if hex { 2 } else { 1 };
-        let mut i = digits_start;
-        let mut value: u32 = 0;
-        while let Some(&b) = bytes.get(i) {
-            let digit = if hex { (b as char).to_digit(16) } else { (b as char).to_digit(10) };
-            let Some(digit) = digit else { break };
-            // Saturate: anything past U+10FFFF is invalid anyway.
-            value = value.saturating_mul(if hex { 16 } else { 10 }).saturating_add(digit).min(0x11_0000);
-            i += 1;
-        }
-        if i == digits_start {
-            return None;
-        }
-        if bytes.get(i) == Some(&b';') {
-            i += 1;
-        }
-        return Some((numeric_reference(value), i));
-    }
-    let name_len = bytes.iter().take(32).take_while(|b| b.is_ascii_alphanumeric()).count();
-    if name_len == 0 || bytes.get(name_len) != Some(&b';') {
-        return None;
-    }
-    named_reference(&s[..name_len]).map(|c| (c, name_len + 1))
-}
-
-/// The character for `&#N;`, following the HTML rules: NUL, surrogates and out-of-range values
-/// become U+FFFD, and 0x80–0x9F are read as Windows-1252 (what pages that use them meant).
-fn numeric_reference(value: u32) -> char {
-    match value {
-        0x80..=0x9f => windows_1252(value as u8),
-        0 | 0x01..=0x08 | 0x0b | 0x0e..=0x1f | 0x7f => '\u{fffd}',
-        _ => char::from_u32(value).unwrap_or('\u{fffd}'),
-    }
-}
-
-/// A byte of Windows-1252 (a superset of ISO-8859-1 as browsers read it) as a character;
-/// the five undefined bytes become U+FFFD.
-pub(crate) fn windows_1252(byte: u8) -> char {
-    const HIGH: [char; 32] = [
-        '€', '\u{fffd}', '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', '\u{fffd}', 'Ž', '\u{fffd}',
-        '\u{fffd}', '‘', '’', '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', '\u{fffd}', 'ž', 'Ÿ',
-    ];
-    match byte {
-        0x80..=0x9f => HIGH[usize::from(byte - 0x80)],
-        _ => char::from(byte),
-    }
-}
-
-fn named_reference(name: &str) -> Option<char> {
-    Some(match name {
-        "amp" | "AMP" => '&',
-        "lt" | "LT" => '<',
-        "gt" | "GT" => '>',
-        "quot" | "QUOT" => '"',
-        "apos" => '\'',
-        "nbsp" => '\u{a0}',
-        "ensp" | "emsp" | "thinsp" => ' ',
-        "zwsp" | "ZeroWidthSpace" | "shy" => '\u{ad}',
-        "copy" | "COPY" => '©',
-        "reg" | "REG" => '®',
-        "trade" => '™',
-        "hellip" => '…',
-        "mdash" => '—',
-        "ndash" => '–',
-        "lsquo" => '‘',
-        "rsquo" => '’',
-        "sbquo" => '‚',
-        "ldquo" => '“',
-        "rdquo" => '”',
-        "bdquo" => '„',
-        "laquo" => '«',
-        "raquo" => '»',
-        "lsaquo" => '‹',
-        "rsaquo" => '›',
-        "bull" => '•',
-        "middot" => '·',
-        "deg" => '°',
-        "plusmn" => '±',
-        "times" => '×',
-        "divide" => '÷',
-        "minus" => '−',
-        "le" => '≤',
-        "ge" => '≥',
-        "ne" => '≠',
-        "asymp" => '≈',
-        "infin" => '∞',
-        "larr" => '←',
-        "rarr" => '→',
-        "uarr" => '↑',
-        "darr" => '↓',
-        "harr" => '↔',
-        "rArr" => '⇒',
-        "para" => '¶',
-        "sect" => '§',
-        "euro" => '€',
-        "pound" => '£',
-        "yen" => '¥',
-        "cent" => '¢',
-        "micro" => 'µ',
-        "dagger" => '†',
-        "check" => '✓',
-        "iexcl" => '¡',
-        "iquest" => '¿',
-        // Punctuation that code-heavy pages escape.
-        "num" => '#',
-        "dollar" => '$',
-        "percnt" => '%',
-        "ast" => '*',
-        "plus" => '+',
-        "comma" => ',',
-        "period" => '.',
-        "sol" => '/',
-        "bsol" => '\\',
-        "colon" => ':',
-        "semi" => ';',
-        "equals" => '=',
-        "quest" => '?',
-        "excl" => '!',
-        "commat" => '@',
-        "lpar" => '(',
-        "rpar" => ')',
-        "lsqb" | "lbrack" => '[',
-        "rsqb" | "rbrack" => ']',
-        "lcub" | "lbrace" => '{',
-        "rcub" | "rbrace" => '}',
-        "verbar" | "vert" | "VerticalLine" => '|',
-        "grave" | "DiacriticalGrave" => '`',
-        "Hat" => '^',
-        "lowbar" | "UnderBar" => '_',
-        "tilde" => '˜',
-        "Tab" => '\t',
-        "NewLine" => '\n',
-        // Latin-1 letters common in names and prose.
-        "auml" => 'ä',
-        "ouml" => 'ö',
-        "uuml" => 'ü',
-        "Auml" => 'Ä',
-        "Ouml" => 'Ö',
-        "Uuml" => 'Ü',
-        "szlig" => 'ß',
-        "eacute" => 'é',
-        "egrave" => 'è',
-        "ecirc" => 'ê',
-        "Eacute" => 'É',
-        "aacute" => 'á',
-        "agrave" => 'à',
-        "acirc" => 'â',
-        "iacute" => 'í',
-        "oacute" => 'ó',
-        "uacute" => 'ú',
-        "ntilde" => 'ñ',
-        "ccedil" => 'ç',
-        "oslash" => 'ø',
-        "aring" => 'å',
-        "aelig" => 'æ',
-        _ => return None,
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
 // Links
 // ---------------------------------------------------------------------------------------------
 
@@ -909,7 +540,7 @@ pub(crate) fn scan_urls(text: &str, attributes: bool, mut found: impl FnMut(Foun
                 && let Some((value, end)) = attribute_after_name(text, i + name_len)
             {
                 i = end;
-                if value.chars().count() <= MAX_URL_CHARS && !found(Found::Attribute(decode_references(value))) {
+                if value.chars().count() <= MAX_URL_CHARS && !found(Found::Attribute(decode_ampersands(value))) {
                     return;
                 }
                 continue;
@@ -937,6 +568,42 @@ fn attribute_after_name(text: &str, mut i: usize) -> Option<(&str, usize)> {
     }
     let (value, end) = attribute_value(text, i);
     Some((value, end))
+}
+
+/// An attribute value as a URL: the references that stand for `&` (`&amp;`, `&#38;`, `&#x26;`)
+/// decoded, the only ones that appear in URLs in practice. (In HTML pages, [`html_to_text`]'s
+/// tokenizer decodes every reference; this scanner also reads Markdown and JSON.)
+fn decode_ampersands(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let reference = ["&amp;", "&#38;", "&#x26;", "&#X26;"]
+            .iter()
+            .find(|r| rest.len() >= r.len() && rest[..r.len()].eq_ignore_ascii_case(r));
+        out.push('&');
+        rest = &rest[reference.map_or(1, |r| r.len())..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A quoted or bare attribute value starting at `i`, and the index after it.
+fn attribute_value(s: &str, i: usize) -> (&str, usize) {
+    let bytes = s.as_bytes();
+    match bytes.get(i) {
+        Some(&q @ (b'"' | b'\'')) => match bytes[i + 1..].iter().position(|&b| b == q) {
+            Some(p) => (&s[i + 1..i + 1 + p], i + 2 + p),
+            None => (&s[i + 1..], bytes.len()),
+        },
+        Some(_) => {
+            let end =
+                bytes[i..].iter().position(|&b| b.is_ascii_whitespace() || b == b'>').map_or(bytes.len(), |p| i + p);
+            (&s[i..end], end)
+        }
+        None => ("", i),
+    }
 }
 
 fn starts_with_ignore_case(haystack: &[u8], prefix: &[u8]) -> bool {
@@ -1043,7 +710,8 @@ mod tests {
             ("numeric entities", "&#65;&#x42;&#X43;&#100", "ABCd"),
             ("invalid code points", "&#0;&#xD800;&#x110000;&#99999999999;", "\u{fffd}\u{fffd}\u{fffd}\u{fffd}"),
             ("windows-1252 references", "&#150;&#147;x&#148;", "–“x”"),
-            ("unknown entity kept", "&bogus; & &amp", "&bogus; & &amp"),
+            // HTML5: an unknown name stays as written; a legacy name without `;` is still decoded.
+            ("unknown entity kept", "&bogus; & &amp", "&bogus; & &"),
             ("escaped tags are text", "&lt;p&gt;not a tag&lt;/p&gt;", "<p>not a tag</p>"),
             (
                 "table cells",

@@ -27,7 +27,9 @@ async fn each_limit_ends_the_call_with_a_named_error() {
         "tools": [
             tool("spin", "while (true) {}"),
             tool("spin_after_await", "await null; for (;;) {}"),
-            tool("hoard", "const a = []; while (true) a.push('x'.repeat(1000) + a.length);"),
+            // Megabyte pieces reach the 32 MB limit in a few dozen allocations, using little CPU
+            // time, so a loaded machine cannot make the CPU limit fire first.
+            tool("hoard", "const a = []; while (true) a.push('x'.repeat(1 << 20) + a.length);"),
             tool("recurse", "function f(n) { return f(n + 1) + 1; } return f(0);"),
             tool("catch_and_continue", "try { while (true) {} } catch (e) {} return 'escaped';"),
             tool("fetch_storm", &format!("for (let i = 0; i < 10; i++) {{ try {{ await fetch('{base}/items/1'); }} catch (e) {{}} }} return 'done';")),

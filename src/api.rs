@@ -6,6 +6,7 @@ pub mod error;
 pub mod events;
 pub mod health;
 pub mod mcp;
+pub mod model;
 pub mod openapi;
 
 use axum::Router;

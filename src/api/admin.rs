@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::access_token;
 use crate::api::AppState;
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ErrorCode};
 use crate::catalog::{CatalogError, GenerationRecord, MountRecord, NewToolsetServer, ServerRecord, format_millis};
 use crate::generate::Job;
 use crate::serve::call::{CallError, result_json};
@@ -31,46 +31,47 @@ pub async fn create_server(
     body: Result<Json<Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body?;
-    let body =
-        body.as_object().ok_or_else(|| ApiError::bad_request("invalid_body", "the body must be a JSON object"))?;
+    let body = body.as_object().ok_or_else(|| {
+        ApiError::with_status(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, "the body must be a JSON object")
+    })?;
     for key in body.keys() {
         if !REGISTER_FIELDS.contains(&key.as_str()) {
-            return Err(ApiError::bad_request(
-                "unknown_field",
+            return Err(ApiError::new(
+                ErrorCode::UnknownField,
                 format!("unknown field {key:?}; expected some of {}", REGISTER_FIELDS.join(", ")),
             ));
         }
     }
     let id = match optional_string(body, "id")? {
-        Some(raw) => ServerId::parse(&raw).map_err(|m| ApiError::unprocessable("invalid_id", m))?,
+        Some(raw) => ServerId::parse(&raw).map_err(|m| ApiError::new(ErrorCode::InvalidId, m))?,
         None => ServerId::generate(optional_string(body, "name")?.as_deref()),
     };
     let name = optional_string(body, "name")?.unwrap_or_else(|| id.to_string());
     let access_token = optional_string(body, "access_token")?
         .map(|raw| access_token::parse(&raw).map(|t| access_token::digest(&t)))
         .transpose()
-        .map_err(|m| ApiError::unprocessable("invalid_access_token", m))?;
+        .map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
     let allow_domains = string_list(body, "allow_domains")?;
     let whitelist =
-        Whitelist::from_operator_domains(&allow_domains).map_err(|m| ApiError::unprocessable("invalid_domain", m))?;
+        Whitelist::from_operator_domains(&allow_domains).map_err(|m| ApiError::new(ErrorCode::InvalidDomain, m))?;
 
     match (body.get("tools"), body.get("prompt")) {
-        (Some(_), Some(_)) => Err(ApiError::bad_request(
-            "ambiguous_registration",
+        (Some(_), Some(_)) => Err(ApiError::new(
+            ErrorCode::AmbiguousRegistration,
             "send either \"prompt\" (generate tools) or \"tools\" (a ready toolset), not both",
         )),
-        (None, None) => Err(ApiError::bad_request(
-            "missing_field",
+        (None, None) => Err(ApiError::new(
+            ErrorCode::MissingField,
             "the body needs \"prompt\" (generate tools from a description) or \"tools\" (a ready toolset)",
         )),
         (None, Some(prompt)) => {
             let prompt = prompt
                 .as_str()
                 .filter(|p| !p.trim().is_empty())
-                .ok_or_else(|| ApiError::bad_request("invalid_field", "prompt must be a non-empty string"))?;
+                .ok_or_else(|| ApiError::new(ErrorCode::InvalidField, "prompt must be a non-empty string"))?;
             if prompt.chars().count() > MAX_PROMPT_CHARS {
-                return Err(ApiError::unprocessable(
-                    "prompt_too_long",
+                return Err(ApiError::new(
+                    ErrorCode::PromptTooLong,
                     format!(
                         "prompt is longer than {MAX_PROMPT_CHARS} characters; link the documentation instead of pasting it"
                     ),
@@ -108,8 +109,8 @@ pub async fn create_server(
         (Some(tools), None) => {
             let tools = tools
                 .as_array()
-                .ok_or_else(|| ApiError::bad_request("invalid_field", "tools must be an array of tool objects"))?;
-            let toolset = Toolset::parse(tools).map_err(|e| ApiError::unprocessable("invalid_tool", e.to_string()))?;
+                .ok_or_else(|| ApiError::new(ErrorCode::InvalidField, "tools must be an array of tool objects"))?;
+            let toolset = Toolset::parse(tools).map_err(|e| ApiError::new(ErrorCode::InvalidTool, e.to_string()))?;
             let toolset = check_handlers(toolset).await?;
             let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
             let new = NewToolsetServer {
@@ -165,8 +166,8 @@ async fn check_handlers(toolset: Toolset) -> Result<Toolset, ApiError> {
         None => Ok(toolset),
         Some((index, name, error)) => {
             let line = error.line.map(|l| format!(" at line {l}")).unwrap_or_default();
-            Err(ApiError::unprocessable(
-                "handler_compile_error",
+            Err(ApiError::new(
+                ErrorCode::HandlerCompileError,
                 format!("tools[{index}].handler ({name}) does not compile{line}: {}", error.message),
             ))
         }
@@ -219,13 +220,17 @@ pub async fn regenerate_server(
         RegenerateBody::default()
     } else {
         serde_json::from_slice(&body).map_err(|e| {
-            ApiError::bad_request("invalid_body", format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {e}"))
+            ApiError::with_status(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidBody,
+                format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {e}"),
+            )
         })?
     };
     let record = find_server(&state, &id).await?;
     let Some(prompt) = record.prompt.clone().filter(|_| record.kind == ServerKind::Prompt) else {
-        return Err(ApiError::conflict(
-            "not_generated",
+        return Err(ApiError::new(
+            ErrorCode::NotGenerated,
             format!("server {id:?} was registered as a toolset; there is no prompt to regenerate from"),
         ));
     };
@@ -234,8 +239,8 @@ pub async fn regenerate_server(
     }
     let generation_id =
         state.catalog.start_regeneration(&record.id, body.dry_run, body.force).await?.ok_or_else(|| {
-            ApiError::conflict(
-                "generation_running",
+            ApiError::new(
+                ErrorCode::GenerationRunning,
                 format!("server {id:?} is already being generated; wait for it to finish"),
             )
         })?;
@@ -255,8 +260,8 @@ pub async fn regenerate_server(
 }
 
 fn llm_not_configured() -> ApiError {
-    ApiError::unprocessable(
-        "llm_not_configured",
+    ApiError::new(
+        ErrorCode::LlmNotConfigured,
         "prompt registrations need an LLM: set [llm] provider (\"anthropic\" or \"openai\") and model \
          (MCPBOOTD_LLM__PROVIDER, MCPBOOTD_LLM__MODEL) and an API key ([llm] api_key, ANTHROPIC_API_KEY or \
          OPENAI_API_KEY); toolset registrations ({\"tools\": [...]}) work without one",
@@ -278,8 +283,7 @@ pub async fn put_access_token(
 ) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     let id = parse_id(&id)?;
-    let token =
-        access_token::parse(&body.access_token).map_err(|m| ApiError::unprocessable("invalid_access_token", m))?;
+    let token = access_token::parse(&body.access_token).map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
     set_access_token(&state, &id, Some(&access_token::digest(&token))).await?;
     Ok(Json(json!({"id": id, "access_token_set": true})))
 }
@@ -331,23 +335,23 @@ pub async fn call_tool(
         Ok(Some(mounted)) => mounted,
         Ok(None) | Err(MountError::Gone { .. }) => {
             return Err(match state.catalog.server_status(&id).await? {
-                Some(status) => ApiError::unavailable(
-                    "server_not_ready",
+                Some(status) => ApiError::new(
+                    ErrorCode::ServerNotReady,
                     format!("server {id:?} is {status}; it can be called once it is ready"),
                 ),
                 None => not_found(&id),
             });
         }
-        Err(failure) => return Err(ApiError::unavailable("server_unavailable", failure.to_string())),
+        Err(failure) => return Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
     };
     let output = mounted.server.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
-        CallError::UnknownTool(name) => ApiError::not_found(
-            "tool_not_found",
+        CallError::UnknownTool(name) => ApiError::new(
+            ErrorCode::ToolNotFound,
             format!("server {id:?} has no tool {name:?}; GET /admin/servers/{id} lists its tools"),
         ),
-        CallError::InvalidArguments(m) => ApiError::unprocessable("invalid_arguments", m),
-        CallError::Busy(_) => ApiError::unavailable("busy", e.to_string()),
-        CallError::ShuttingDown => ApiError::unavailable("shutting_down", e.to_string()),
+        CallError::InvalidArguments(m) => ApiError::new(ErrorCode::InvalidArguments, m),
+        CallError::Busy(_) => ApiError::new(ErrorCode::Busy, e.to_string()),
+        CallError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, e.to_string()),
     })?;
     Ok(Json(json!({
         "execution_id": output.execution_id,
@@ -371,7 +375,7 @@ pub async fn list_calls(
     let Query(query) = query?;
     let limit = query.limit.unwrap_or(DEFAULT_CALLS_LIMIT);
     if !(1..=MAX_CALLS_LIMIT).contains(&limit) {
-        return Err(ApiError::bad_request("invalid_query", format!("limit must be between 1 and {MAX_CALLS_LIMIT}")));
+        return Err(ApiError::new(ErrorCode::InvalidQuery, format!("limit must be between 1 and {MAX_CALLS_LIMIT}")));
     }
     let record = find_server(&state, &id).await?;
     state.caller.call_log().flush().await;
@@ -383,7 +387,10 @@ pub async fn list_calls(
 pub async fn export_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let record = find_server(&state, &id).await?;
     let generation = record.generation.as_ref().ok_or_else(|| {
-        ApiError::conflict("nothing_to_export", format!("server {id:?} has no generated tools yet ({})", record.status))
+        ApiError::new(
+            ErrorCode::NothingToExport,
+            format!("server {id:?} has no generated tools yet ({})", record.status),
+        )
     })?;
     Ok(Json(json!({
         "id": record.id,
@@ -473,18 +480,18 @@ async fn find_server(state: &AppState, raw_id: &str) -> Result<ServerRecord, Api
 
 fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
     ServerId::parse(raw)
-        .map_err(|_| ApiError::not_found("server_not_found", format!("no server {raw:?} (ids use a-z, 0-9 and '-')")))
+        .map_err(|_| ApiError::new(ErrorCode::ServerNotFound, format!("no server {raw:?} (ids use a-z, 0-9 and '-')")))
 }
 
 fn not_found(id: &ServerId) -> ApiError {
-    ApiError::not_found("server_not_found", format!("no server {id:?}; GET /admin/servers lists them"))
+    ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}; GET /admin/servers lists them"))
 }
 
 fn optional_string(body: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be a string"))),
+        Some(_) => Err(ApiError::new(ErrorCode::InvalidField, format!("{key} must be a string"))),
     }
 }
 
@@ -492,7 +499,7 @@ fn optional_bool(body: &Map<String, Value>, key: &str) -> Result<bool, ApiError>
     match body.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be true or false"))),
+        Some(_) => Err(ApiError::new(ErrorCode::InvalidField, format!("{key} must be true or false"))),
     }
 }
 
@@ -505,9 +512,9 @@ fn string_list(body: &Map<String, Value>, key: &str) -> Result<Vec<String>, ApiE
             .map(|(i, item)| {
                 item.as_str()
                     .map(str::to_string)
-                    .ok_or_else(|| ApiError::bad_request("invalid_field", format!("{key}[{i}] must be a string")))
+                    .ok_or_else(|| ApiError::new(ErrorCode::InvalidField, format!("{key}[{i}] must be a string")))
             })
             .collect(),
-        Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be an array of strings"))),
+        Some(_) => Err(ApiError::new(ErrorCode::InvalidField, format!("{key} must be an array of strings"))),
     }
 }

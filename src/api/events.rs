@@ -14,7 +14,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::sync::broadcast::{Receiver, error::RecvError};
 
 use crate::api::AppState;
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ErrorCode};
 use crate::catalog::{Catalog, ServerRecord};
 use crate::generate::StatusEvent;
 use crate::states::Status;
@@ -38,11 +38,11 @@ pub async fn server_events(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let id = ServerId::parse(&id).map_err(|_| ApiError::not_found("server_not_found", format!("no server {id:?}")))?;
+    let id = ServerId::parse(&id).map_err(|_| ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}")))?;
     // Subscribe before reading the current status, so no change falls between the two.
     let events = state.generator.subscribe();
     let record = state.catalog.get_server(&id).await?.ok_or_else(|| {
-        ApiError::not_found("server_not_found", format!("no server {id:?}; GET /admin/servers lists them"))
+        ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}; GET /admin/servers lists them"))
     })?;
     let current = current_status(&record);
     let follow = Follow { id, events, catalog: state.catalog.clone() };

@@ -8,6 +8,7 @@ pub mod health;
 pub mod mcp;
 pub mod model;
 pub mod openapi;
+pub mod register;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -46,7 +47,7 @@ pub struct AppState {
 /// Every route, with its middleware.
 pub fn router(state: AppState) -> Router {
     let admin = Router::new()
-        .route("/admin/servers", post(admin::create_server).get(admin::list_servers))
+        .route("/admin/servers", post(register::create_server).get(admin::list_servers))
         .route("/admin/servers/{id}", get(admin::get_server).delete(admin::delete_server))
         .route("/admin/servers/{id}/regenerate", post(admin::regenerate_server))
         .route("/admin/servers/{id}/events", get(events::server_events))

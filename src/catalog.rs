@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::states::{CallOutcome, GenerationSource, ServerKind, Status, Via};
 use crate::toolset::{ServerId, ToolSpec, Toolset};
-use crate::whitelist::Whitelist;
+use crate::whitelist::{RefusedDomain, Whitelist};
 
 mod generations;
 mod registrations;
@@ -53,16 +53,17 @@ pub struct Catalog {
     registrations: mpsc::Sender<registrations::Pending>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A server as the list of servers shows it.
+#[derive(Debug, Clone)]
 pub struct ServerSummary {
-    pub id: String,
+    pub id: ServerId,
     pub name: String,
     pub kind: ServerKind,
     pub status: Status,
+    /// Tools of the generation being served.
     pub tool_count: i64,
-    pub mcp_path: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: i64,
+    pub updated_at: i64,
 }
 
 /// What routing and authentication need to know about a server that is being served; the rest
@@ -120,7 +121,7 @@ pub struct GenerationRecord {
 }
 
 /// Generation bookkeeping shown in the admin view.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GenerationDetails {
     pub dry_run: bool,
     pub force: bool,
@@ -133,9 +134,10 @@ pub struct GenerationDetails {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub llm_requests: i64,
-    pub timings: Value,
+    /// Milliseconds per stage, in stage order (see [`StageTimings`]).
+    pub timings: Map<String, Value>,
     pub warnings: Vec<String>,
-    pub refused_domains: Value,
+    pub refused_domains: Vec<RefusedDomain>,
     pub documents: Vec<DocumentRef>,
 }
 
@@ -146,7 +148,7 @@ pub struct ToolExtras {
 }
 
 /// A fetched document as a generation used it; the text lives in `documents`, keyed by hash.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct DocumentRef {
     pub url: String,
     pub source_url: String,
@@ -158,20 +160,17 @@ pub struct DocumentRef {
     pub truncated: bool,
     pub summarised: bool,
     pub discovered_urls: Vec<String>,
-    #[serde(serialize_with = "serialize_millis")]
     pub fetched_at: i64,
 }
 
 /// One finished tool call, with the outbound requests it made.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct CallRecord {
     pub execution_id: String,
-    #[serde(skip)]
     pub server_id: String,
     pub generation_id: i64,
     pub tool: String,
     pub via: Via,
-    #[serde(serialize_with = "serialize_millis")]
     pub started_at: i64,
     pub duration_us: i64,
     pub outcome: CallOutcome,
@@ -181,7 +180,7 @@ pub struct CallRecord {
     pub egress: Vec<EgressRecord>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct EgressRecord {
     pub method: String,
     pub host: String,
@@ -241,22 +240,19 @@ impl Catalog {
         )
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows
-            .into_iter()
+        rows.into_iter()
             .map(|row| {
-                let id: String = row.get("id");
-                ServerSummary {
-                    mcp_path: format!("/servers/{id}/mcp"),
-                    id,
+                Ok(ServerSummary {
+                    id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
                     name: row.get("name"),
                     kind: row.get("kind"),
                     status: row.get("status"),
                     tool_count: row.get("tool_count"),
-                    created_at: format_millis(row.get("created_at")),
-                    updated_at: format_millis(row.get("updated_at")),
-                }
+                    created_at: row.get("created_at"),
+                    updated_at: row.get("updated_at"),
+                })
             })
-            .collect())
+            .collect()
     }
 
     pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerRecord>, CatalogError> {
@@ -756,10 +752,6 @@ pub fn now_millis() -> i64 {
 pub fn format_millis(millis: i64) -> String {
     let time = std::time::UNIX_EPOCH + Duration::from_millis(millis.max(0) as u64);
     humantime::format_rfc3339_millis(time).to_string()
-}
-
-pub(crate) fn serialize_millis<S: serde::Serializer>(millis: &i64, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&format_millis(*millis))
 }
 
 pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {

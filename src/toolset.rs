@@ -100,7 +100,7 @@ impl fmt::Display for ServerId {
 }
 
 /// One tool: a name matching `^[a-z][a-z0-9_]{0,63}$`, an object input schema and a handler body.
-/// Its shape is checked when it is read; its content when it joins a [`Toolset`].
+/// Its shape is checked when it is read, its content when it joins a toolset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, expecting = "a tool object with name, description, input_schema and handler")]
 #[schema(as = Tool)]

@@ -6,9 +6,28 @@ use axum::response::{IntoResponse, Response};
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::model::ErrorBody;
 use crate::serve::registry::MountError;
 use crate::toolset::ServerId;
 
+/// The MCP endpoint of one server (Streamable HTTP, stateless)
+///
+/// JSON-RPC requests (`tools/list`, `tools/call`, …) answered by the server's MCP service. A
+/// server registered with an access token needs `Authorization: Bearer <token>`. Every method
+/// reaches the MCP service, which answers those it does not serve with 405.
+#[utoipa::path(
+    post,
+    path = "/servers/{id}/mcp",
+    params(("id" = String, Path)),
+    request_body(content = Object, description = "a JSON-RPC request"),
+    responses(
+        (status = 200, description = "the JSON-RPC response"),
+        (status = 401, description = "the server's access token is missing or wrong", body = ErrorBody),
+        (status = 403, description = "Host header not in [server] allowed_hosts"),
+        (status = 404, description = "no such server", body = ErrorBody),
+        (status = 503, description = "the daemon is starting, or the server is not ready or cannot be served", body = ErrorBody),
+    ),
+)]
 pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
     let not_found = || ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?} is mounted here"));
     let server_id = ServerId::parse(&id).ok();

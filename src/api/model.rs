@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
-use utoipa::{IntoParams, IntoResponses, ToSchema};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::api::error::ErrorCode;
 use crate::catalog::{self, GenerationRecord, ServerRecord, format_millis};
@@ -30,6 +30,7 @@ pub struct ErrorBody {
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
+    /// What kind of error; a client can act on it.
     pub code: ErrorCode,
     /// What went wrong and how to fix it.
     pub message: String,
@@ -94,14 +95,10 @@ pub struct ToolsetRegistration {
 }
 
 /// The answer to a registration: 201 for a toolset, 202 for a prompt.
-#[derive(Debug, Clone, Serialize, Deserialize, IntoResponses)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Registered {
-    /// Registered and mounted; the tools are served at once.
-    #[response(status = 201)]
     Toolset(ToolsetRegistered),
-    /// Accepted; the tools are generated in the background (follow `.../events`).
-    #[response(status = 202)]
     Prompt(GenerationStarted),
 }
 
@@ -114,6 +111,7 @@ impl IntoResponse for Registered {
     }
 }
 
+/// A toolset registered and mounted; its tools are served at once.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ToolsetRegistered {
     pub id: ServerId,

@@ -33,7 +33,8 @@ const MAX_PROMPT_CHARS: usize = 32 * 1024;
     path = "/admin/servers",
     request_body = Registration,
     responses(
-        Registered,
+        (status = 201, description = "a toolset, registered and mounted", body = ToolsetRegistered),
+        (status = 202, description = "a prompt, generated in the background", body = GenerationStarted),
         (status = 400, description = "malformed body, unknown or ill-typed field, neither or both of prompt and tools", body = ErrorBody),
         (status = 409, description = "the id is taken", body = ErrorBody),
         (status = 413, description = "body larger than [server] max_body_bytes", body = ErrorBody),

@@ -130,14 +130,14 @@ fn regenerate_body(body: &[u8]) -> Result<RegenerateRequest, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(RegenerateRequest::default());
     }
+    let refused = |error: &dyn std::fmt::Display| {
+        let message = format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {error}");
+        ApiError::with_status(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, message)
+    };
     let mut deserializer = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut deserializer)
-        .map_err(|e| e.to_string())
-        .and_then(|body| deserializer.end().map(|()| body).map_err(|e| e.to_string()))
-        .map_err(|e| {
-            let message = format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {e}");
-            ApiError::with_status(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, message)
-        })
+    let parsed = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| refused(&e))?;
+    deserializer.end().map_err(|e| refused(&e))?;
+    Ok(parsed)
 }
 
 /// Set or rotate a server's access token

@@ -1,4 +1,5 @@
-//! The route table: every HTTP route the daemon serves, in one place.
+//! The route table: every HTTP route the daemon serves, in one place, each registered with its
+//! OpenAPI description.
 
 pub mod admin;
 pub mod auth;
@@ -6,17 +7,19 @@ pub mod error;
 pub mod events;
 pub mod health;
 pub mod mcp;
+pub mod model;
 pub mod openapi;
-
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::middleware;
-use axum::routing::{any, get, post, put};
+pub mod register;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
@@ -44,25 +47,11 @@ pub struct AppState {
 
 /// Every route, with its middleware.
 pub fn router(state: AppState) -> Router {
-    let admin = Router::new()
-        .route("/admin/servers", post(admin::create_server).get(admin::list_servers))
-        .route("/admin/servers/{id}", get(admin::get_server).delete(admin::delete_server))
-        .route("/admin/servers/{id}/regenerate", post(admin::regenerate_server))
-        .route("/admin/servers/{id}/events", get(events::server_events))
-        .route("/admin/servers/{id}/access-token", put(admin::put_access_token).delete(admin::delete_access_token))
-        .route("/admin/servers/{id}/tools/{tool}/call", post(admin::call_tool))
-        .route("/admin/servers/{id}/calls", get(admin::list_calls))
-        .route("/admin/servers/{id}/export", get(admin::export_server))
-        .route("/admin/openapi.json", get(openapi::openapi))
-        // Metrics name servers and tools, so they sit behind the admin token too when one is set.
-        .route("/metrics", get(health::metrics))
+    let admin = Router::from(admin_routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_admin_token));
-
     Router::new()
         .merge(admin)
-        .route("/servers/{id}/mcp", any(mcp::serve_mcp))
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
+        .merge(Router::from(open_routes()))
         .fallback(error::route_not_found)
         .layer(DefaultBodyLimit::max(state.config.server.max_body_bytes))
         .layer(
@@ -72,4 +61,34 @@ pub fn router(state: AppState) -> Router {
                 .on_response(telemetry::http_on_response()),
         )
         .with_state(state)
+}
+
+// The two route tables. A route is added with `routes!` only, which registers the handler and
+// its `#[utoipa::path]` description together: `router` serves what these hold and
+// `openapi::document` describes the same, so neither can have a route the other lacks. One
+// `routes!` per path (a `routes!` with several paths would give every path every method).
+
+/// The routes behind the admin token (when one is configured).
+pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::default()
+        .routes(routes!(register::create_server, admin::list_servers))
+        .routes(routes!(admin::get_server, admin::delete_server))
+        .routes(routes!(admin::regenerate_server))
+        .routes(routes!(events::server_events))
+        .routes(routes!(admin::put_access_token, admin::delete_access_token))
+        .routes(routes!(admin::call_tool))
+        .routes(routes!(admin::list_calls))
+        .routes(routes!(admin::export_server))
+        .routes(routes!(openapi::openapi))
+        // Metrics name servers and tools, so they sit behind the admin token too.
+        .routes(routes!(health::metrics))
+}
+
+/// The routes anyone may call: the probes and the MCP mounts (which check their own tokens).
+pub(crate) fn open_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::default()
+        // Every method goes to the MCP service, which answers those it does not serve itself.
+        .routes(routes!(mcp::serve_mcp).map(|route| route.fallback(mcp::serve_mcp)))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
 }

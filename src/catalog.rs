@@ -181,10 +181,6 @@ pub fn format_millis(millis: i64) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
-pub(crate) fn serialize_millis<S: serde::Serializer>(millis: &i64, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&format_millis(*millis))
-}
-
 pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).expect("catalog values serialise")
 }

@@ -1,9 +1,10 @@
-//! The admin API client behind the `mcpbootd` client commands: one method per route, errors
-//! shaped by what the command line does with them (exit 1, 3).
+//! The admin API client behind the `mcpbootd` client commands: one method per route, taking and
+//! returning the daemon's own body types (`api::model`), errors shaped by what the command line
+//! does with them (exit 1, 3).
 //!
-//! Bodies are JSON built with `serde_json` (the library's reqwest has no `json` feature). Every
-//! failure ends up in [`ClientError`]: the API's own `{"error": {code, message}}`, a daemon that
-//! cannot be reached, or an answer that is not the admin API's JSON.
+//! Bodies are encoded and decoded with `serde_json` (the library's reqwest has no `json`
+//! feature). Every failure ends up in [`ClientError`]: the API's own `{"error": {code, message}}`,
+//! a daemon that cannot be reached, or an answer that is not the admin API's JSON.
 
 pub mod commands;
 pub mod output;
@@ -14,9 +15,19 @@ use std::time::Duration;
 
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sse_stream::{Sse, SseStream};
 use url::Url;
+
+use crate::api::model::{
+    CallList, CallRequest, CallResult, ErrorBody, GenerationStarted, RegenerateRequest, Registered, Registration,
+    ServerList, ServerView, ToolsetRegistration,
+};
+
+/// For requests without a body.
+const NO_BODY: Option<&()> = None;
 
 /// The default daemon address, the same as `[server] listen`'s default.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
@@ -102,48 +113,48 @@ impl AdminClient {
         self.endpoint(&["servers", id, "mcp"]).to_string()
     }
 
-    /// `POST /admin/servers`: a prompt (202) or a toolset (201) registration body.
-    pub async fn register(&self, body: &Value) -> Result<Value, ClientError> {
+    /// `POST /admin/servers`: a prompt (202) or a toolset (201) registration.
+    pub async fn register(&self, body: &Registration) -> Result<Registered, ClientError> {
         self.json(Method::POST, &["admin", "servers"], &[], Some(body)).await
     }
 
     /// `GET /admin/servers`
-    pub async fn list_servers(&self) -> Result<Value, ClientError> {
-        self.json(Method::GET, &["admin", "servers"], &[], None).await
+    pub async fn list_servers(&self) -> Result<ServerList, ClientError> {
+        self.json(Method::GET, &["admin", "servers"], &[], NO_BODY).await
     }
 
     /// `GET /admin/servers/{id}`
-    pub async fn server(&self, id: &str) -> Result<Value, ClientError> {
-        self.json(Method::GET, &["admin", "servers", id], &[], None).await
+    pub async fn server(&self, id: &str) -> Result<ServerView, ClientError> {
+        self.json(Method::GET, &["admin", "servers", id], &[], NO_BODY).await
     }
 
-    /// `DELETE /admin/servers/{id}`; the API answers 204, so this returns `Value::Null`.
-    pub async fn delete_server(&self, id: &str) -> Result<Value, ClientError> {
-        self.json(Method::DELETE, &["admin", "servers", id], &[], None).await
+    /// `DELETE /admin/servers/{id}`; the API answers 204 without a body.
+    pub async fn delete_server(&self, id: &str) -> Result<(), ClientError> {
+        self.send_json(Method::DELETE, &["admin", "servers", id], &[], NO_BODY).await.map(drop)
     }
 
     /// `POST /admin/servers/{id}/regenerate`
-    pub async fn regenerate(&self, id: &str, force: bool, dry_run: bool) -> Result<Value, ClientError> {
-        let body = serde_json::json!({"force": force, "dry_run": dry_run});
+    pub async fn regenerate(&self, id: &str, force: bool, dry_run: bool) -> Result<GenerationStarted, ClientError> {
+        let body = RegenerateRequest { force, dry_run };
         self.json(Method::POST, &["admin", "servers", id, "regenerate"], &[], Some(&body)).await
     }
 
     /// `POST /admin/servers/{id}/tools/{tool}/call`
-    pub async fn call_tool(&self, id: &str, tool: &str, arguments: &Value) -> Result<Value, ClientError> {
-        let body = serde_json::json!({"arguments": arguments});
+    pub async fn call_tool(&self, id: &str, tool: &str, arguments: Value) -> Result<CallResult, ClientError> {
+        let body = CallRequest { arguments };
         self.json(Method::POST, &["admin", "servers", id, "tools", tool, "call"], &[], Some(&body)).await
     }
 
     /// `GET /admin/servers/{id}/calls?limit=N`
-    pub async fn calls(&self, id: &str, limit: Option<u32>) -> Result<Value, ClientError> {
+    pub async fn calls(&self, id: &str, limit: Option<u32>) -> Result<CallList, ClientError> {
         let limit = limit.map(|n| n.to_string());
         let query: Vec<(&str, &str)> = limit.iter().map(|n| ("limit", n.as_str())).collect();
-        self.json(Method::GET, &["admin", "servers", id, "calls"], &query, None).await
+        self.json(Method::GET, &["admin", "servers", id, "calls"], &query, NO_BODY).await
     }
 
     /// `GET /admin/servers/{id}/export`
-    pub async fn export(&self, id: &str) -> Result<Value, ClientError> {
-        self.json(Method::GET, &["admin", "servers", id, "export"], &[], None).await
+    pub async fn export(&self, id: &str) -> Result<ToolsetRegistration, ClientError> {
+        self.json(Method::GET, &["admin", "servers", id, "export"], &[], NO_BODY).await
     }
 
     /// `GET /admin/servers/{id}/events` (Server-Sent Events). `None` when the daemon does not
@@ -193,13 +204,38 @@ impl AdminClient {
         request.send().await.map_err(|e| self.transport_error(&e))
     }
 
-    async fn json(
+    /// Sends `body` (if any) and reads the answer as `T`.
+    async fn json<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
         segments: &[&str],
         query: &[(&str, &str)],
-        body: Option<&Value>,
-    ) -> Result<Value, ClientError> {
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        let bytes = self.send_json(method, segments, query, body).await?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|_| {
+            ClientError::Protocol(format!(
+                "the answer from {} is not JSON; is this an mcpbootd daemon? ({})",
+                self.base,
+                snippet(&bytes)
+            ))
+        })?;
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            ClientError::Protocol(format!(
+                "the answer from {} is not what this client expects ({e}); is the daemon the same version?",
+                self.base
+            ))
+        })
+    }
+
+    /// Sends `body` (if any) as JSON and returns the body of a successful answer.
+    async fn send_json<B: Serialize>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<&B>,
+    ) -> Result<bytes::Bytes, ClientError> {
         let mut url = self.endpoint(segments);
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(query);
@@ -214,17 +250,7 @@ impl AdminClient {
         if !response.status().is_success() {
             return Err(self.error_from(response).await);
         }
-        let bytes = response.bytes().await.map_err(|e| self.transport_error(&e))?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&bytes).map_err(|_| {
-            ClientError::Protocol(format!(
-                "the answer from {} is not JSON; is this an mcpbootd daemon? ({})",
-                self.base,
-                snippet(&bytes)
-            ))
-        })
+        response.bytes().await.map_err(|e| self.transport_error(&e))
     }
 
     /// The API's error object, or a description of the status when the body is something else
@@ -235,15 +261,11 @@ impl AdminClient {
             Ok(bytes) => bytes,
             Err(e) => return self.transport_error(&e),
         };
-        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
-        let error = parsed.as_ref().and_then(|v| v.get("error"));
-        let code = error.and_then(|e| e.get("code")).and_then(Value::as_str);
-        let message = error.and_then(|e| e.get("message")).and_then(Value::as_str);
-        match (code, message) {
-            (Some(code), Some(message)) => {
-                ClientError::Api { status: status.as_u16(), code: code.to_string(), message: message.to_string() }
+        match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(ErrorBody { error }) => {
+                ClientError::Api { status: status.as_u16(), code: error.code.to_string(), message: error.message }
             }
-            _ => {
+            Err(_) => {
                 let reason = status.canonical_reason().unwrap_or("error").to_lowercase();
                 let body = if bytes.is_empty() { String::new() } else { format!(": {}", snippet(&bytes)) };
                 ClientError::Api {

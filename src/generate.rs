@@ -79,7 +79,7 @@ struct Inner {
 }
 
 /// A generation's status changed; published to `GET /admin/servers/{id}/events` subscribers.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
 pub struct StatusEvent {
     pub id: ServerId,
     pub status: Status,
@@ -384,9 +384,8 @@ impl Inner {
             tools.push((spec, ToolExtras { needs_network: Some(planned.needs_network), self_test: Some(outcome) }));
         }
         // The plan was validated piece by piece; check the whole toolset as registration would.
-        let as_json: Vec<Value> =
-            tools.iter().map(|(spec, _)| serde_json::to_value(spec).unwrap_or(Value::Null)).collect();
-        Toolset::parse(&as_json).map_err(|e| StageError::new(Stage::Testing, e))?;
+        let specs: Vec<ToolSpec> = tools.iter().map(|(spec, _)| spec.clone()).collect();
+        Toolset::check(&specs).map_err(|e| StageError::new(Stage::Testing, e))?;
         Ok(tools)
     }
 

@@ -3,8 +3,9 @@
 //!
 //! Each is an enum whose spelling lives here once. [`text_enum!`] gives every one the same
 //! conversions: `as_str`/`Display`, `FromStr` (the error lists the accepted values), serde as
-//! the string, and `sqlx` encoding as TEXT, so the catalog binds and reads values of these types
-//! instead of string literals.
+//! the string, an OpenAPI schema listing the values, and `sqlx` encoding as TEXT, so the catalog
+//! binds and reads values of these types instead of string literals. Other modules use the macro
+//! for their own spelled-once values (the admin API's error codes).
 
 /// A value that is not one of an enum's spellings; says which were expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,6 +75,17 @@ macro_rules! text_enum {
             }
         }
 
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
+
         impl<DB: sqlx::Database> sqlx::Type<DB> for $name
         where
             str: sqlx::Type<DB>,
@@ -109,6 +121,8 @@ macro_rules! text_enum {
         }
     };
 }
+
+pub(crate) use text_enum;
 
 text_enum! {
     /// Where a server or one of its generations is: waiting, in a stage, or finished.

@@ -20,6 +20,24 @@ const ANNOTATION_BOOL_KEYS: &[&str] = &["readOnlyHint", "destructiveHint", "idem
 #[serde(transparent)]
 pub struct ServerId(String);
 
+/// Read back from the admin API's answers; a malformed id is an error.
+impl<'de> Deserialize<'de> for ServerId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        ServerId::parse(&String::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl utoipa::PartialSchema for ServerId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some(ServerId::PATTERN))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ServerId {}
+
 /// Debug-formats as the quoted id, so messages read `server "hn"`, not `ServerId("hn")`.
 impl fmt::Debug for ServerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -28,6 +46,9 @@ impl fmt::Debug for ServerId {
 }
 
 impl ServerId {
+    /// What [`ServerId::parse`] accepts, as a regular expression.
+    pub const PATTERN: &str = "^[a-z0-9][a-z0-9-]{0,62}$";
+
     pub fn parse(raw: &str) -> Result<ServerId, String> {
         let valid = !raw.is_empty()
             && raw.len() <= 63
@@ -79,13 +100,24 @@ impl fmt::Display for ServerId {
 }
 
 /// One tool: a name matching `^[a-z][a-z0-9_]{0,63}$`, an object input schema and a handler body.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Its shape is checked when it is read, its content when it joins a toolset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, expecting = "a tool object with name, description, input_schema and handler")]
+#[schema(as = Tool)]
 pub struct ToolSpec {
+    #[schema(pattern = "^[a-z][a-z0-9_]{0,63}$")]
     pub name: String,
+    /// What the tool does; MCP hosts show it to the model.
     pub description: String,
+    /// A JSON Schema with `"type": "object"`, the tool's arguments.
+    #[schema(value_type = Object)]
     pub input_schema: Map<String, Value>,
+    /// The body of `async function (args, fetch)`.
     pub handler: String,
+    /// MCP tool annotations: `title`, `readOnlyHint`, `destructiveHint`, `idempotentHint`,
+    /// `openWorldHint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub annotations: Option<Map<String, Value>>,
 }
 
@@ -110,24 +142,29 @@ impl fmt::Display for ToolsetError {
 }
 
 impl Toolset {
-    /// Checks every tool's shape. Handler compilation is checked separately, by the engine.
-    pub fn parse(raw: &[Value]) -> Result<Toolset, ToolsetError> {
-        if raw.is_empty() {
+    /// Checks every tool's content (its shape was checked when it was read). Handler
+    /// compilation is checked separately, by the engine.
+    pub fn new(tools: Vec<ToolSpec>) -> Result<Toolset, ToolsetError> {
+        Toolset::check(&tools)?;
+        Ok(Toolset { tools })
+    }
+
+    /// What [`Toolset::new`] checks, for tools that are not made into a toolset here.
+    pub fn check(tools: &[ToolSpec]) -> Result<(), ToolsetError> {
+        if tools.is_empty() {
             return Err(err("tools", "must contain at least one tool"));
         }
-        if raw.len() > MAX_TOOLS {
-            return Err(err("tools", &format!("has {} tools; at most {MAX_TOOLS} are allowed", raw.len())));
+        if tools.len() > MAX_TOOLS {
+            return Err(err("tools", &format!("has {} tools; at most {MAX_TOOLS} are allowed", tools.len())));
         }
-        let mut tools: Vec<ToolSpec> = Vec::with_capacity(raw.len());
-        for (index, value) in raw.iter().enumerate() {
+        for (index, tool) in tools.iter().enumerate() {
             let at = format!("tools[{index}]");
-            let tool = parse_tool(value, &at)?;
-            if tools.iter().any(|t| t.name == tool.name) {
+            check_tool(tool, &at)?;
+            if tools[..index].iter().any(|t| t.name == tool.name) {
                 return Err(err(&format!("{at}.name"), &format!("duplicate tool name {:?}", tool.name)));
             }
-            tools.push(tool);
         }
-        Ok(Toolset { tools })
+        Ok(())
     }
 
     /// Rebuilds a toolset from catalog rows, which were validated when they were written.
@@ -144,60 +181,25 @@ fn err(field: &str, message: &str) -> ToolsetError {
     ToolsetError { field: field.to_string(), message: message.to_string() }
 }
 
-fn parse_tool(value: &Value, at: &str) -> Result<ToolSpec, ToolsetError> {
-    let object = value.as_object().ok_or_else(|| err(at, "must be an object"))?;
-    for key in object.keys() {
-        if !["name", "description", "input_schema", "handler", "annotations"].contains(&key.as_str()) {
-            return Err(err(
-                &format!("{at}.{key}"),
-                "unknown field; a tool has name, description, input_schema, handler and optional annotations",
-            ));
-        }
-    }
-    let string = |key: &str| -> Result<String, ToolsetError> {
-        match object.get(key) {
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(_) => Err(err(&format!("{at}.{key}"), "must be a string")),
-            None => Err(err(&format!("{at}.{key}"), "is required")),
-        }
-    };
-
-    let name = string("name")?;
-    check_tool_name(&name).map_err(|m| err(&format!("{at}.name"), &m))?;
-    let description = string("description")?;
-    if description.trim().is_empty() {
+fn check_tool(tool: &ToolSpec, at: &str) -> Result<(), ToolsetError> {
+    check_tool_name(&tool.name).map_err(|m| err(&format!("{at}.name"), &m))?;
+    if tool.description.trim().is_empty() {
         return Err(err(&format!("{at}.description"), "must not be empty; MCP hosts show it to the model"));
     }
-    if description.chars().count() > MAX_DESCRIPTION_CHARS {
+    if tool.description.chars().count() > MAX_DESCRIPTION_CHARS {
         return Err(err(&format!("{at}.description"), &format!("is longer than {MAX_DESCRIPTION_CHARS} characters")));
     }
-    let handler = string("handler")?;
-    if handler.trim().is_empty() {
+    if tool.handler.trim().is_empty() {
         return Err(err(&format!("{at}.handler"), "must not be empty"));
     }
-    if handler.len() > MAX_HANDLER_BYTES {
+    if tool.handler.len() > MAX_HANDLER_BYTES {
         return Err(err(&format!("{at}.handler"), &format!("is larger than {MAX_HANDLER_BYTES} bytes")));
     }
-    let input_schema = match object.get("input_schema") {
-        Some(Value::Object(schema)) => schema.clone(),
-        Some(_) => {
-            return Err(err(
-                &format!("{at}.input_schema"),
-                "must be a JSON Schema object such as {\"type\": \"object\", \"properties\": {}}",
-            ));
-        }
-        None => return Err(err(&format!("{at}.input_schema"), "is required")),
-    };
-    check_input_schema(&input_schema).map_err(|m| err(&format!("{at}.input_schema"), &m))?;
-    let annotations = match object.get("annotations") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(a)) => {
-            check_annotations(a).map_err(|m| err(&format!("{at}.annotations"), &m))?;
-            Some(a.clone())
-        }
-        Some(_) => return Err(err(&format!("{at}.annotations"), "must be an object")),
-    };
-    Ok(ToolSpec { name, description, input_schema, handler, annotations })
+    check_input_schema(&tool.input_schema).map_err(|m| err(&format!("{at}.input_schema"), &m))?;
+    if let Some(annotations) = &tool.annotations {
+        check_annotations(annotations).map_err(|m| err(&format!("{at}.annotations"), &m))?;
+    }
+    Ok(())
 }
 
 pub fn check_tool_name(name: &str) -> Result<(), String> {
@@ -298,8 +300,11 @@ mod tests {
                 json!([{"name": "a", "description": "d", "input_schema": {"type": "object", "properties": 3}, "handler": "x"}]),
                 "tools[0].input_schema",
             ),
-            (json!([{"name": "a", "description": "d", "input_schema": [], "handler": "x"}]), "tools[0].input_schema"),
-            (json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}}]), "tools[0].handler"),
+            (json!([{"name": "a", "description": "d", "input_schema": {}, "handler": "x"}]), "tools[0].input_schema"),
+            (
+                json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": " "}]),
+                "tools[0].handler",
+            ),
             (
                 json!([{"name": "a", "description": "", "input_schema": {"type": "object"}, "handler": "x"}]),
                 "tools[0].description",
@@ -308,15 +313,31 @@ mod tests {
                 json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": "x", "annotations": {"readOnly": true}}]),
                 "tools[0].annotations",
             ),
-            (
-                json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": "x", "extra": 1}]),
-                "tools[0].extra",
-            ),
         ];
-        for (body, field) in cases {
-            let error = Toolset::parse(body.as_array().unwrap()).unwrap_err();
-            assert_eq!(error.field, field, "{body}: {error}");
+        for (tools, field) in cases {
+            let specs: Vec<ToolSpec> = serde_json::from_value(tools.clone()).unwrap();
+            let error = Toolset::new(specs).unwrap_err();
+            assert_eq!(error.field, field, "{tools}: {error}");
         }
-        assert_eq!(Toolset::parse(&[tool("a"), tool("b")]).unwrap().tools().len(), 2);
+        let specs: Vec<ToolSpec> = serde_json::from_value(json!([tool("a"), tool("b")])).unwrap();
+        assert_eq!(Toolset::new(specs).unwrap().tools().len(), 2);
+    }
+
+    #[test]
+    fn tools_of_the_wrong_shape_are_refused_when_read() {
+        for bad in [
+            json!({"name": "a", "description": "d", "input_schema": [], "handler": "x"}),
+            json!({"name": "a", "description": "d", "input_schema": {"type": "object"}}),
+            json!({"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": "x", "extra": 1}),
+            json!({"name": 5, "description": "d", "input_schema": {"type": "object"}, "handler": "x"}),
+        ] {
+            assert!(serde_json::from_value::<ToolSpec>(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn server_ids_read_back_only_when_valid() {
+        assert_eq!(serde_json::from_value::<ServerId>(json!("hn")).unwrap(), ServerId::parse("hn").unwrap());
+        assert!(serde_json::from_value::<ServerId>(json!("Not Valid")).is_err());
     }
 }

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 /// Where a whitelist entry came from, shown to operators in the admin view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Provenance {
     /// Listed in the registration's `allow_domains`.
@@ -21,7 +21,8 @@ pub enum Provenance {
     Discovered,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A whitelisted domain (it allows its subdomains too) and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WhitelistEntry {
     pub domain: String,
     pub source: Provenance,
@@ -124,7 +125,7 @@ impl std::fmt::Display for CanonicalHost {
 }
 
 /// A whitelist candidate that was not admitted, with the reason, for the admin view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RefusedDomain {
     pub domain: String,
     pub source: Provenance,

@@ -1,191 +1,58 @@
-//! Admin API handlers: register, inspect, call, export and delete servers.
+//! Admin API handlers: inspect, regenerate, call, export and delete servers, and set their
+//! access tokens. Registration is in `register.rs`; the bodies are the types of `model.rs`.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
 
 use crate::access_token;
 use crate::api::AppState;
-use crate::api::error::ApiError;
-use crate::catalog::{CatalogError, GenerationRecord, MountRecord, NewToolsetServer, ServerRecord, format_millis};
+use crate::api::error::{ApiError, ErrorCode};
+use crate::api::model::{
+    AccessTokenRequest, AccessTokenSet, CallList, CallRequest, CallResult, CallsQuery, ErrorBody, GenerationStarted,
+    RegenerateRequest, ServerList, ServerSummary, ServerView, ToolsetRegistration,
+};
+use crate::api::register::llm_not_configured;
+use crate::catalog::ServerRecord;
 use crate::generate::Job;
-use crate::serve::call::{CallError, result_json};
-use crate::serve::isolate::check_handler;
+use crate::serve::call::CallError;
 use crate::serve::registry::MountError;
 use crate::states::{ServerKind, Status, Via};
-use crate::toolset::{ServerId, Toolset};
-use crate::whitelist::Whitelist;
+use crate::toolset::ServerId;
 
-const REGISTER_FIELDS: &[&str] = &["id", "name", "prompt", "tools", "allow_domains", "dry_run", "access_token"];
 const DEFAULT_CALLS_LIMIT: i64 = 50;
-const MAX_PROMPT_CHARS: usize = 32 * 1024;
 const MAX_CALLS_LIMIT: i64 = 1000;
 
-/// `POST /admin/servers`
-pub async fn create_server(
-    State(state): State<AppState>,
-    body: Result<Json<Value>, JsonRejection>,
-) -> Result<Response, ApiError> {
-    let Json(body) = body?;
-    let body =
-        body.as_object().ok_or_else(|| ApiError::bad_request("invalid_body", "the body must be a JSON object"))?;
-    for key in body.keys() {
-        if !REGISTER_FIELDS.contains(&key.as_str()) {
-            return Err(ApiError::bad_request(
-                "unknown_field",
-                format!("unknown field {key:?}; expected some of {}", REGISTER_FIELDS.join(", ")),
-            ));
-        }
-    }
-    let id = match optional_string(body, "id")? {
-        Some(raw) => ServerId::parse(&raw).map_err(|m| ApiError::unprocessable("invalid_id", m))?,
-        None => ServerId::generate(optional_string(body, "name")?.as_deref()),
-    };
-    let name = optional_string(body, "name")?.unwrap_or_else(|| id.to_string());
-    let access_token = optional_string(body, "access_token")?
-        .map(|raw| access_token::parse(&raw).map(|t| access_token::digest(&t)))
-        .transpose()
-        .map_err(|m| ApiError::unprocessable("invalid_access_token", m))?;
-    let allow_domains = string_list(body, "allow_domains")?;
-    let whitelist =
-        Whitelist::from_operator_domains(&allow_domains).map_err(|m| ApiError::unprocessable("invalid_domain", m))?;
-
-    match (body.get("tools"), body.get("prompt")) {
-        (Some(_), Some(_)) => Err(ApiError::bad_request(
-            "ambiguous_registration",
-            "send either \"prompt\" (generate tools) or \"tools\" (a ready toolset), not both",
-        )),
-        (None, None) => Err(ApiError::bad_request(
-            "missing_field",
-            "the body needs \"prompt\" (generate tools from a description) or \"tools\" (a ready toolset)",
-        )),
-        (None, Some(prompt)) => {
-            let prompt = prompt
-                .as_str()
-                .filter(|p| !p.trim().is_empty())
-                .ok_or_else(|| ApiError::bad_request("invalid_field", "prompt must be a non-empty string"))?;
-            if prompt.chars().count() > MAX_PROMPT_CHARS {
-                return Err(ApiError::unprocessable(
-                    "prompt_too_long",
-                    format!(
-                        "prompt is longer than {MAX_PROMPT_CHARS} characters; link the documentation instead of pasting it"
-                    ),
-                ));
-            }
-            let dry_run = optional_bool(body, "dry_run")?;
-            if !state.generator.llm_configured() {
-                return Err(llm_not_configured());
-            }
-            let generation_id = state
-                .catalog
-                .create_prompt_server(&id, &name, prompt, &allow_domains, dry_run, access_token.as_deref())
-                .await?;
-            state.generator.spawn(Job {
-                server: id.clone(),
-                generation_id,
-                prompt: prompt.to_string(),
-                allow_domains,
-                dry_run,
-                force: false,
-            });
-            tracing::info!(server_id = %id, generation_id, dry_run, "prompt server registered; generation started");
-            Ok((
-                StatusCode::ACCEPTED,
-                Json(json!({
-                    "id": id,
-                    "name": name,
-                    "status": Status::Pending,
-                    "mcp_path": id.mcp_path(),
-                    "generation_id": generation_id,
-                })),
-            )
-                .into_response())
-        }
-        (Some(tools), None) => {
-            let tools = tools
-                .as_array()
-                .ok_or_else(|| ApiError::bad_request("invalid_field", "tools must be an array of tool objects"))?;
-            let toolset = Toolset::parse(tools).map_err(|e| ApiError::unprocessable("invalid_tool", e.to_string()))?;
-            let toolset = check_handlers(toolset).await?;
-            let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
-            let new = NewToolsetServer {
-                id: id.clone(),
-                name: name.clone(),
-                access_token_sha256: access_token.clone(),
-                allow_domains,
-                whitelist,
-                toolset,
-            };
-            // Stored and mounted in a task of its own, so a client that hangs up while the write
-            // is queued cannot leave a stored server unmounted.
-            let (catalog, registry) = (state.catalog.clone(), state.registry.clone());
-            let record = (id.clone(), name.clone(), access_token);
-            state
-                .tasks
-                .spawn(async move {
-                    let generation_id = catalog.create_toolset_server(new).await?;
-                    // Everything the mount needs is at hand; its validators are built on first use.
-                    let (id, name, access_token_sha256) = record;
-                    registry.mount(MountRecord { id, name, generation_id, access_token_sha256 });
-                    Ok::<_, CatalogError>(())
-                })
-                .await
-                .map_err(ApiError::internal)??;
-            tracing::info!(server_id = %id, tools = tool_names.len(), "toolset server registered");
-            Ok((
-                StatusCode::CREATED,
-                Json(json!({
-                    "id": id,
-                    "name": name,
-                    "status": Status::Ready,
-                    "mcp_path": id.mcp_path(),
-                    "tools": tool_names,
-                })),
-            )
-                .into_response())
-        }
-    }
-}
-
-/// Compiles every handler in the real engine, off the async threads; hands the toolset back.
-async fn check_handlers(toolset: Toolset) -> Result<Toolset, ApiError> {
-    let (toolset, failure) = tokio::task::spawn_blocking(move || {
-        let failure = toolset.tools().iter().enumerate().find_map(|(index, tool)| {
-            check_handler(&tool.handler).err().map(|error| (index, tool.name.clone(), error))
-        });
-        (toolset, failure)
-    })
-    .await
-    .map_err(ApiError::internal)?;
-    match failure {
-        None => Ok(toolset),
-        Some((index, name, error)) => {
-            let line = error.line.map(|l| format!(" at line {l}")).unwrap_or_default();
-            Err(ApiError::unprocessable(
-                "handler_compile_error",
-                format!("tools[{index}].handler ({name}) does not compile{line}: {}", error.message),
-            ))
-        }
-    }
-}
-
-/// `GET /admin/servers`
-pub async fn list_servers(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+/// List servers
+#[utoipa::path(get, path = "/admin/servers", responses((status = 200, body = ServerList)))]
+pub async fn list_servers(State(state): State<AppState>) -> Result<Json<ServerList>, ApiError> {
     let servers = state.catalog.list_servers().await?;
-    Ok(Json(json!({ "servers": servers })))
+    Ok(Json(ServerList { servers: servers.into_iter().map(ServerSummary::from).collect() }))
 }
 
-/// `GET /admin/servers/{id}`
-pub async fn get_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+/// Everything about a server
+///
+/// Status, whitelist with provenance, tools with their handlers, and the generation being
+/// served (plus the newest one when it is another: running, failed or planned).
+#[utoipa::path(
+    get,
+    path = "/admin/servers/{id}",
+    params(("id" = String, Path)),
+    responses((status = 200, body = ServerView), (status = 404, description = "no such server", body = ErrorBody)),
+)]
+pub async fn get_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<ServerView>, ApiError> {
     let record = find_server(&state, &id).await?;
-    Ok(Json(server_view(&record)))
+    Ok(Json(ServerView::from(&record)))
 }
 
-/// `DELETE /admin/servers/{id}`
+/// Unmount and delete a server
+#[utoipa::path(
+    delete,
+    path = "/admin/servers/{id}",
+    params(("id" = String, Path)),
+    responses((status = 204, description = "deleted"), (status = 404, description = "no such server", body = ErrorBody)),
+)]
 pub async fn delete_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     let id = parse_id(&id)?;
     // Unmount first: from here on the mount answers 404 even while the rows are being deleted.
@@ -199,33 +66,33 @@ pub async fn delete_server(State(state): State<AppState>, Path(id): Path<String>
     }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RegenerateBody {
-    #[serde(default)]
-    force: bool,
-    #[serde(default)]
-    dry_run: bool,
-}
-
-/// `POST /admin/servers/{id}/regenerate`: a new generation; `{"force": true}` skips the cache.
+/// Start a new generation of a prompt server
+///
+/// The current tools keep serving until the new generation is ready. `force` skips the cache;
+/// an empty body means the defaults.
+#[utoipa::path(
+    post,
+    path = "/admin/servers/{id}/regenerate",
+    params(("id" = String, Path)),
+    request_body(content = Option<RegenerateRequest>),
+    responses(
+        (status = 202, body = GenerationStarted),
+        (status = 400, description = "body is not the expected JSON", body = ErrorBody),
+        (status = 404, description = "no such server", body = ErrorBody),
+        (status = 409, description = "a toolset server, or a generation is running", body = ErrorBody),
+        (status = 422, description = "no LLM configured", body = ErrorBody),
+    ),
+)]
 pub async fn regenerate_server(
     State(state): State<AppState>,
     Path(id): Path<String>,
     body: axum::body::Bytes,
-) -> Result<Response, ApiError> {
-    // An empty body means the defaults, so `curl -X POST .../regenerate` works.
-    let body: RegenerateBody = if body.iter().all(u8::is_ascii_whitespace) {
-        RegenerateBody::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            ApiError::bad_request("invalid_body", format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {e}"))
-        })?
-    };
+) -> Result<(StatusCode, Json<GenerationStarted>), ApiError> {
+    let body = regenerate_body(&body)?;
     let record = find_server(&state, &id).await?;
     let Some(prompt) = record.prompt.clone().filter(|_| record.kind == ServerKind::Prompt) else {
-        return Err(ApiError::conflict(
-            "not_generated",
+        return Err(ApiError::new(
+            ErrorCode::NotGenerated,
             format!("server {id:?} was registered as a toolset; there is no prompt to regenerate from"),
         ));
     };
@@ -234,8 +101,8 @@ pub async fn regenerate_server(
     }
     let generation_id =
         state.catalog.start_regeneration(&record.id, body.dry_run, body.force).await?.ok_or_else(|| {
-            ApiError::conflict(
-                "generation_running",
+            ApiError::new(
+                ErrorCode::GenerationRunning,
                 format!("server {id:?} is already being generated; wait for it to finish"),
             )
         })?;
@@ -243,48 +110,72 @@ pub async fn regenerate_server(
         server: record.id.clone(),
         generation_id,
         prompt,
-        allow_domains: record.allow_domains.clone(),
+        allow_domains: record.allow_domains,
         dry_run: body.dry_run,
         force: body.force,
     });
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"id": record.id, "status": Status::Pending, "mcp_path": record.id.mcp_path(), "generation_id": generation_id})),
-    )
-        .into_response())
+    let started = GenerationStarted {
+        mcp_path: record.id.mcp_path(),
+        id: record.id,
+        name: None,
+        status: Status::Pending,
+        generation_id,
+    };
+    Ok((StatusCode::ACCEPTED, Json(started)))
 }
 
-fn llm_not_configured() -> ApiError {
-    ApiError::unprocessable(
-        "llm_not_configured",
-        "prompt registrations need an LLM: set [llm] provider (\"anthropic\" or \"openai\") and model \
-         (MCPBOOTD_LLM__PROVIDER, MCPBOOTD_LLM__MODEL) and an API key ([llm] api_key, ANTHROPIC_API_KEY or \
-         OPENAI_API_KEY); toolset registrations ({\"tools\": [...]}) work without one",
-    )
+/// The regenerate body, read without asking for a content type so `curl -X POST .../regenerate`
+/// works; empty means the defaults.
+fn regenerate_body(body: &[u8]) -> Result<RegenerateRequest, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(RegenerateRequest::default());
+    }
+    let refused = |error: &dyn std::fmt::Display| {
+        let message = format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {error}");
+        ApiError::with_status(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, message)
+    };
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let parsed = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| refused(&e))?;
+    deserializer.end().map_err(|e| refused(&e))?;
+    Ok(parsed)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AccessTokenBody {
-    access_token: String,
-}
-
-/// `PUT /admin/servers/{id}/access-token`: set or rotate the token MCP clients must present.
-/// The old token stops working at once.
+/// Set or rotate a server's access token
+///
+/// MCP clients must then present it as `Authorization: Bearer <token>`; the old token stops
+/// working at once.
+#[utoipa::path(
+    put,
+    path = "/admin/servers/{id}/access-token",
+    params(("id" = String, Path)),
+    request_body = AccessTokenRequest,
+    responses(
+        (status = 200, body = AccessTokenSet),
+        (status = 400, description = "body is not JSON", body = ErrorBody),
+        (status = 404, description = "no such server", body = ErrorBody),
+        (status = 415, description = "body is not JSON", body = ErrorBody),
+        (status = 422, description = "token of the wrong length, or body of the wrong shape", body = ErrorBody),
+    ),
+)]
 pub async fn put_access_token(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    body: Result<Json<AccessTokenBody>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+    body: Result<Json<AccessTokenRequest>, JsonRejection>,
+) -> Result<Json<AccessTokenSet>, ApiError> {
     let Json(body) = body?;
     let id = parse_id(&id)?;
-    let token =
-        access_token::parse(&body.access_token).map_err(|m| ApiError::unprocessable("invalid_access_token", m))?;
+    let token = access_token::parse(&body.access_token).map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
     set_access_token(&state, &id, Some(&access_token::digest(&token))).await?;
-    Ok(Json(json!({"id": id, "access_token_set": true})))
+    Ok(Json(AccessTokenSet { id, access_token_set: true }))
 }
 
-/// `DELETE /admin/servers/{id}/access-token`: the mount becomes open again.
+/// Remove a server's access token; its mount is open again
+#[utoipa::path(
+    delete,
+    path = "/admin/servers/{id}/access-token",
+    params(("id" = String, Path)),
+    responses((status = 204, description = "removed"), (status = 404, description = "no such server", body = ErrorBody)),
+)]
 pub async fn delete_access_token(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -308,162 +199,113 @@ async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>)
     Ok(())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CallBody {
-    #[serde(default = "empty_object")]
-    arguments: Value,
-}
-
-fn empty_object() -> Value {
-    Value::Object(Map::new())
-}
-
-/// `POST /admin/servers/{id}/tools/{tool}/call`
+/// Run one tool through the same isolate path as MCP
+///
+/// The call is logged like an MCP call (`via: admin`). A tool that throws is a 200 with
+/// `result.isError`; arguments that do not fit the tool's input schema are a 422.
+#[utoipa::path(
+    post,
+    path = "/admin/servers/{id}/tools/{tool}/call",
+    params(("id" = String, Path), ("tool" = String, Path)),
+    request_body = CallRequest,
+    responses(
+        (status = 200, body = CallResult),
+        (status = 400, description = "body is not JSON", body = ErrorBody),
+        (status = 404, description = "no such server or tool", body = ErrorBody),
+        (status = 413, description = "body larger than [server] max_body_bytes", body = ErrorBody),
+        (status = 415, description = "body is not JSON", body = ErrorBody),
+        (status = 422, description = "arguments that do not fit the input schema, or body of the wrong shape", body = ErrorBody),
+        (status = 503, description = "server not ready or not servable, every isolate busy, or shutting down", body = ErrorBody),
+    ),
+)]
 pub async fn call_tool(
     State(state): State<AppState>,
     Path((id, tool)): Path<(String, String)>,
-    body: Result<Json<CallBody>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+    body: Result<Json<CallRequest>, JsonRejection>,
+) -> Result<Json<CallResult>, ApiError> {
     let Json(body) = body?;
     let id = parse_id(&id)?;
     let mounted = match state.registry.mounted(&id).await {
         Ok(Some(mounted)) => mounted,
         Ok(None) | Err(MountError::Gone { .. }) => {
             return Err(match state.catalog.server_status(&id).await? {
-                Some(status) => ApiError::unavailable(
-                    "server_not_ready",
+                Some(status) => ApiError::new(
+                    ErrorCode::ServerNotReady,
                     format!("server {id:?} is {status}; it can be called once it is ready"),
                 ),
                 None => not_found(&id),
             });
         }
-        Err(failure) => return Err(ApiError::unavailable("server_unavailable", failure.to_string())),
+        Err(failure) => return Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
     };
     let output = mounted.server.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
-        CallError::UnknownTool(name) => ApiError::not_found(
-            "tool_not_found",
+        CallError::UnknownTool(name) => ApiError::new(
+            ErrorCode::ToolNotFound,
             format!("server {id:?} has no tool {name:?}; GET /admin/servers/{id} lists its tools"),
         ),
-        CallError::InvalidArguments(m) => ApiError::unprocessable("invalid_arguments", m),
-        CallError::Busy(_) => ApiError::unavailable("busy", e.to_string()),
-        CallError::ShuttingDown => ApiError::unavailable("shutting_down", e.to_string()),
+        CallError::InvalidArguments(m) => ApiError::new(ErrorCode::InvalidArguments, m),
+        CallError::Busy(_) => ApiError::new(ErrorCode::Busy, e.to_string()),
+        CallError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, e.to_string()),
     })?;
-    Ok(Json(json!({
-        "execution_id": output.execution_id,
-        "outcome": output.outcome.as_str(),
-        "result": result_json(output.result),
-    })))
+    Ok(Json(CallResult { execution_id: output.execution_id, outcome: output.outcome, result: output.result.into() }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CallsQuery {
-    limit: Option<i64>,
-}
-
-/// `GET /admin/servers/{id}/calls?limit=N`
+/// The call log, newest first, with egress records
+#[utoipa::path(
+    get,
+    path = "/admin/servers/{id}/calls",
+    params(("id" = String, Path), CallsQuery),
+    responses(
+        (status = 200, body = CallList),
+        (status = 400, description = "limit out of range or not a number", body = ErrorBody),
+        (status = 404, description = "no such server", body = ErrorBody),
+    ),
+)]
 pub async fn list_calls(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    query: Result<Query<CallsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+    query: Result<Query<CallsQuery>, QueryRejection>,
+) -> Result<Json<CallList>, ApiError> {
     let Query(query) = query?;
     let limit = query.limit.unwrap_or(DEFAULT_CALLS_LIMIT);
     if !(1..=MAX_CALLS_LIMIT).contains(&limit) {
-        return Err(ApiError::bad_request("invalid_query", format!("limit must be between 1 and {MAX_CALLS_LIMIT}")));
+        return Err(ApiError::new(ErrorCode::InvalidQuery, format!("limit must be between 1 and {MAX_CALLS_LIMIT}")));
     }
     let record = find_server(&state, &id).await?;
     state.caller.call_log().flush().await;
     let calls = state.catalog.list_calls(&record.id, limit).await?;
-    Ok(Json(json!({ "calls": calls })))
+    Ok(Json(CallList { calls: calls.into_iter().map(Into::into).collect() }))
 }
 
-/// `GET /admin/servers/{id}/export`: a body that `POST /admin/servers` accepts again.
-pub async fn export_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+/// The server's toolset as a body `POST /admin/servers` accepts again
+#[utoipa::path(
+    get,
+    path = "/admin/servers/{id}/export",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, body = ToolsetRegistration),
+        (status = 404, description = "no such server", body = ErrorBody),
+        (status = 409, description = "no generated tools yet", body = ErrorBody),
+    ),
+)]
+pub async fn export_server(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<ToolsetRegistration>, ApiError> {
     let record = find_server(&state, &id).await?;
-    let generation = record.generation.as_ref().ok_or_else(|| {
-        ApiError::conflict("nothing_to_export", format!("server {id:?} has no generated tools yet ({})", record.status))
+    let generation = record.generation.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NothingToExport,
+            format!("server {id:?} has no generated tools yet ({})", record.status),
+        )
     })?;
-    Ok(Json(json!({
-        "id": record.id,
-        "name": record.name,
-        "allow_domains": generation.whitelist.domains(),
-        "tools": generation.tools,
-    })))
-}
-
-fn server_view(record: &ServerRecord) -> Value {
-    let (whitelist, tools) = match &record.generation {
-        Some(g) => (json!(g.whitelist), tools_view(g)),
-        None => (json!([]), json!([])),
-    };
-    json!({
-        "id": record.id,
-        "name": record.name,
-        "kind": record.kind,
-        "status": record.status,
-        "serving": record.generation.is_some(),
-        "access_token_set": record.access_token_sha256.is_some(),
-        "mcp_path": record.id.mcp_path(),
-        "prompt": record.prompt,
-        "allow_domains": record.allow_domains,
-        "whitelist": whitelist,
-        "tools": tools,
-        "generation": record.generation.as_ref().map(generation_view),
-        "latest_generation": record.latest_generation.as_ref().map(generation_view),
-        "created_at": format_millis(record.created_at),
-        "updated_at": format_millis(record.updated_at),
-    })
-}
-
-fn tools_view(generation: &GenerationRecord) -> Value {
-    let tools: Vec<Value> = generation
-        .tools
-        .tools()
-        .iter()
-        .zip(&generation.tool_extras)
-        .map(|(tool, extras)| {
-            let mut view = json!(tool);
-            if let Some(needs_network) = extras.needs_network {
-                view["needs_network"] = json!(needs_network);
-            }
-            if let Some(self_test) = &extras.self_test {
-                view["self_test"] = self_test.clone();
-            }
-            view
-        })
-        .collect();
-    Value::Array(tools)
-}
-
-fn generation_view(g: &GenerationRecord) -> Value {
-    let d = &g.details;
-    json!({
-        "id": g.id,
-        "source": g.source,
-        "status": g.status,
-        "stage": g.status,
-        "error": g.error,
-        "dry_run": d.dry_run,
-        "force": d.force,
-        "cache_hit": d.cache_hit,
-        "cached_from": d.cached_from,
-        "prompt_hash": d.prompt_hash,
-        "content_hash": d.content_hash,
-        "model": d.model,
-        "generator_version": g.generator_version,
-        "tokens": {"input": d.input_tokens, "output": d.output_tokens, "requests": d.llm_requests},
-        "timings": d.timings,
-        "warnings": d.warnings,
-        "whitelist": g.whitelist,
-        "refused_domains": d.refused_domains,
-        "documents": d.documents,
-        "plan": d.plan,
-        "tools": tools_view(g),
-        "created_at": format_millis(g.created_at),
-        "finished_at": g.finished_at.map(format_millis),
-    })
+    Ok(Json(ToolsetRegistration {
+        id: Some(record.id.to_string()),
+        name: Some(record.name),
+        allow_domains: generation.whitelist.domains(),
+        tools: generation.tools.tools().to_vec(),
+        access_token: None,
+    }))
 }
 
 async fn find_server(state: &AppState, raw_id: &str) -> Result<ServerRecord, ApiError> {
@@ -473,41 +315,9 @@ async fn find_server(state: &AppState, raw_id: &str) -> Result<ServerRecord, Api
 
 fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
     ServerId::parse(raw)
-        .map_err(|_| ApiError::not_found("server_not_found", format!("no server {raw:?} (ids use a-z, 0-9 and '-')")))
+        .map_err(|_| ApiError::new(ErrorCode::ServerNotFound, format!("no server {raw:?} (ids use a-z, 0-9 and '-')")))
 }
 
 fn not_found(id: &ServerId) -> ApiError {
-    ApiError::not_found("server_not_found", format!("no server {id:?}; GET /admin/servers lists them"))
-}
-
-fn optional_string(body: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be a string"))),
-    }
-}
-
-fn optional_bool(body: &Map<String, Value>, key: &str) -> Result<bool, ApiError> {
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be true or false"))),
-    }
-}
-
-fn string_list(body: &Map<String, Value>, key: &str) -> Result<Vec<String>, ApiError> {
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                item.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| ApiError::bad_request("invalid_field", format!("{key}[{i}] must be a string")))
-            })
-            .collect(),
-        Some(_) => Err(ApiError::bad_request("invalid_field", format!("{key} must be an array of strings"))),
-    }
+    ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}; GET /admin/servers lists them"))
 }

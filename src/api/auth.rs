@@ -1,13 +1,12 @@
 //! Bearer-token check for `/admin/*`.
 
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::api::AppState;
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ErrorCode};
 
 /// Refuses admin requests without the configured token; a daemon with no token (loopback only,
 /// enforced by config validation) lets every request through.
@@ -26,10 +25,13 @@ pub async fn require_admin_token(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
     match presented {
-        None => Err(ApiError::unauthorized("missing admin token: send Authorization: Bearer <token> ([admin] token)")),
+        None => Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "missing admin token: send Authorization: Bearer <token> ([admin] token)",
+        )),
         Some(token) if crate::access_token::constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) => {
             Ok(next.run(request).await)
         }
-        Some(_) => Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", "the admin token is not valid")),
+        Some(_) => Err(ApiError::new(ErrorCode::Forbidden, "the admin token is not valid")),
     }
 }

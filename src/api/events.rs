@@ -14,7 +14,8 @@ use futures_util::{Stream, StreamExt};
 use tokio::sync::broadcast::{Receiver, error::RecvError};
 
 use crate::api::AppState;
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ErrorCode};
+use crate::api::model::{ErrorBody, GenerationEvent};
 use crate::catalog::{Catalog, ServerRecord};
 use crate::generate::StatusEvent;
 use crate::states::Status;
@@ -34,15 +35,29 @@ struct Follow {
     catalog: Catalog,
 }
 
+/// Generation progress as Server-Sent Events
+///
+/// A `status` event with the server's current status, one per stage change of its generations,
+/// and `done` once a generation reaches `ready`, `failed` or `planned`. Each event's data is a
+/// `GenerationEvent`.
+#[utoipa::path(
+    get,
+    path = "/admin/servers/{id}/events",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, description = "an event stream of `GenerationEvent`s", content_type = "text/event-stream", body = GenerationEvent),
+        (status = 404, description = "no such server", body = ErrorBody),
+    ),
+)]
 pub async fn server_events(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let id = ServerId::parse(&id).map_err(|_| ApiError::not_found("server_not_found", format!("no server {id:?}")))?;
+    let id = ServerId::parse(&id).map_err(|_| ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}")))?;
     // Subscribe before reading the current status, so no change falls between the two.
     let events = state.generator.subscribe();
     let record = state.catalog.get_server(&id).await?.ok_or_else(|| {
-        ApiError::not_found("server_not_found", format!("no server {id:?}; GET /admin/servers lists them"))
+        ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}; GET /admin/servers lists them"))
     })?;
     let current = current_status(&record);
     let follow = Follow { id, events, catalog: state.catalog.clone() };
@@ -89,6 +104,6 @@ fn current_status(record: &ServerRecord) -> StatusEvent {
 }
 
 fn to_event(name: &str, status: &StatusEvent) -> Event {
-    let data = serde_json::to_string(status).unwrap_or_else(|_| "{}".into());
+    let data = serde_json::to_string(&GenerationEvent::from(status)).unwrap_or_else(|_| "{}".into());
     Event::default().event(name).data(data)
 }

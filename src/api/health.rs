@@ -5,31 +5,46 @@ use std::sync::atomic::Ordering;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
 
 use crate::api::AppState;
+use crate::api::model::{CatalogHealth, LiveStatus, Liveness, Readiness, ReadyStatus};
 
-/// `GET /healthz`: the process is up and serving HTTP. Never touches the catalog or the isolates, so it
-/// answers even when every worker is busy.
-pub async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+/// Liveness
+///
+/// The process is up and serving HTTP. Never touches the catalog or the isolates, so it answers
+/// even when every worker is busy.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, body = Liveness)))]
+pub async fn healthz() -> Json<Liveness> {
+    Json(Liveness { status: LiveStatus::Ok })
 }
 
-/// `GET /readyz`: the catalog answers and every ready server has been mounted.
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+/// Readiness: the catalog answers and every ready server has been mounted
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    responses((status = 200, body = Readiness), (status = 503, description = "not ready (yet)", body = Readiness)),
+)]
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let mounted = state.ready.load(Ordering::Acquire);
     let catalog = state.catalog.ping().await;
-    let status = if mounted && catalog { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let body = json!({
-        "status": if status == StatusCode::OK { "ready" } else { "not_ready" },
-        "catalog": if catalog { "ok" } else { "unavailable" },
-        "servers_mounted": mounted,
-        "mounted": state.registry.len(),
-    });
-    (status, Json(body))
+    let ready = mounted && catalog;
+    let body = Readiness {
+        status: if ready { ReadyStatus::Ready } else { ReadyStatus::NotReady },
+        catalog: if catalog { CatalogHealth::Ok } else { CatalogHealth::Unavailable },
+        servers_mounted: mounted,
+        mounted: state.registry.len(),
+    };
+    (if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body))
 }
 
-/// `GET /metrics`: Prometheus text exposition.
+/// Prometheus metrics (text exposition format)
+///
+/// Metrics name servers and tools, so they sit behind the admin token when one is set.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    responses((status = 200, description = "metrics", content_type = "text/plain; version=0.0.4", body = String)),
+)]
 pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
     let pool = state.caller.pool().stats();
     let gauges = crate::telemetry::metrics::Gauges {

@@ -4,24 +4,21 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use serde::Serialize;
 use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Catalog, CatalogError, serialize_millis};
+use super::{Catalog, CatalogError};
 use crate::states::{CallOutcome, Via};
 use crate::toolset::ServerId;
 
 /// One finished tool call, with the outbound requests it made.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct CallRecord {
     pub execution_id: String,
-    #[serde(skip)]
     pub server_id: String,
     pub generation_id: i64,
     pub tool: String,
     pub via: Via,
-    #[serde(serialize_with = "serialize_millis")]
     pub started_at: i64,
     pub duration_us: i64,
     pub outcome: CallOutcome,
@@ -31,7 +28,7 @@ pub struct CallRecord {
     pub egress: Vec<EgressRecord>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct EgressRecord {
     pub method: String,
     pub host: String,

@@ -3,15 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 use sqlx::Row;
 
 use super::tools::{ToolRow, insert_tools};
-use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, from_json, now_millis, serialize_millis, to_json};
+use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status};
 use crate::toolset::{ServerId, ToolSpec, Toolset};
-use crate::whitelist::Whitelist;
+use crate::whitelist::{RefusedDomain, Whitelist};
 
 /// Everything written when a generation finishes, in one transaction.
 #[derive(Debug, Default)]
@@ -72,7 +71,7 @@ pub struct GenerationRecord {
 }
 
 /// Generation bookkeeping shown in the admin view.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct GenerationDetails {
     pub dry_run: bool,
     pub force: bool,
@@ -85,14 +84,15 @@ pub struct GenerationDetails {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub llm_requests: i64,
-    pub timings: Value,
+    /// Milliseconds per stage, in stage order (see [`StageTimings`]).
+    pub timings: Map<String, Value>,
     pub warnings: Vec<String>,
-    pub refused_domains: Value,
+    pub refused_domains: Vec<RefusedDomain>,
     pub documents: Vec<DocumentRef>,
 }
 
 /// A fetched document as a generation used it; the text lives in `documents`, keyed by hash.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct DocumentRef {
     pub url: String,
     pub source_url: String,
@@ -104,7 +104,6 @@ pub struct DocumentRef {
     pub truncated: bool,
     pub summarised: bool,
     pub discovered_urls: Vec<String>,
-    #[serde(serialize_with = "serialize_millis")]
     pub fetched_at: i64,
 }
 

@@ -1,23 +1,23 @@
 //! Servers: what is registered, what is served, and the admin view of one server.
 
-use serde::Serialize;
 use sqlx::Row;
 
-use super::{Catalog, CatalogError, GenerationRecord, format_millis, from_json, now_millis};
+use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis};
 use crate::states::{ServerKind, Status};
 use crate::toolset::{ServerId, ToolSpec};
 use crate::whitelist::Whitelist;
 
-#[derive(Debug, Clone, Serialize)]
+/// A server as the list of servers shows it.
+#[derive(Debug, Clone)]
 pub struct ServerSummary {
-    pub id: String,
+    pub id: ServerId,
     pub name: String,
     pub kind: ServerKind,
     pub status: Status,
+    /// Tools of the generation being served.
     pub tool_count: i64,
-    pub mcp_path: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: i64,
+    pub updated_at: i64,
 }
 
 /// What routing and authentication need to know about a server that is being served; the rest
@@ -67,22 +67,19 @@ impl Catalog {
         )
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows
-            .into_iter()
+        rows.into_iter()
             .map(|row| {
-                let id: String = row.get("id");
-                ServerSummary {
-                    mcp_path: format!("/servers/{id}/mcp"),
-                    id,
+                Ok(ServerSummary {
+                    id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
                     name: row.get("name"),
                     kind: row.get("kind"),
                     status: row.get("status"),
                     tool_count: row.get("tool_count"),
-                    created_at: format_millis(row.get("created_at")),
-                    updated_at: format_millis(row.get("updated_at")),
-                }
+                    created_at: row.get("created_at"),
+                    updated_at: row.get("updated_at"),
+                })
             })
-            .collect())
+            .collect()
     }
 
     pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerRecord>, CatalogError> {

@@ -8,8 +8,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::api::model::{PromptRegistration, Registered, Registration, ToolsetRegistration};
 use crate::client::output::{self, print_out};
 use crate::client::progress::{self, GenerationEnd};
 use crate::client::{AdminClient, ClientError};
@@ -78,40 +79,34 @@ pub struct Register {
 
 pub async fn register(session: &Session, register: Register) -> Result<(), Failure> {
     let body = match (&register.prompt, &register.toolset) {
-        (_, Some(path)) => toolset_body(path, &register)?,
-        (Some(prompt), None) => {
-            let mut body = Map::new();
-            if let Some(id) = &register.id {
-                body.insert("id".into(), json!(id));
-            }
-            if let Some(name) = &register.name {
-                body.insert("name".into(), json!(name));
-            }
-            body.insert("prompt".into(), json!(prompt));
-            if !register.allow_domains.is_empty() {
-                body.insert("allow_domains".into(), json!(register.allow_domains));
-            }
-            if register.dry_run {
-                body.insert("dry_run".into(), json!(true));
-            }
-            Value::Object(body)
-        }
+        (_, Some(path)) => Registration::Toolset(toolset_body(path, &register)?),
+        (Some(prompt), None) => Registration::Prompt(PromptRegistration {
+            id: register.id.clone(),
+            name: register.name.clone(),
+            prompt: prompt.clone(),
+            allow_domains: register.allow_domains.clone(),
+            dry_run: register.dry_run,
+            access_token: None,
+        }),
         (None, None) => return Err(Failure::Local("register needs a prompt or --toolset FILE".into())),
     };
-    let response = session.client.register(&body).await?;
-    let id = response["id"].as_str().unwrap_or_default().to_string();
-    if response["status"].as_str() == Some(Status::Ready.as_str()) {
-        // A toolset: ready at once.
-        if session.json {
-            print_out(&output::pretty(&response));
-        } else {
-            let tools = output::tool_names(&response["tools"]);
-            print_out(&format!("registered {id}: ready, {} ({})\n", plural(tools.len(), "tool"), tools.join(", ")));
-            print_out(&output::connect_block(&id, &session.client.mcp_url(&id)));
+    let started = match session.client.register(&body).await? {
+        Registered::Toolset(registered) => {
+            // Ready at once.
+            let id = registered.id.as_str();
+            if session.json {
+                print_out(&output::pretty(&registered));
+            } else {
+                let tools = &registered.tools;
+                print_out(&format!("registered {id}: ready, {} ({})\n", plural(tools.len(), "tool"), tools.join(", ")));
+                print_out(&output::connect_block(id, &session.client.mcp_url(id)));
+            }
+            return Ok(());
         }
-        return Ok(());
-    }
-    let generation_id = response["generation_id"].as_i64();
+        Registered::Prompt(started) => started,
+    };
+    let id = started.id.to_string();
+    let generation_id = Some(started.generation_id);
     if register.wait {
         if !session.json {
             eprintln!("registered {id}; generating{}", generation_note(generation_id));
@@ -119,7 +114,7 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
         return wait_and_report(session, &id, generation_id).await;
     }
     if session.json {
-        print_out(&output::pretty(&response));
+        print_out(&output::pretty(&started));
     } else {
         print_out(&format!(
             "registered {id}: generating{} in the background\n\
@@ -145,8 +140,7 @@ pub async fn show(session: &Session, id: &str) -> Result<(), Failure> {
     let text = if session.json {
         output::pretty(&view)
     } else {
-        let id = view["id"].as_str().unwrap_or(id);
-        output::server_summary(&view, &session.client.mcp_url(id))
+        output::server_summary(&view, &session.client.mcp_url(view.id.as_str()))
     };
     print_out(&text);
     Ok(())
@@ -155,13 +149,12 @@ pub async fn show(session: &Session, id: &str) -> Result<(), Failure> {
 /// `call <id> <tool> --args JSON`; `--args @FILE` reads the file, `@-` stdin.
 pub async fn call(session: &Session, id: &str, tool: &str, args: &str) -> Result<(), Failure> {
     let arguments = parse_arguments(args)?;
-    let response = session.client.call_tool(id, tool, &arguments).await?;
+    let response = session.client.call_tool(id, tool, arguments).await?;
     print_out(&if session.json { output::pretty(&response) } else { output::call_result(&response) });
-    if response["result"]["isError"].as_bool() == Some(true) {
-        let execution = response["execution_id"].as_str().map(|e| format!("; execution {e}")).unwrap_or_default();
-        let outcome = response["outcome"].as_str().unwrap_or("error");
+    if response.result.is_error {
         return Err(Failure::Failed(format!(
-            "tool {tool:?} returned an error ({outcome}{execution}); `mcpbootd calls {id}` has the log"
+            "tool {tool:?} returned an error ({}; execution {}); `mcpbootd calls {id}` has the log",
+            response.outcome, response.execution_id
         )));
     }
     Ok(())
@@ -195,9 +188,9 @@ pub async fn export(session: &Session, id: &str) -> Result<(), Failure> {
 
 /// `regenerate <id> [--force] [--dry-run] [--wait]`
 pub async fn regenerate(session: &Session, id: &str, force: bool, dry_run: bool, wait: bool) -> Result<(), Failure> {
-    let response = session.client.regenerate(id, force, dry_run).await?;
-    let id = response["id"].as_str().unwrap_or(id).to_string();
-    let generation_id = response["generation_id"].as_i64();
+    let started = session.client.regenerate(id, force, dry_run).await?;
+    let id = started.id.to_string();
+    let generation_id = Some(started.generation_id);
     if wait {
         if !session.json {
             eprintln!("regenerating {id}{}", generation_note(generation_id));
@@ -205,7 +198,7 @@ pub async fn regenerate(session: &Session, id: &str, force: bool, dry_run: bool,
         return wait_and_report(session, &id, generation_id).await;
     }
     if session.json {
-        print_out(&output::pretty(&response));
+        print_out(&output::pretty(&started));
     } else {
         print_out(&format!(
             "regenerating {id}{} in the background; the current tools keep serving until it is ready\n\
@@ -251,7 +244,7 @@ fn report_end(session: &Session, id: &str, generation_id: Option<i64>, end: &Gen
             Ok(())
         }
         _ => {
-            let tools = output::tool_names(&end.view["tools"]);
+            let tools: Vec<&str> = end.view.tools.iter().map(|t| t.tool.name.as_str()).collect();
             print_out(&format!("{id} is ready: {} ({})\n", plural(tools.len(), "tool"), tools.join(", ")));
             print_out(&output::connect_block(id, &session.client.mcp_url(id)));
             Ok(())
@@ -260,33 +253,25 @@ fn report_end(session: &Session, id: &str, generation_id: Option<i64>, end: &Gen
 }
 
 /// A toolset file as a registration body, with `--id`, `--name` and `--allow-domain` applied.
-fn toolset_body(path: &Path, register: &Register) -> Result<Value, Failure> {
+fn toolset_body(path: &Path, register: &Register) -> Result<ToolsetRegistration, Failure> {
     let shown = path.display();
     let text = read_input(path).map_err(|e| Failure::Local(format!("cannot read {shown}: {e}")))?;
-    let mut body: Value =
-        serde_json::from_str(&text).map_err(|e| Failure::Local(format!("{shown} is not valid JSON: {e}")))?;
-    let Some(object) = body.as_object_mut() else {
-        return Err(Failure::Local(format!(
-            "{shown} must hold a JSON object like `mcpbootd export` prints: {{\"id\", \"name\", \"allow_domains\", \"tools\"}}"
-        )));
-    };
+    let mut body: ToolsetRegistration =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text)).map_err(|e| {
+            Failure::Local(format!(
+                "{shown} is not a toolset like `mcpbootd export` prints \
+                 ({{\"id\", \"name\", \"allow_domains\", \"tools\"}}): {e}"
+            ))
+        })?;
     if let Some(id) = &register.id {
-        object.insert("id".into(), json!(id));
+        body.id = Some(id.clone());
     }
     if let Some(name) = &register.name {
-        object.insert("name".into(), json!(name));
+        body.name = Some(name.clone());
     }
-    if !register.allow_domains.is_empty() {
-        let domains = object.entry("allow_domains").or_insert_with(|| json!([]));
-        if domains.is_null() {
-            *domains = json!([]);
-        }
-        if let Some(list) = domains.as_array_mut() {
-            for domain in &register.allow_domains {
-                if !list.iter().any(|d| d.as_str() == Some(domain)) {
-                    list.push(json!(domain));
-                }
-            }
+    for domain in &register.allow_domains {
+        if !body.allow_domains.contains(domain) {
+            body.allow_domains.push(domain.clone());
         }
     }
     Ok(body)
@@ -351,16 +336,25 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mcpbootd-cli-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("toolset.json");
-        std::fs::write(&file, r#"{"id": "a", "name": "A", "allow_domains": ["x.test"], "tools": []}"#).unwrap();
+        let tool = json!({"name": "t", "description": "d", "input_schema": {"type": "object"}, "handler": "return 1;"});
+        let toolset = json!({"id": "a", "name": "A", "allow_domains": ["x.test"], "tools": [tool]});
+        std::fs::write(&file, toolset.to_string()).unwrap();
         let register = Register {
             id: Some("b".into()),
             allow_domains: vec!["x.test".into(), "y.test".into()],
             ..Register::default()
         };
         let body = toolset_body(&file, &register).unwrap();
-        assert_eq!(body, json!({"id": "b", "name": "A", "allow_domains": ["x.test", "y.test"], "tools": []}));
-        std::fs::write(&file, "[]").unwrap();
-        assert_eq!(toolset_body(&file, &register).unwrap_err().exit_code(), 2);
+        let expected = json!({"id": "b", "name": "A", "allow_domains": ["x.test", "y.test"], "tools": [tool]});
+        assert_eq!(serde_json::to_value(&body).unwrap(), expected);
+        for bad in ["[]", "{\"tools\": [{\"name\": 5}]}", "{"] {
+            std::fs::write(&file, bad).unwrap();
+            let error = toolset_body(&file, &register).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{bad}");
+        }
+        std::fs::write(&file, "{\"tools\": [{\"name\": 5}]}").unwrap();
+        let Failure::Local(message) = toolset_body(&file, &register).unwrap_err() else { panic!() };
+        assert!(message.contains("tools[0].name: invalid type"), "{message}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

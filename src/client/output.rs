@@ -1,12 +1,16 @@
 //! Human output of the client commands: tables, the server summary, tool results, the MCP client
-//! config snippet. Pure functions from the API's JSON to text, so they are easy to test; fields the
-//! daemon does not send are left out rather than shown empty.
+//! config snippet. Pure functions from the API's bodies (`api::model`) to text, so they are easy
+//! to test; fields the daemon did not fill are left out rather than shown empty.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::{Value, json};
+
+use crate::api::model::{CallList, CallResult, GenerationView, ServerList, ServerView, ToolView};
+use crate::states::GenerationSource;
 
 /// Writes to stdout, ignoring a closed pipe (`mcpbootd list | head -1`) instead of panicking.
 pub fn print_out(text: &str) {
@@ -19,26 +23,26 @@ pub fn print_out(text: &str) {
 }
 
 /// `--json` output: the API's body, pretty.
-pub fn pretty(value: &Value) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+pub fn pretty(value: &impl Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
 /// `list`: ID, NAME, STATUS, TOOLS, MCP PATH, CREATED.
-pub fn servers_table(body: &Value) -> String {
-    let servers = array(&body["servers"]);
-    if servers.is_empty() {
+pub fn servers_table(body: &ServerList) -> String {
+    if body.servers.is_empty() {
         return "no servers; register one with `mcpbootd register`\n".into();
     }
-    let rows = servers
+    let rows = body
+        .servers
         .iter()
         .map(|s| {
             vec![
-                text(&s["id"]),
-                text(&s["name"]),
-                text(&s["status"]),
-                text(&s["tool_count"]),
-                text(&s["mcp_path"]),
-                timestamp(&s["created_at"]),
+                s.id.to_string(),
+                s.name.clone(),
+                s.status.to_string(),
+                s.tool_count.to_string(),
+                s.mcp_path.clone(),
+                timestamp(&s.created_at),
             ]
         })
         .collect();
@@ -46,22 +50,22 @@ pub fn servers_table(body: &Value) -> String {
 }
 
 /// `calls`: TIME, TOOL, OUTCOME, DURATION, FETCHES, ERROR (first line).
-pub fn calls_table(body: &Value) -> String {
-    let calls = array(&body["calls"]);
-    if calls.is_empty() {
+pub fn calls_table(body: &CallList) -> String {
+    if body.calls.is_empty() {
         return "no calls yet\n".into();
     }
-    let rows = calls
+    let rows = body
+        .calls
         .iter()
         .map(|c| {
-            let duration = c["duration_us"].as_u64().map(micros).unwrap_or_default();
-            let error = c["error"].as_str().map(|e| shorten(e.lines().next().unwrap_or(""), 100)).unwrap_or_default();
+            let duration = u64::try_from(c.duration_us).map(micros).unwrap_or_default();
+            let error = c.error.as_deref().map(|e| shorten(e.lines().next().unwrap_or(""), 100)).unwrap_or_default();
             vec![
-                timestamp(&c["started_at"]),
-                text(&c["tool"]),
-                text(&c["outcome"]),
+                timestamp(&c.started_at),
+                c.tool.clone(),
+                c.outcome.to_string(),
                 duration,
-                text(&c["fetches"]),
+                c.fetches.to_string(),
                 error,
             ]
         })
@@ -72,60 +76,59 @@ pub fn calls_table(body: &Value) -> String {
 /// `show`: status, error, prompt, whitelist with provenance, refused domains, tools with their
 /// self-tests, and the generation's metadata (plus the newest attempt when it is not the one
 /// serving, e.g. a failed or running regeneration).
-pub fn server_summary(view: &Value, mcp_url: &str) -> String {
+pub fn server_summary(view: &ServerView, mcp_url: &str) -> String {
     let mut out = String::new();
-    let serving = view["serving"].as_bool().unwrap_or(false);
-    let latest = view.get("latest_generation").filter(|g| !g.is_null());
-    let active = view.get("generation").filter(|g| !g.is_null());
-    field(&mut out, "id", &text(&view["id"]));
-    field(&mut out, "name", &text(&view["name"]));
-    field(&mut out, "kind", &text(&view["kind"]));
-    field(&mut out, "status", &text(&view["status"]));
-    if let Some(error) = latest.or(active).and_then(|g| g["error"].as_str()) {
+    let latest = view.latest_generation.as_ref();
+    let active = view.generation.as_ref();
+    field(&mut out, "id", view.id.as_str());
+    field(&mut out, "name", &view.name);
+    field(&mut out, "kind", view.kind.as_str());
+    field(&mut out, "status", view.status.as_str());
+    if let Some(error) = latest.or(active).and_then(|g| g.error.as_deref()) {
         field(&mut out, "error", error);
     }
-    let note = if serving { "" } else { "  (not serving yet)" };
+    let note = if view.serving { "" } else { "  (not serving yet)" };
     field(&mut out, "mcp url", &format!("{mcp_url}{note}"));
-    field(&mut out, "created", &timestamp(&view["created_at"]));
-    field(&mut out, "updated", &timestamp(&view["updated_at"]));
-    if let Some(prompt) = view["prompt"].as_str() {
+    field(&mut out, "created", &timestamp(&view.created_at));
+    field(&mut out, "updated", &timestamp(&view.updated_at));
+    if let Some(prompt) = &view.prompt {
         field(&mut out, "prompt", &prompt.trim().replace('\n', "\n             "));
     }
 
-    let whitelist = array(&view["whitelist"]);
-    if whitelist.is_empty() {
-        let domains = array(&view["allow_domains"]);
-        if !domains.is_empty() {
-            let list: Vec<String> = domains.iter().map(text).collect();
-            field(&mut out, "allowed", &list.join(", "));
+    if view.whitelist.is_empty() {
+        if !view.allow_domains.is_empty() {
+            field(&mut out, "allowed", &view.allow_domains.join(", "));
         }
     } else {
         let _ = writeln!(out, "\nwhitelist:");
-        let rows = whitelist.iter().map(|w| vec![text(&w["domain"]), text(&w["source"]), text(&w["detail"])]).collect();
+        let rows = view
+            .whitelist
+            .iter()
+            .map(|w| vec![w.domain.clone(), label(&w.source), w.detail.clone().unwrap_or_default()])
+            .collect();
         indent(&mut out, &table(&["DOMAIN", "SOURCE", "DETAIL"], rows));
     }
-    if let Some(refused) = latest.or(active).map(|g| array(&g["refused_domains"])).filter(|r| !r.is_empty()) {
+    if let Some(refused) = latest.or(active).map(|g| &g.refused_domains).filter(|r| !r.is_empty()) {
         let _ = writeln!(out, "\nrefused domains:");
         let rows = refused
             .iter()
-            .map(|r| vec![text(&r["domain"]), text(&r["source"]), text(&r["reason"]), text(&r["detail"])])
+            .map(|r| vec![r.domain.clone(), label(&r.source), r.reason.clone(), r.detail.clone().unwrap_or_default()])
             .collect();
         indent(&mut out, &table(&["DOMAIN", "SOURCE", "REASON", "DETAIL"], rows));
     }
 
-    let tools = array(&view["tools"]);
-    if !tools.is_empty() {
-        let _ = writeln!(out, "\ntools ({}):", tools.len());
-        tool_list(&mut out, tools);
+    if !view.tools.is_empty() {
+        let _ = writeln!(out, "\ntools ({}):", view.tools.len());
+        tool_list(&mut out, &view.tools);
     }
     if let Some(generation) = active {
-        let _ = writeln!(out, "\ngeneration {} ({}, serving):", text(&generation["id"]), text(&generation["status"]));
+        let _ = writeln!(out, "\ngeneration {} ({}, serving):", generation.id, generation.status);
         generation_details(&mut out, generation);
     }
     if let Some(generation) = latest {
-        let _ = writeln!(out, "\nlatest generation {} ({}):", text(&generation["id"]), text(&generation["status"]));
+        let _ = writeln!(out, "\nlatest generation {} ({}):", generation.id, generation.status);
         generation_details(&mut out, generation);
-        if !serving {
+        if !view.serving {
             let planned = planned_tools(generation);
             if !planned.is_empty() {
                 let _ = writeln!(out, "  planned tools:");
@@ -140,11 +143,11 @@ pub fn server_summary(view: &Value, mcp_url: &str) -> String {
 
 /// `call`: the text items of the result, other items described, and `structuredContent`
 /// pretty when the text does not already say the same.
-pub fn call_result(response: &Value) -> String {
-    let result = &response["result"];
+pub fn call_result(response: &CallResult) -> String {
+    let result = &response.result;
     let mut out = String::new();
     let mut texts = Vec::new();
-    for item in array(&result["content"]) {
+    for item in &result.content {
         match item["type"].as_str() {
             Some("text") => {
                 let t = item["text"].as_str().unwrap_or_default();
@@ -173,7 +176,7 @@ pub fn call_result(response: &Value) -> String {
             out.push('\n');
         }
     }
-    if let Some(structured) = result.get("structuredContent").filter(|s| !s.is_null()) {
+    if let Some(structured) = result.structured_content.as_ref().filter(|s| !s.is_null()) {
         let repeated = texts.iter().any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == structured));
         if !repeated {
             let _ = writeln!(out, "structured content:\n{}", pretty(structured));
@@ -193,25 +196,18 @@ pub fn connect_block(id: &str, mcp_url: &str) -> String {
 }
 
 /// `name: description` of the tools a generation's plan holds (a dry run mounts none).
-pub fn planned_tools(generation: &Value) -> Vec<(String, String)> {
-    array(&generation["plan"]["tools"])
-        .iter()
-        .map(|t| (text(&t["name"]), first_line(&text(&t["description"]))))
-        .collect()
+pub fn planned_tools(generation: &GenerationView) -> Vec<(String, String)> {
+    let Some(plan) = &generation.plan else { return Vec::new() };
+    array(&plan["tools"]).iter().map(|t| (text(&t["name"]), first_line(&text(&t["description"])))).collect()
 }
 
 /// The generation with this id in a server view (serving or newest), if the view has it.
-pub fn generation_by_id(view: &Value, id: Option<i64>) -> Option<&Value> {
-    let candidates = [&view["latest_generation"], &view["generation"]];
+pub fn generation_by_id(view: &ServerView, id: Option<i64>) -> Option<&GenerationView> {
+    let mut candidates = [view.latest_generation.as_ref(), view.generation.as_ref()].into_iter().flatten();
     match id {
-        Some(id) => candidates.into_iter().find(|g| g["id"].as_i64() == Some(id)),
-        None => candidates.into_iter().find(|g| g.is_object()),
+        Some(id) => candidates.find(|g| g.id == id),
+        None => candidates.next(),
     }
-}
-
-/// Tool names of a view or a toolset registration answer (`tools` as objects or names).
-pub fn tool_names(tools: &Value) -> Vec<String> {
-    array(tools).iter().map(|t| t.as_str().map(str::to_string).unwrap_or_else(|| text(&t["name"]))).collect()
 }
 
 /// A wall time the way the progress display shows it: `0.4s`, `12s`, `2m05s`.
@@ -226,12 +222,12 @@ pub fn seconds(duration: Duration) -> String {
     }
 }
 
-fn tool_list(out: &mut String, tools: &[Value]) {
-    let width = tools.iter().map(|t| text(&t["name"]).chars().count()).max().unwrap_or(0);
+fn tool_list(out: &mut String, tools: &[ToolView]) {
+    let width = tools.iter().map(|t| t.tool.name.chars().count()).max().unwrap_or(0);
     for tool in tools {
-        let name = text(&tool["name"]);
-        let _ = writeln!(out, "  {name:<width$}  {}", first_line(&text(&tool["description"])));
-        if let Some(test) = tool.get("self_test").filter(|t| t.is_object()) {
+        let name = &tool.tool.name;
+        let _ = writeln!(out, "  {name:<width$}  {}", first_line(&tool.tool.description));
+        if let Some(test) = tool.self_test.as_ref().filter(|t| t.is_object()) {
             let status = text(&test["status"]);
             let detail = test["error"].as_str().or(test["reason"].as_str()).map(|d| format!(": {}", first_line(d)));
             let repaired =
@@ -241,75 +237,64 @@ fn tool_list(out: &mut String, tools: &[Value]) {
     }
 }
 
-fn generation_details(out: &mut String, g: &Value) {
+fn generation_details(out: &mut String, g: &GenerationView) {
     let mut facts = Vec::new();
-    if let Some(model) = g["model"].as_str() {
+    if let Some(model) = &g.model {
         facts.push(format!("model {model}"));
     }
-    if g["source"].as_str() == Some("toolset") {
+    if g.source == GenerationSource::Toolset {
         facts.push("registered as a toolset".into());
     } else {
-        let cache = match g["cached_from"].as_i64() {
+        let cache = match g.cached_from {
             Some(from) => format!("cache hit (from generation {from})"),
-            None if g["cache_hit"].as_bool() == Some(true) => "cache hit".into(),
+            None if g.cache_hit => "cache hit".into(),
             None => "cache miss".into(),
         };
         facts.push(cache);
-        let tokens = &g["tokens"];
-        if tokens.is_object() {
-            facts.push(format!(
-                "{} tokens in, {} out, {} LLM requests",
-                text(&tokens["input"]),
-                text(&tokens["output"]),
-                text(&tokens["requests"])
-            ));
-        }
+        let tokens = &g.tokens;
+        facts.push(format!("{} tokens in, {} out, {} LLM requests", tokens.input, tokens.output, tokens.requests));
     }
-    if g["dry_run"].as_bool() == Some(true) {
+    if g.dry_run {
         facts.push("dry run".into());
     }
-    if !facts.is_empty() {
-        let _ = writeln!(out, "  {}", facts.join(" · "));
-    }
-    if let Some(error) = g["error"].as_str() {
+    let _ = writeln!(out, "  {}", facts.join(" · "));
+    if let Some(error) = &g.error {
         let _ = writeln!(out, "  error: {error}");
     }
-    if let Some(timings) = g["timings"].as_object().filter(|t| !t.is_empty()) {
-        let mut parts: Vec<String> = timings
+    if !g.timings.is_empty() {
+        let mut parts: Vec<String> = g
+            .timings
             .iter()
             .filter(|(k, _)| k.as_str() != "total_ms")
             .map(|(k, v)| format!("{} {}", k.trim_end_matches("_ms"), millis(v)))
             .collect();
-        if let Some(total) = timings.get("total_ms") {
+        if let Some(total) = g.timings.get("total_ms") {
             parts.push(format!("total {}", millis(total)));
         }
         let _ = writeln!(out, "  timings: {}", parts.join(" · "));
     }
-    let started = timestamp(&g["created_at"]);
-    let finished = timestamp(&g["finished_at"]);
+    let started = timestamp(&g.created_at);
     if !started.is_empty() {
-        let until = if finished.is_empty() { String::new() } else { format!(", finished {finished}") };
+        let until = g.finished_at.as_deref().map(|f| format!(", finished {}", timestamp(f))).unwrap_or_default();
         let _ = writeln!(out, "  started {started}{until}");
     }
-    let documents = array(&g["documents"]);
-    if !documents.is_empty() {
+    if !g.documents.is_empty() {
         let _ = writeln!(out, "  documents:");
-        for d in documents {
-            let mut notes = vec![format!("{} chars", text(&d["chars"]))];
-            if d["truncated"].as_bool() == Some(true) {
+        for d in &g.documents {
+            let mut notes = vec![format!("{} chars", d.chars)];
+            if d.truncated {
                 notes.push("truncated".into());
             }
-            if d["summarised"].as_bool() == Some(true) {
+            if d.summarised {
                 notes.push("summarised".into());
             }
-            let _ = writeln!(out, "    {}  ({})", text(&d["url"]), notes.join(", "));
+            let _ = writeln!(out, "    {}  ({})", d.url, notes.join(", "));
         }
     }
-    let warnings = array(&g["warnings"]);
-    if !warnings.is_empty() {
+    if !g.warnings.is_empty() {
         let _ = writeln!(out, "  warnings:");
-        for w in warnings {
-            let _ = writeln!(out, "    - {}", text(w));
+        for w in &g.warnings {
+            let _ = writeln!(out, "    - {w}");
         }
     }
 }
@@ -365,11 +350,19 @@ fn text(value: &Value) -> String {
 }
 
 /// `2025-01-02T03:04:05.678Z` as `2025-01-02 03:04:05`; anything else as it is.
-fn timestamp(value: &Value) -> String {
-    let raw = text(value);
+fn timestamp(raw: &str) -> String {
     match (raw.get(..10), raw.get(10..11), raw.get(11..19)) {
         (Some(date), Some("T"), Some(time)) if raw.ends_with('Z') => format!("{date} {time}"),
-        _ => raw,
+        _ => raw.to_string(),
+    }
+}
+
+/// A value that serialises as a string (a spelled-once enum), as that string.
+fn label(value: &impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
     }
 }
 
@@ -404,33 +397,42 @@ fn shorten(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde::de::DeserializeOwned;
+
     use super::*;
+
+    /// A body as the daemon would send it.
+    fn body<T: DeserializeOwned>(value: Value) -> T {
+        serde_path_to_error::deserialize(value).unwrap()
+    }
 
     #[test]
     fn tables_align_columns_and_leave_the_last_one_unpadded() {
-        let body = json!({"servers": [
-            {"id": "hn", "name": "Hacker News", "status": "ready", "tool_count": 2, "mcp_path": "/servers/hn/mcp",
-             "created_at": "2025-01-02T03:04:05.678Z"},
-            {"id": "weather-long", "name": "w", "status": "planning", "tool_count": 0, "mcp_path": "/servers/weather-long/mcp",
-             "created_at": "2025-01-02T03:04:06.000Z"},
-        ]});
+        let list: ServerList = body(json!({"servers": [
+            {"id": "hn", "name": "Hacker News", "kind": "prompt", "status": "ready", "tool_count": 2,
+             "mcp_path": "/servers/hn/mcp", "created_at": "2025-01-02T03:04:05.678Z", "updated_at": "2025-01-02T03:04:05.678Z"},
+            {"id": "weather-long", "name": "w", "kind": "prompt", "status": "planning", "tool_count": 0,
+             "mcp_path": "/servers/weather-long/mcp", "created_at": "2025-01-02T03:04:06.000Z", "updated_at": "2025-01-02T03:04:06.000Z"},
+        ]}));
         let expected = "\
 ID            NAME         STATUS    TOOLS  MCP PATH                   CREATED
 hn            Hacker News  ready     2      /servers/hn/mcp            2025-01-02 03:04:05
 weather-long  w            planning  0      /servers/weather-long/mcp  2025-01-02 03:04:06
 ";
-        assert_eq!(servers_table(&body), expected);
-        assert!(servers_table(&json!({"servers": []})).starts_with("no servers"));
+        assert_eq!(servers_table(&list), expected);
+        assert!(servers_table(&body(json!({"servers": []}))).starts_with("no servers"));
     }
 
     #[test]
     fn calls_table_shows_durations_and_the_first_error_line() {
-        let body = json!({"calls": [
-            {"started_at": "2025-01-02T03:04:05.678Z", "tool": "get", "outcome": "error", "duration_us": 1500,
-             "fetches": 1, "error": "boom\n    at line 2"},
-            {"started_at": "2025-01-02T03:04:04.000Z", "tool": "add", "outcome": "ok", "duration_us": 420, "fetches": 0, "error": null},
-        ]});
-        let table = calls_table(&body);
+        let call = |tool: &str, outcome: &str, duration_us: u64, error: Option<&str>| {
+            json!({"execution_id": "e", "generation_id": 1, "tool": tool, "via": "mcp", "started_at": "2025-01-02T03:04:05.678Z",
+                   "duration_us": duration_us, "outcome": outcome, "error": error, "fetches": 1, "console": "", "egress": []})
+        };
+        let list: CallList = body(
+            json!({"calls": [call("get", "error", 1500, Some("boom\n    at line 2")), call("add", "ok", 420, None)]}),
+        );
+        let table = calls_table(&list);
         assert!(table.lines().next().unwrap().starts_with("TIME"), "{table}");
         assert!(table.contains("1.5ms") && table.contains("420µs") && table.contains("boom"), "{table}");
         assert!(!table.contains("at line 2"), "{table}");
@@ -439,11 +441,12 @@ weather-long  w            planning  0      /servers/weather-long/mcp  2025-01-0
     #[test]
     fn call_results_print_text_and_structured_content_once() {
         let structured = json!({"a": 1});
-        let response = json!({"result": {"content": [{"type": "text", "text": pretty(&structured)}],
-                                          "structuredContent": structured, "isError": false}});
+        let response: CallResult = body(json!({"execution_id": "e", "outcome": "ok",
+            "result": {"content": [{"type": "text", "text": pretty(&structured)}], "structuredContent": structured, "isError": false}}));
         assert_eq!(call_result(&response), "{\n  \"a\": 1\n}\n");
-        let response = json!({"result": {"content": [{"type": "text", "text": "summary"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}],
-                                          "structuredContent": {"b": 2}}});
+        let response: CallResult = body(json!({"execution_id": "e", "outcome": "ok",
+            "result": {"content": [{"type": "text", "text": "summary"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}],
+                       "structuredContent": {"b": 2}}}));
         assert_eq!(
             call_result(&response),
             "summary\n[image: image/png, 3 bytes]\nstructured content:\n{\n  \"b\": 2\n}\n"
@@ -458,17 +461,23 @@ weather-long  w            planning  0      /servers/weather-long/mcp  2025-01-0
 
     #[test]
     fn summaries_show_whitelist_provenance_tools_and_generation_facts() {
-        let view = json!({
-            "id": "hn", "name": "HN", "kind": "prompt", "status": "ready", "serving": true,
-            "prompt": "Create tools", "allow_domains": [],
+        let tool = json!({"name": "get_item", "description": "Fetch one item", "input_schema": {"type": "object"},
+                          "handler": "return 1;", "self_test": {"status": "passed", "attempts": 2}});
+        let view: ServerView = body(json!({
+            "id": "hn", "name": "HN", "kind": "prompt", "status": "ready", "serving": true, "access_token_set": false,
+            "mcp_path": "/servers/hn/mcp", "prompt": "Create tools", "allow_domains": [],
             "whitelist": [{"domain": "api.example.com", "source": "prompt"}],
-            "tools": [{"name": "get_item", "description": "Fetch one item", "self_test": {"status": "passed", "attempts": 2}}],
-            "generation": {"id": 3, "source": "prompt", "status": "ready", "error": null, "model": "m", "cache_hit": false,
-                           "tokens": {"input": 10, "output": 5, "requests": 2}, "timings": {"planning_ms": 1200, "total_ms": 1500},
+            "tools": [tool],
+            "generation": {"id": 3, "source": "llm", "status": "ready", "stage": "ready", "error": null, "dry_run": false,
+                           "force": false, "cache_hit": false, "cached_from": null, "prompt_hash": null, "content_hash": null,
+                           "model": "m", "generator_version": "v", "tokens": {"input": 10, "output": 5, "requests": 2},
+                           "timings": {"planning_ms": 1200, "total_ms": 1500}, "warnings": [], "whitelist": [],
                            "refused_domains": [{"domain": "github.io", "source": "discovered", "reason": "public suffix"}],
-                           "documents": [], "warnings": []},
+                           "documents": [], "plan": null, "tools": [tool], "created_at": "2025-01-02T03:04:05.678Z",
+                           "finished_at": null},
+            "latest_generation": null,
             "created_at": "2025-01-02T03:04:05.678Z", "updated_at": "2025-01-02T03:04:05.678Z",
-        });
+        }));
         let summary = server_summary(&view, "http://h/servers/hn/mcp");
         for needle in [
             "status:      ready",

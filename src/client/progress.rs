@@ -10,8 +10,8 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::Value;
 
+use crate::api::model::{GenerationEvent, ServerView};
 use crate::client::output::{generation_by_id, seconds};
 use crate::client::{AdminClient, ClientError};
 use crate::states::Status;
@@ -26,13 +26,7 @@ pub struct GenerationEnd {
     /// `ready`, `planned` or `failed`.
     pub status: Status,
     pub error: Option<String>,
-    pub view: Value,
-}
-
-/// A final status in a daemon's reply; `None` while the generation runs (or for a status this
-/// client does not know, which a newer daemon may send while it runs).
-fn final_status(status: &str) -> Option<Status> {
-    status.parse().ok().filter(|status: &Status| status.is_final())
+    pub view: ServerView,
 }
 
 /// Follows generation `generation_id` of server `id` (the newest one when `None`) to its end,
@@ -52,13 +46,12 @@ pub async fn follow(client: &AdminClient, id: &str, generation_id: Option<i64>) 
         }
         first = false;
         let view = client.server(id).await?;
-        let status = view["status"].as_str().unwrap_or("unknown");
-        if let Some(status) = final_status(status) {
-            display.finish(status);
+        if view.status.is_final() {
+            display.finish(view.status);
             let error = generation_error(&view, generation_id);
-            return Ok(GenerationEnd { status, error, view });
+            return Ok(GenerationEnd { status: view.status, error, view });
         }
-        display.stage(status);
+        display.stage(view.status.as_str());
     }
 }
 
@@ -89,32 +82,27 @@ async fn follow_events(
         if event.event != "status" && event.event != "done" {
             continue;
         }
-        let Ok(data) = serde_json::from_str::<Value>(&event.data) else { continue };
-        let Some(status) = data["status"].as_str() else { continue };
+        // A status this client does not know (from a newer daemon) is not shown.
+        let Ok(data) = serde_json::from_str::<GenerationEvent>(&event.data) else { continue };
         // A stream may report an older generation (the one serving) before ours starts.
-        let ours = match (generation_id, data["generation_id"].as_i64()) {
-            (Some(wanted), Some(got)) => wanted == got,
-            _ => true,
-        };
-        if !ours {
+        if generation_id.is_some_and(|wanted| wanted != data.generation_id) {
             if event.event == "done" {
                 return Ok(None);
             }
             continue;
         }
-        if let Some(status) = final_status(status) {
-            let error = data["error"].as_str().map(str::to_string);
-            return Ok(Some(Update { status, error }));
+        if data.status.is_final() {
+            return Ok(Some(Update { status: data.status, error: data.error }));
         }
         if event.event == "done" {
             return Ok(None);
         }
-        display.stage(status);
+        display.stage(data.status.as_str());
     }
 }
 
-fn generation_error(view: &Value, generation_id: Option<i64>) -> Option<String> {
-    generation_by_id(view, generation_id).and_then(|g| g["error"].as_str()).map(str::to_string)
+fn generation_error(view: &ServerView, generation_id: Option<i64>) -> Option<String> {
+    generation_by_id(view, generation_id).and_then(|g| g.error.clone())
 }
 
 /// The progress display on stderr: an `indicatif` spinner on a terminal, plain lines elsewhere.

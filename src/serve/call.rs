@@ -261,18 +261,6 @@ fn encoded_len(value: &Value) -> usize {
     }
 }
 
-/// A tool result as MCP's `CallToolResult` JSON (`content`, `structuredContent`, `isError`).
-/// Takes the result by value: results can be large, and are moved rather than copied.
-pub fn result_json(result: ToolResult) -> Value {
-    let mut object = serde_json::Map::new();
-    object.insert("content".into(), Value::Array(result.content));
-    if let Some(structured) = result.structured_content {
-        object.insert("structuredContent".into(), structured);
-    }
-    object.insert("isError".into(), Value::Bool(result.is_error));
-    Value::Object(object)
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -113,6 +113,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 
 use crate::config::SandboxConfig;
+use crate::states::text_enum;
 
 mod admission;
 mod engine;
@@ -314,33 +315,18 @@ impl fmt::Debug for Invocation {
     }
 }
 
-/// How a call ended, for the call log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// The handler returned a valid result.
-    Ok,
-    /// The handler threw, returned something unusable, or returned `isError: true`.
-    Error,
-    /// The wall-clock limit passed, or the handler could never finish.
-    Timeout,
-    /// A resource limit (cpu, memory, stack, fetches, timers, result size) was hit.
-    Limit,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Error => "error",
-            Outcome::Timeout => "timeout",
-            Outcome::Limit => "limit",
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+text_enum! {
+    /// How a handler run ended. (The call log tells a run that failed after the egress policy
+    /// refused a request apart as `denied`.)
+    pub enum Outcome ("run outcome") {
+        /// The handler returned a valid result.
+        Ok = "ok",
+        /// The handler threw, returned something unusable, or returned `isError: true`.
+        Error = "error",
+        /// The wall-clock limit passed, or the handler could never finish.
+        Timeout = "timeout",
+        /// A resource limit (cpu, memory, stack, fetches, timers, result size) was hit.
+        Limit = "limit",
     }
 }
 

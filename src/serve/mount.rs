@@ -149,8 +149,9 @@ impl ServerHandler for McpHandler {
     }
 }
 
-/// The MCP result for a tool result: what deserialising [`result_json`] would give, without
-/// building that JSON object (and copying the content into it) first.
+/// The MCP result for a tool result: what deserialising its JSON (`content`, `structuredContent`,
+/// `isError`) would give, without building that JSON object (and copying the content into it)
+/// first.
 fn call_tool_result(result: ToolResult) -> CallToolResult {
     let mut mcp = match serde_json::from_value::<Vec<ContentBlock>>(Value::Array(result.content)) {
         Ok(content) => CallToolResult::success(content),
@@ -173,7 +174,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::serve::call::result_json;
+
+    /// A tool result as MCP's `CallToolResult` JSON, as the admin API sends it.
+    fn result_json(result: ToolResult) -> Value {
+        let mut object = serde_json::Map::new();
+        object.insert("content".into(), Value::Array(result.content));
+        if let Some(structured) = result.structured_content {
+            object.insert("structuredContent".into(), structured);
+        }
+        object.insert("isError".into(), Value::Bool(result.is_error));
+        Value::Object(object)
+    }
 
     #[test]
     fn results_convert_as_their_json_would_deserialise() {

@@ -27,13 +27,23 @@ async fn malformed_registrations_are_refused_precisely() {
         (json!({"tools": [tool("a", "const x = 1;\nreturn x +;")]}), 422, "line 2"),
         (json!({"tools": [tool("a", "const fs = require('fs'); return 1;")]}), 422, "require"),
         (json!({"tools": []}), 422, "at least one tool"),
-        (json!({"tools": "nope"}), 400, "tools must be an array"),
+        (json!({"tools": "nope"}), 400, "tools: invalid type: string"),
         (json!({"name": "x"}), 400, "\"prompt\""),
         (json!({"prompt": "p", "tools": []}), 400, "not both"),
         (json!({"tools": [tool("a", "return 1;")], "allow_domains": ["*.example.com"]}), 422, "wildcard"),
         (json!({"tools": [tool("a", "return 1;")], "allow_domains": ["localhost"]}), 422, "localhost"),
-        (json!({"tools": [tool("a", "return 1;")], "allow_domains": "example.com"}), 400, "array"),
+        (
+            json!({"tools": [tool("a", "return 1;")], "allow_domains": "example.com"}),
+            400,
+            "allow_domains: invalid type",
+        ),
         (json!({"tools": [tool("a", "return 1;")], "surprise": 1}), 400, "unknown field"),
+        (
+            json!({"tools": [tool("a", "return 1;"), tool("b", "return 2;"), {"name": "c", "description": "d", "input_schema": 5, "handler": "return 3;"}]}),
+            422,
+            "tools[2].input_schema: invalid type",
+        ),
+        (json!({"tools": [{"name": "a"}]}), 422, "tools[0]: missing field `description`"),
         (json!([1, 2]), 400, "JSON object"),
     ];
     for (body, status, needle) in cases {

@@ -374,8 +374,18 @@ async fn register_wait_polls_a_daemon_without_the_events_route() {
     let view = move || {
         let mut statuses = statuses.lock().unwrap();
         let status = if statuses.len() > 1 { statuses.remove(0) } else { statuses[0] };
-        json!({"id": "old", "status": status, "serving": status == "ready", "tools": [{"name": "add"}],
-               "generation": {"id": 1, "status": status, "error": null}})
+        let tool =
+            json!({"name": "add", "description": "Add", "input_schema": {"type": "object"}, "handler": "return 1;"});
+        let at = "2025-01-02T03:04:05.678Z";
+        json!({"id": "old", "name": "old", "kind": "prompt", "status": status, "serving": status == "ready",
+               "access_token_set": false, "mcp_path": "/servers/old/mcp", "prompt": "make tools", "allow_domains": [],
+               "whitelist": [], "tools": [tool], "created_at": at, "updated_at": at,
+               "generation": {"id": 1, "source": "llm", "status": status, "stage": status, "error": null, "dry_run": false,
+                              "force": false, "cache_hit": false, "cached_from": null, "prompt_hash": null,
+                              "content_hash": null, "model": null, "generator_version": "v",
+                              "tokens": {"input": 0, "output": 0, "requests": 0}, "timings": {}, "warnings": [],
+                              "whitelist": [], "refused_domains": [], "documents": [], "plan": null, "tools": [tool],
+                              "created_at": at, "finished_at": null}})
     };
     let router = axum::Router::new()
         .route(

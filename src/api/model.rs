@@ -1,0 +1,587 @@
+//! The admin API's request and response bodies: what the handlers accept and send, what the
+//! command-line client (`client`) writes and reads, and what the OpenAPI document describes.
+//!
+//! The field names and shapes here are the wire format; the SDK and integration tests assert on
+//! them. Values the daemon names elsewhere (statuses, kinds, outcomes, whitelist entries, tool
+//! definitions) are the types from `states`, `toolset` and `whitelist`, so they are spelled once.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::api::error::ErrorCode;
+use crate::catalog::{self, GenerationRecord, ServerRecord, format_millis};
+use crate::generate::StatusEvent;
+use crate::serve::isolate::{Outcome, ToolResult};
+use crate::states::{CallOutcome, GenerationSource, ServerKind, Status, Via, text_enum};
+use crate::toolset::{ServerId, ToolSpec};
+use crate::whitelist::{RefusedDomain, WhitelistEntry};
+
+// Errors.
+
+/// Every error response: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// What kind of error; a client can act on it.
+    pub code: ErrorCode,
+    /// What went wrong and how to fix it.
+    pub message: String,
+}
+
+// Registration: `POST /admin/servers`.
+
+/// A registration: a prompt to generate tools from, or a ready toolset. The daemon tells them
+/// apart by which of `prompt` and `tools` the body has (exactly one).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum Registration {
+    Prompt(PromptRegistration),
+    Toolset(ToolsetRegistration),
+}
+
+/// Generate a server's tools from a prompt, in the background (202).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptRegistration {
+    /// The server id; derived from `name` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
+    pub id: Option<String>,
+    /// A display name; the id when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What the tools should do, with links to the API's documentation.
+    pub prompt: String,
+    /// Domains the handlers may fetch besides those the prompt and its documents name.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub allow_domains: Vec<String>,
+    /// Stop after planning: store the plan, mount nothing (status `planned`).
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "is_false")]
+    pub dry_run: bool,
+    /// The bearer token MCP clients must present on the server's mount.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 16, max_length = 512)]
+    pub access_token: Option<String>,
+}
+
+/// Register hand-written tools, ready at once without an LLM (201). `GET .../export` answers
+/// with this body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsetRegistration {
+    /// The server id; derived from `name` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
+    pub id: Option<String>,
+    /// A display name; the id when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The domains the handlers may fetch.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub allow_domains: Vec<String>,
+    pub tools: Vec<ToolSpec>,
+    /// The bearer token MCP clients must present on the server's mount.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 16, max_length = 512)]
+    pub access_token: Option<String>,
+}
+
+/// The answer to a registration: 201 for a toolset, 202 for a prompt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Registered {
+    Toolset(ToolsetRegistered),
+    Prompt(GenerationStarted),
+}
+
+impl IntoResponse for Registered {
+    fn into_response(self) -> Response {
+        match self {
+            Registered::Toolset(body) => (StatusCode::CREATED, Json(body)).into_response(),
+            Registered::Prompt(body) => (StatusCode::ACCEPTED, Json(body)).into_response(),
+        }
+    }
+}
+
+/// A toolset registered and mounted; its tools are served at once.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ToolsetRegistered {
+    pub id: ServerId,
+    pub name: String,
+    /// Always `ready`.
+    pub status: Status,
+    pub mcp_path: String,
+    /// The tool names.
+    pub tools: Vec<String>,
+}
+
+/// A generation that started: a prompt registration or a regeneration.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GenerationStarted {
+    pub id: ServerId,
+    /// The server's name (in answers to a registration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Always `pending`.
+    pub status: Status,
+    pub mcp_path: String,
+    pub generation_id: i64,
+}
+
+/// `POST /admin/servers/{id}/regenerate`; an empty body means the defaults.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegenerateRequest {
+    /// Skip the generation cache.
+    #[serde(default)]
+    pub force: bool,
+    /// Stop after planning (status `planned`); the current tools keep serving.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+// Access tokens.
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccessTokenRequest {
+    #[schema(min_length = 16, max_length = 512)]
+    pub access_token: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AccessTokenSet {
+    pub id: ServerId,
+    /// Always `true`.
+    pub access_token_set: bool,
+}
+
+// Servers.
+
+/// `GET /admin/servers`
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ServerList {
+    pub servers: Vec<ServerSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ServerSummary {
+    pub id: ServerId,
+    pub name: String,
+    pub kind: ServerKind,
+    pub status: Status,
+    /// Tools of the generation being served.
+    pub tool_count: i64,
+    pub mcp_path: String,
+    /// RFC 3339, UTC, milliseconds.
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<catalog::ServerSummary> for ServerSummary {
+    fn from(row: catalog::ServerSummary) -> ServerSummary {
+        ServerSummary {
+            mcp_path: row.id.mcp_path(),
+            id: row.id,
+            name: row.name,
+            kind: row.kind,
+            status: row.status,
+            tool_count: row.tool_count,
+            created_at: format_millis(row.created_at),
+            updated_at: format_millis(row.updated_at),
+        }
+    }
+}
+
+/// `GET /admin/servers/{id}`: everything about a server.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ServerView {
+    pub id: ServerId,
+    pub name: String,
+    pub kind: ServerKind,
+    pub status: Status,
+    /// Whether a generation is being served (a server keeps serving during a regeneration).
+    pub serving: bool,
+    pub access_token_set: bool,
+    pub mcp_path: String,
+    /// The prompt of a prompt registration.
+    pub prompt: Option<String>,
+    /// The registration's `allow_domains`.
+    pub allow_domains: Vec<String>,
+    /// The served generation's whitelist, each domain with its provenance.
+    pub whitelist: Vec<WhitelistEntry>,
+    /// The served generation's tools, with their handlers.
+    pub tools: Vec<ToolView>,
+    /// The generation being served.
+    pub generation: Option<GenerationView>,
+    /// The newest generation when it is not the one being served (running, failed or planned).
+    pub latest_generation: Option<GenerationView>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<&ServerRecord> for ServerView {
+    fn from(record: &ServerRecord) -> ServerView {
+        let served = record.generation.as_ref();
+        ServerView {
+            id: record.id.clone(),
+            name: record.name.clone(),
+            kind: record.kind,
+            status: record.status,
+            serving: served.is_some(),
+            access_token_set: record.access_token_sha256.is_some(),
+            mcp_path: record.id.mcp_path(),
+            prompt: record.prompt.clone(),
+            allow_domains: record.allow_domains.clone(),
+            whitelist: served.map(|g| g.whitelist.entries().to_vec()).unwrap_or_default(),
+            tools: served.map(ToolView::all).unwrap_or_default(),
+            generation: served.map(GenerationView::from),
+            latest_generation: record.latest_generation.as_ref().map(GenerationView::from),
+            created_at: format_millis(record.created_at),
+            updated_at: format_millis(record.updated_at),
+        }
+    }
+}
+
+/// A tool with what its generation learned about it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ToolView {
+    #[serde(flatten)]
+    pub tool: ToolSpec,
+    /// Whether the tool calls an API (generated tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_network: Option<bool>,
+    /// The generation's self-test of the tool: `status` (`passed`, `failed`, `skipped`),
+    /// `attempts`, `error` or `reason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub self_test: Option<Value>,
+}
+
+impl ToolView {
+    fn all(generation: &GenerationRecord) -> Vec<ToolView> {
+        let tools = generation.tools.tools().iter().zip(&generation.tool_extras);
+        tools
+            .map(|(tool, extras)| ToolView {
+                tool: tool.clone(),
+                needs_network: extras.needs_network,
+                self_test: extras.self_test.clone(),
+            })
+            .collect()
+    }
+}
+
+/// One generation of a server: how its tools were made.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GenerationView {
+    pub id: i64,
+    pub source: GenerationSource,
+    pub status: Status,
+    /// The same as `status`.
+    pub stage: Status,
+    /// Why it failed: the stage and what went wrong.
+    pub error: Option<String>,
+    pub dry_run: bool,
+    pub force: bool,
+    pub cache_hit: bool,
+    /// The generation whose plan and handlers were reused.
+    pub cached_from: Option<i64>,
+    pub prompt_hash: Option<String>,
+    pub content_hash: Option<String>,
+    pub model: Option<String>,
+    pub generator_version: String,
+    pub tokens: TokenUsage,
+    /// Milliseconds per stage: `fetching_ms`, `planning_ms`, `compiling_ms`, `testing_ms`, `total_ms`.
+    #[schema(value_type = Object)]
+    pub timings: Map<String, Value>,
+    pub warnings: Vec<String>,
+    pub whitelist: Vec<WhitelistEntry>,
+    /// Whitelist candidates that were not admitted, with the reason.
+    pub refused_domains: Vec<RefusedDomain>,
+    pub documents: Vec<DocumentView>,
+    /// The planner's plan.
+    #[schema(value_type = Option<Object>)]
+    pub plan: Option<Value>,
+    pub tools: Vec<ToolView>,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+}
+
+impl From<&GenerationRecord> for GenerationView {
+    fn from(g: &GenerationRecord) -> GenerationView {
+        let d = &g.details;
+        GenerationView {
+            id: g.id,
+            source: g.source,
+            status: g.status,
+            stage: g.status,
+            error: g.error.clone(),
+            dry_run: d.dry_run,
+            force: d.force,
+            cache_hit: d.cache_hit,
+            cached_from: d.cached_from,
+            prompt_hash: d.prompt_hash.clone(),
+            content_hash: d.content_hash.clone(),
+            model: d.model.clone(),
+            generator_version: g.generator_version.clone(),
+            tokens: TokenUsage { input: d.input_tokens, output: d.output_tokens, requests: d.llm_requests },
+            timings: d.timings.clone(),
+            warnings: d.warnings.clone(),
+            whitelist: g.whitelist.entries().to_vec(),
+            refused_domains: d.refused_domains.clone(),
+            documents: d.documents.iter().map(DocumentView::from).collect(),
+            plan: d.plan.clone(),
+            tools: ToolView::all(g),
+            created_at: format_millis(g.created_at),
+            finished_at: g.finished_at.map(format_millis),
+        }
+    }
+}
+
+/// LLM usage of a generation.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct TokenUsage {
+    pub input: i64,
+    pub output: i64,
+    pub requests: i64,
+}
+
+/// A document a generation fetched; the text itself is kept once per sha256.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DocumentView {
+    pub url: String,
+    /// The URL it was found at (the prompt's, or the page that linked it).
+    pub source_url: String,
+    /// After redirects and rewrites (a GitHub repository becomes its README).
+    pub final_url: String,
+    pub content_type: String,
+    pub sha256: String,
+    pub bytes: i64,
+    pub chars: i64,
+    pub truncated: bool,
+    pub summarised: bool,
+    pub discovered_urls: Vec<String>,
+    pub fetched_at: String,
+}
+
+impl From<&catalog::DocumentRef> for DocumentView {
+    fn from(d: &catalog::DocumentRef) -> DocumentView {
+        DocumentView {
+            url: d.url.clone(),
+            source_url: d.source_url.clone(),
+            final_url: d.final_url.clone(),
+            content_type: d.content_type.clone(),
+            sha256: d.sha256.clone(),
+            bytes: d.bytes,
+            chars: d.chars,
+            truncated: d.truncated,
+            summarised: d.summarised,
+            discovered_urls: d.discovered_urls.clone(),
+            fetched_at: format_millis(d.fetched_at),
+        }
+    }
+}
+
+/// A `status` or `done` event of `GET /admin/servers/{id}/events` (its `data`, as JSON).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GenerationEvent {
+    pub id: ServerId,
+    pub status: Status,
+    /// The generation the status is of; 0 when the server has none.
+    pub generation_id: i64,
+    /// Why the generation failed, with status `failed`.
+    pub error: Option<String>,
+}
+
+impl From<&StatusEvent> for GenerationEvent {
+    fn from(event: &StatusEvent) -> GenerationEvent {
+        GenerationEvent {
+            id: event.id.clone(),
+            status: event.status,
+            generation_id: event.generation_id,
+            error: event.error.clone(),
+        }
+    }
+}
+
+// Calls.
+
+/// `POST /admin/servers/{id}/tools/{tool}/call`
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallRequest {
+    /// The tool's arguments, checked against its input schema.
+    #[serde(default = "empty_object")]
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+}
+
+/// The answer to an admin call: the tool's result and where the call log has it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CallResult {
+    pub execution_id: String,
+    /// How the handler run ended; the call log says `denied` where the run failed after the
+    /// egress policy refused a request.
+    pub outcome: Outcome,
+    pub result: McpResult,
+}
+
+/// A tool result as MCP's `CallToolResult` has it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct McpResult {
+    /// MCP content items, e.g. `{"type": "text", "text": "..."}`.
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub content: Vec<Value>,
+    #[serde(rename = "structuredContent", default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub structured_content: Option<Value>,
+    #[serde(rename = "isError", default)]
+    pub is_error: bool,
+}
+
+impl From<ToolResult> for McpResult {
+    fn from(result: ToolResult) -> McpResult {
+        McpResult { content: result.content, structured_content: result.structured_content, is_error: result.is_error }
+    }
+}
+
+/// `GET /admin/servers/{id}/calls?limit=N`
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CallsQuery {
+    /// How many calls, newest first: 1 to 1000, 50 when absent.
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CallList {
+    pub calls: Vec<CallEntry>,
+}
+
+/// One finished call, with the outbound requests it made.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CallEntry {
+    pub execution_id: String,
+    pub generation_id: i64,
+    pub tool: String,
+    pub via: Via,
+    pub started_at: String,
+    pub duration_us: i64,
+    pub outcome: CallOutcome,
+    pub error: Option<String>,
+    pub fetches: i64,
+    /// What the handler wrote with `console`.
+    pub console: String,
+    pub egress: Vec<EgressEntry>,
+}
+
+impl From<catalog::CallRecord> for CallEntry {
+    fn from(call: catalog::CallRecord) -> CallEntry {
+        CallEntry {
+            execution_id: call.execution_id,
+            generation_id: call.generation_id,
+            tool: call.tool,
+            via: call.via,
+            started_at: format_millis(call.started_at),
+            duration_us: call.duration_us,
+            outcome: call.outcome,
+            error: call.error,
+            fetches: call.fetches,
+            console: call.console,
+            egress: call.egress.into_iter().map(EgressEntry::from).collect(),
+        }
+    }
+}
+
+/// One outbound request of a call, allowed or denied by the egress policy.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EgressEntry {
+    pub method: String,
+    pub host: String,
+    pub path: String,
+    pub allowed: bool,
+    /// The upstream's HTTP status.
+    pub status: Option<i64>,
+    pub bytes: i64,
+    pub duration_us: i64,
+    /// Why it was denied or failed.
+    pub reason: Option<String>,
+}
+
+impl From<catalog::EgressRecord> for EgressEntry {
+    fn from(e: catalog::EgressRecord) -> EgressEntry {
+        EgressEntry {
+            method: e.method,
+            host: e.host,
+            path: e.path,
+            allowed: e.allowed,
+            status: e.status,
+            bytes: e.bytes,
+            duration_us: e.duration_us,
+            reason: e.reason,
+        }
+    }
+}
+
+// Probes.
+
+text_enum! {
+    pub enum LiveStatus ("liveness") {
+        Ok = "ok",
+    }
+}
+
+text_enum! {
+    pub enum ReadyStatus ("readiness") {
+        Ready = "ready",
+        NotReady = "not_ready",
+    }
+}
+
+text_enum! {
+    pub enum CatalogHealth ("catalog health") {
+        Ok = "ok",
+        Unavailable = "unavailable",
+    }
+}
+
+/// `GET /healthz`
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Liveness {
+    pub status: LiveStatus,
+}
+
+/// `GET /readyz`
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Readiness {
+    pub status: ReadyStatus,
+    pub catalog: CatalogHealth,
+    /// Whether every ready server in the catalog has been mounted.
+    pub servers_mounted: bool,
+    /// How many servers are mounted.
+    pub mounted: usize,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Map::new())
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
+}
+
+/// `null` as the default, as if the field were absent.
+fn null_as_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(deserializer: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}

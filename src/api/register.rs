@@ -1,0 +1,301 @@
+//! `POST /admin/servers`: registration of a prompt (tools generated in the background) or of a
+//! ready toolset, one function each behind a dispatcher that tells them apart.
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::access_token;
+use crate::api::AppState;
+use crate::api::error::{ApiError, ErrorCode};
+use crate::api::model::{
+    ErrorBody, GenerationStarted, PromptRegistration, Registered, Registration, ToolsetRegistered, ToolsetRegistration,
+};
+use crate::catalog::{CatalogError, MountRecord, NewToolsetServer};
+use crate::generate::Job;
+use crate::serve::isolate::check_handler;
+use crate::states::Status;
+use crate::toolset::{ServerId, Toolset};
+use crate::whitelist::Whitelist;
+
+const MAX_PROMPT_CHARS: usize = 32 * 1024;
+
+/// Register a server from a prompt or a toolset
+///
+/// A body with `prompt` is generated in the background (202; follow `.../events`); a body with
+/// `tools` is checked, stored and mounted at once (201). The tools' handlers are compiled in the
+/// real engine first, so one that does not compile is refused with its line.
+#[utoipa::path(
+    post,
+    path = "/admin/servers",
+    request_body = Registration,
+    responses(
+        (status = 201, description = "a toolset, registered and mounted", body = ToolsetRegistered),
+        (status = 202, description = "a prompt, generated in the background", body = GenerationStarted),
+        (status = 400, description = "malformed body, unknown or ill-typed field, neither or both of prompt and tools", body = ErrorBody),
+        (status = 409, description = "the id is taken", body = ErrorBody),
+        (status = 413, description = "body larger than [server] max_body_bytes", body = ErrorBody),
+        (status = 415, description = "body is not JSON", body = ErrorBody),
+        (status = 422, description = "invalid id, domain, access token or tool; handler that does not compile; prompt too long; no LLM configured", body = ErrorBody),
+    ),
+)]
+pub async fn create_server(
+    State(state): State<AppState>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> Result<Registered, ApiError> {
+    let Json(body) = body?;
+    let Value::Object(body) = body else {
+        return Err(ApiError::with_status(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidBody,
+            "the body must be a JSON object",
+        ));
+    };
+    match (body.contains_key("prompt"), body.contains_key("tools")) {
+        (true, false) => register_prompt(&state, parse_body(body)?).await,
+        (false, true) => register_toolset(&state, parse_body(body)?).await,
+        (true, true) => Err(ApiError::new(
+            ErrorCode::AmbiguousRegistration,
+            "send either \"prompt\" (generate tools) or \"tools\" (a ready toolset), not both",
+        )),
+        (false, false) => Err(ApiError::new(
+            ErrorCode::MissingField,
+            "the body needs \"prompt\" (generate tools from a description) or \"tools\" (a ready toolset)",
+        )),
+    }
+}
+
+/// Stores the server with a pending generation and starts generating.
+async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<Registered, ApiError> {
+    let server = Checked::new(body.id, body.name, body.access_token, &body.allow_domains)?;
+    let prompt = body.prompt;
+    if prompt.trim().is_empty() {
+        return Err(ApiError::new(ErrorCode::InvalidField, "prompt must be a non-empty string"));
+    }
+    if prompt.chars().count() > MAX_PROMPT_CHARS {
+        return Err(ApiError::new(
+            ErrorCode::PromptTooLong,
+            format!(
+                "prompt is longer than {MAX_PROMPT_CHARS} characters; link the documentation instead of pasting it"
+            ),
+        ));
+    }
+    if !state.generator.llm_configured() {
+        return Err(llm_not_configured());
+    }
+    let Checked { id, name, access_token_sha256, .. } = server;
+    let dry_run = body.dry_run;
+    let generation_id = state
+        .catalog
+        .create_prompt_server(&id, &name, &prompt, &body.allow_domains, dry_run, access_token_sha256.as_deref())
+        .await?;
+    state.generator.spawn(Job {
+        server: id.clone(),
+        generation_id,
+        prompt,
+        allow_domains: body.allow_domains,
+        dry_run,
+        force: false,
+    });
+    tracing::info!(server_id = %id, generation_id, dry_run, "prompt server registered; generation started");
+    Ok(Registered::Prompt(GenerationStarted {
+        mcp_path: id.mcp_path(),
+        id,
+        name: Some(name),
+        status: Status::Pending,
+        generation_id,
+    }))
+}
+
+/// Checks the tools, compiles their handlers, then stores and mounts the server.
+async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result<Registered, ApiError> {
+    let Checked { id, name, access_token_sha256, whitelist } =
+        Checked::new(body.id, body.name, body.access_token, &body.allow_domains)?;
+    let toolset = Toolset::new(body.tools).map_err(|e| ApiError::new(ErrorCode::InvalidTool, e.to_string()))?;
+    let toolset = check_handlers(toolset).await?;
+    let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
+    let new = NewToolsetServer {
+        id: id.clone(),
+        name: name.clone(),
+        access_token_sha256: access_token_sha256.clone(),
+        allow_domains: body.allow_domains,
+        whitelist,
+        toolset,
+    };
+    // Stored and mounted in a task of its own, so a client that hangs up while the write is
+    // queued cannot leave a stored server unmounted.
+    let (catalog, registry) = (state.catalog.clone(), state.registry.clone());
+    let record = (id.clone(), name.clone(), access_token_sha256);
+    state
+        .tasks
+        .spawn(async move {
+            let generation_id = catalog.create_toolset_server(new).await?;
+            // Everything the mount needs is at hand; its validators are built on first use.
+            let (id, name, access_token_sha256) = record;
+            registry.mount(MountRecord { id, name, generation_id, access_token_sha256 });
+            Ok::<_, CatalogError>(())
+        })
+        .await
+        .map_err(ApiError::internal)??;
+    tracing::info!(server_id = %id, tools = tool_names.len(), "toolset server registered");
+    Ok(Registered::Toolset(ToolsetRegistered {
+        mcp_path: id.mcp_path(),
+        id,
+        name,
+        status: Status::Ready,
+        tools: tool_names,
+    }))
+}
+
+/// What both kinds of registration have, checked.
+struct Checked {
+    id: ServerId,
+    name: String,
+    access_token_sha256: Option<String>,
+    whitelist: Whitelist,
+}
+
+impl Checked {
+    fn new(
+        id: Option<String>,
+        name: Option<String>,
+        access_token: Option<String>,
+        allow_domains: &[String],
+    ) -> Result<Checked, ApiError> {
+        let id = match id {
+            Some(raw) => ServerId::parse(&raw).map_err(|m| ApiError::new(ErrorCode::InvalidId, m))?,
+            None => ServerId::generate(name.as_deref()),
+        };
+        let name = name.unwrap_or_else(|| id.to_string());
+        let access_token_sha256 = access_token
+            .map(|raw| access_token::parse(&raw).map(|t| access_token::digest(&t)))
+            .transpose()
+            .map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
+        let whitelist =
+            Whitelist::from_operator_domains(allow_domains).map_err(|m| ApiError::new(ErrorCode::InvalidDomain, m))?;
+        Ok(Checked { id, name, access_token_sha256, whitelist })
+    }
+}
+
+/// A registration body as `T`; errors name the field (`tools[2].input_schema: invalid type: …`).
+/// A field the registration does not have is `unknown_field`, a problem inside a tool
+/// `invalid_tool` (422, like the tool checks that follow), any other field of the wrong type
+/// `invalid_field`.
+fn parse_body<T: DeserializeOwned>(body: Map<String, Value>) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(Value::Object(body)).map_err(|error| {
+        let depth = error.path().iter().count();
+        let in_tools =
+            matches!(error.path().iter().next(), Some(serde_path_to_error::Segment::Map { key }) if key == "tools");
+        let code = if in_tools && depth > 1 {
+            ErrorCode::InvalidTool
+        } else if depth == 1 && error.inner().to_string().starts_with("unknown field") {
+            ErrorCode::UnknownField
+        } else {
+            ErrorCode::InvalidField
+        };
+        ApiError::new(code, error.to_string())
+    })
+}
+
+/// Compiles every handler in the real engine, off the async threads; hands the toolset back.
+async fn check_handlers(toolset: Toolset) -> Result<Toolset, ApiError> {
+    let (toolset, failure) = tokio::task::spawn_blocking(move || {
+        let failure = toolset.tools().iter().enumerate().find_map(|(index, tool)| {
+            check_handler(&tool.handler).err().map(|error| (index, tool.name.clone(), error))
+        });
+        (toolset, failure)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    match failure {
+        None => Ok(toolset),
+        Some((index, name, error)) => {
+            let line = error.line.map(|l| format!(" at line {l}")).unwrap_or_default();
+            Err(ApiError::new(
+                ErrorCode::HandlerCompileError,
+                format!("tools[{index}].handler ({name}) does not compile{line}: {}", error.message),
+            ))
+        }
+    }
+}
+
+pub(crate) fn llm_not_configured() -> ApiError {
+    ApiError::new(
+        ErrorCode::LlmNotConfigured,
+        "prompt registrations need an LLM: set [llm] provider (\"anthropic\" or \"openai\") and model \
+         (MCPBOOTD_LLM__PROVIDER, MCPBOOTD_LLM__MODEL) and an API key ([llm] api_key, ANTHROPIC_API_KEY or \
+         OPENAI_API_KEY); toolset registrations ({\"tools\": [...]}) work without one",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn refused<T: DeserializeOwned + std::fmt::Debug>(body: Value) -> (ErrorCode, u16, String) {
+        let Value::Object(body) = body else { panic!("not an object") };
+        let error = parse_body::<T>(body).unwrap_err();
+        (error.code, error.status.as_u16(), error.message)
+    }
+
+    #[test]
+    fn body_errors_name_the_field_and_keep_their_codes() {
+        let tool = json!({"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": "return 1;"});
+        let mut bad_schema = tool.clone();
+        bad_schema["input_schema"] = json!(5);
+        let mut extra = tool.clone();
+        extra["extra"] = json!(1);
+        let cases: Vec<(Value, ErrorCode, u16, &str)> = vec![
+            (
+                json!({"tools": [tool, tool, bad_schema]}),
+                ErrorCode::InvalidTool,
+                422,
+                "tools[2].input_schema: invalid type: integer `5`, expected a map",
+            ),
+            (json!({"tools": [extra]}), ErrorCode::InvalidTool, 422, "tools[0].extra: unknown field `extra`"),
+            (json!({"tools": [{"name": "a"}]}), ErrorCode::InvalidTool, 422, "tools[0]: missing field `description`"),
+            (
+                json!({"tools": [5]}),
+                ErrorCode::InvalidTool,
+                422,
+                "tools[0]: invalid type: integer `5`, expected a tool object",
+            ),
+            (
+                json!({"tools": "nope"}),
+                ErrorCode::InvalidField,
+                400,
+                "tools: invalid type: string \"nope\", expected a sequence",
+            ),
+            (
+                json!({"tools": [], "allow_domains": ["a.com", 5]}),
+                ErrorCode::InvalidField,
+                400,
+                "allow_domains[1]: invalid type",
+            ),
+            (json!({"tools": [], "surprise": 1}), ErrorCode::UnknownField, 400, "surprise: unknown field `surprise`"),
+        ];
+        for (body, code, status, message) in cases {
+            let (got_code, got_status, got_message) = refused::<ToolsetRegistration>(body.clone());
+            assert_eq!((got_code, got_status), (code, status), "{body}: {got_message}");
+            assert!(got_message.starts_with(message), "{body}: {got_message:?} does not start with {message:?}");
+        }
+        let (code, _, message) = refused::<PromptRegistration>(json!({"prompt": "p", "dry_run": "yes"}));
+        assert_eq!(code, ErrorCode::InvalidField);
+        assert!(message.starts_with("dry_run: invalid type: string \"yes\", expected a boolean"), "{message}");
+        let (code, _, message) = refused::<PromptRegistration>(json!({"prompt": "p", "tools": []}));
+        assert_eq!((code, message.starts_with("tools: unknown field")), (ErrorCode::UnknownField, true), "{message}");
+    }
+
+    #[test]
+    fn null_means_absent_for_optional_fields() {
+        let body = json!({"prompt": "p", "id": null, "name": null, "allow_domains": null, "dry_run": null, "access_token": null});
+        let Value::Object(body) = body else { unreachable!() };
+        let parsed: PromptRegistration = parse_body(body).unwrap();
+        assert!(parsed.id.is_none() && parsed.allow_domains.is_empty() && !parsed.dry_run);
+    }
+}

@@ -29,7 +29,7 @@ pub async fn require_admin_token(
             ErrorCode::Unauthorized,
             "missing admin token: send Authorization: Bearer <token> ([admin] token)",
         )),
-        Some(token) if crate::access_token::constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) => {
+        Some(token) if crate::access_token::secrets_match(token.trim().as_bytes(), expected.as_bytes()) => {
             Ok(next.run(request).await)
         }
         Some(_) => Err(ApiError::new(ErrorCode::Forbidden, "the admin token is not valid")),

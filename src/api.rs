@@ -8,6 +8,7 @@ pub mod events;
 pub mod health;
 pub mod mcp;
 pub mod model;
+pub mod oauth;
 pub mod openapi;
 pub mod register;
 
@@ -43,6 +44,8 @@ pub struct AppState {
     pub tasks: Tasks,
     /// Set once every ready server from the catalog is mounted.
     pub ready: Arc<AtomicBool>,
+    /// `[server] allowed_hosts` as the MCP endpoints check it.
+    pub mcp_hosts: Arc<mcp::transport::AllowedHosts>,
 }
 
 /// Every route, with its middleware.

@@ -10,6 +10,7 @@ use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::api::AppState;
+use crate::api::mcp::transport::AllowedHosts;
 use crate::catalog::{CallLog, Catalog};
 use crate::config::Config;
 use crate::generate::{Generator, GeneratorParts};
@@ -70,6 +71,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     for (server, stage) in catalog.fail_interrupted_generations().await? {
         tracing::warn!(server_id = %server, %stage, "generation interrupted by a restart was marked failed");
     }
+    let mcp_hosts = Arc::new(AllowedHosts::new(&config.mcp_allowed_hosts()));
     let state = AppState {
         config,
         catalog,
@@ -79,6 +81,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         metrics,
         tasks,
         ready: Arc::new(AtomicBool::new(false)),
+        mcp_hosts,
     };
     Ok(Daemon { state, pool })
 }

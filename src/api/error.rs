@@ -1,4 +1,5 @@
-//! The one HTTP error type: a status plus `{"error": {"code", "message"}}`.
+//! The one HTTP error type: a status, an [`ErrorCode`] and a message, written in the shape the
+//! client of the route reads (see [`ErrorShape`]).
 //!
 //! Every code is an [`ErrorCode`], spelled once, and carries the status it is sent with. 4xx
 //! messages are written for the person who sent the request and say how to fix it. 5xx responses
@@ -9,8 +10,9 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::header::WWW_AUTHENTICATE;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde_json::Value;
 
-use crate::api::model::{ErrorBody, ErrorDetail};
+use crate::api::model::{ErrorBody, ErrorDetail, JsonRpcError, JsonRpcErrorData, JsonRpcErrorDetail, OAuthError};
 use crate::catalog::CatalogError;
 use crate::states::text_enum;
 
@@ -29,6 +31,20 @@ text_enum! {
         InvalidPath = "invalid_path",
         Unauthorized = "unauthorized",
         Forbidden = "forbidden",
+        /// The `Host` header is not in `[server] allowed_hosts` (DNS-rebinding protection).
+        HostNotAllowed = "host_not_allowed",
+        /// The `Origin` header is not in `[server] allowed_origins`.
+        OriginNotAllowed = "origin_not_allowed",
+        /// An OAuth discovery or registration request: MCP mounts take static bearer tokens.
+        OauthNotSupported = "oauth_not_supported",
+        /// A method the route does not answer (the MCP endpoint answers POST only).
+        MethodNotAllowed = "method_not_allowed",
+        /// The `Accept` header excludes JSON.
+        NotAcceptable = "not_acceptable",
+        /// JSON that is not a JSON-RPC message the MCP endpoint can take.
+        InvalidMessage = "invalid_message",
+        /// A JSON-RPC batch under a protocol revision without batches, or one too large.
+        BatchNotSupported = "batch_not_supported",
         RouteNotFound = "route_not_found",
         ServerNotFound = "server_not_found",
         ToolNotFound = "tool_not_found",
@@ -72,10 +88,14 @@ impl ErrorCode {
             | InvalidField
             | AmbiguousRegistration
             | InvalidQuery
-            | InvalidPath => StatusCode::BAD_REQUEST,
+            | InvalidPath
+            | InvalidMessage
+            | BatchNotSupported => StatusCode::BAD_REQUEST,
             Unauthorized => StatusCode::UNAUTHORIZED,
-            Forbidden => StatusCode::FORBIDDEN,
-            RouteNotFound | ServerNotFound | ToolNotFound => StatusCode::NOT_FOUND,
+            Forbidden | HostNotAllowed | OriginNotAllowed => StatusCode::FORBIDDEN,
+            RouteNotFound | ServerNotFound | ToolNotFound | OauthNotSupported => StatusCode::NOT_FOUND,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             ServerExists | NotGenerated | GenerationRunning | NothingToExport => StatusCode::CONFLICT,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -87,11 +107,48 @@ impl ErrorCode {
     }
 }
 
+impl ErrorCode {
+    /// The JSON-RPC error code an MCP client sees for this error: the standard codes where one
+    /// fits (parse error, invalid request, internal error), and two from the range JSON-RPC
+    /// leaves to servers for what it has no code for: -32001 for a missing or wrong access token,
+    /// -32000 for a server that cannot answer now.
+    pub const fn jsonrpc_code(self) -> i64 {
+        use ErrorCode::*;
+        match self {
+            MalformedJson => -32700,
+            Unauthorized => -32001,
+            Internal => -32603,
+            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => -32000,
+            _ => -32600,
+        }
+    }
+}
+
+/// How an error is written. One error type serves three kinds of client, each of which shows
+/// its user only the message it knows where to find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ErrorShape {
+    /// `{"error": {"code", "message"}}`: the admin API and the probes.
+    #[default]
+    Api,
+    /// A JSON-RPC error response (`{"jsonrpc": "2.0", "id": null, "error": {"code", "message",
+    /// "data": {"code"}}}`): the MCP endpoint. MCP clients read the message out of a non-2xx
+    /// JSON-RPC body and show it; any other body they report as "Server returned an error".
+    JsonRpc,
+    /// `{"error", "error_description"}` (RFC 6749 §5.2): OAuth discovery and registration
+    /// probes, whose clients show `error_description`.
+    OAuth,
+}
+
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: ErrorCode,
     pub message: String,
+    pub shape: ErrorShape,
+    /// The id of the JSON-RPC request answered (null when it is not known): only the
+    /// JSON-RPC shape carries it, and clients match the error to their request by it.
+    pub reply_to: Value,
 }
 
 impl ApiError {
@@ -102,7 +159,22 @@ impl ApiError {
 
     /// An error sent with another status than its code's (see [`ErrorCode::status`]).
     pub fn with_status(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into() }
+        ApiError { status, code, message: message.into(), shape: ErrorShape::Api, reply_to: Value::Null }
+    }
+
+    /// The same error, written as a JSON-RPC error response (the MCP endpoint's form).
+    pub fn as_jsonrpc(self) -> ApiError {
+        ApiError { shape: ErrorShape::JsonRpc, ..self }
+    }
+
+    /// The same error, written as the JSON-RPC answer to the request with this id.
+    pub fn in_reply_to(self, id: Value) -> ApiError {
+        ApiError { shape: ErrorShape::JsonRpc, reply_to: id, ..self }
+    }
+
+    /// The same error, written as an OAuth error response.
+    pub fn as_oauth(self) -> ApiError {
+        ApiError { shape: ErrorShape::OAuth, ..self }
     }
 
     /// An unexpected failure: logged in full, reported to the client without internals.
@@ -114,14 +186,42 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = ErrorBody { error: ErrorDetail { code: self.code, message: self.message } };
-        let mut response = (self.status, Json(body)).into_response();
-        // RFC 6750 asks a bearer-token endpoint to say so.
-        if self.status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        // RFC 6750 asks a bearer-token endpoint to say so, with the reason for hosts that show it.
+        let challenge = (self.status == StatusCode::UNAUTHORIZED).then(|| bearer_challenge(&self.message));
+        let mut response = match self.shape {
+            ErrorShape::Api => {
+                let body = ErrorBody { error: ErrorDetail { code: self.code, message: self.message } };
+                (self.status, Json(body)).into_response()
+            }
+            ErrorShape::JsonRpc => {
+                let error = JsonRpcErrorDetail {
+                    code: self.code.jsonrpc_code(),
+                    message: self.message,
+                    data: JsonRpcErrorData { code: self.code },
+                };
+                (self.status, Json(JsonRpcError { id: self.reply_to, ..JsonRpcError::new(error) })).into_response()
+            }
+            ErrorShape::OAuth => {
+                let body = OAuthError { error: "invalid_request".into(), error_description: self.message };
+                (self.status, Json(body)).into_response()
+            }
+        };
+        if let Some(challenge) = challenge {
+            response.headers_mut().insert(WWW_AUTHENTICATE, challenge);
         }
         response
     }
+}
+
+/// `Bearer error="invalid_token", error_description="…"` (RFC 6750 §3), the description cut to
+/// what a header can carry: printable ASCII without quotes or backslashes.
+fn bearer_challenge(message: &str) -> HeaderValue {
+    let description: String = message
+        .chars()
+        .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '\'' })
+        .collect();
+    HeaderValue::from_str(&format!("Bearer error=\"invalid_token\", error_description=\"{description}\""))
+        .unwrap_or_else(|_| HeaderValue::from_static("Bearer error=\"invalid_token\""))
 }
 
 impl From<CatalogError> for ApiError {
@@ -167,9 +267,11 @@ impl From<PathRejection> for ApiError {
     }
 }
 
-/// Fallback for unknown routes, so even a 404 has the error shape.
+/// Fallback for unknown routes, so even a 404 has the error shape; OAuth probes are told that
+/// the mounts take bearer tokens (see `api::oauth`).
 pub async fn route_not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::new(ErrorCode::RouteNotFound, format!("no route for {}", uri.path()))
+    crate::api::oauth::refusal(uri.path())
+        .unwrap_or_else(|| ApiError::new(ErrorCode::RouteNotFound, format!("no route for {}", uri.path())))
 }
 
 #[cfg(test)]

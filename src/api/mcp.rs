@@ -1,65 +1,104 @@
-//! `ANY /servers/{id}/mcp`: finds the mounted server, checks its access token and hands the
-//! request to its MCP endpoint (`serve/mount.rs`).
+//! `ANY /servers/{id}/mcp`: checks the `Host`, finds the mounted server, checks its access
+//! token and hands the request to its MCP endpoint (`serve/mount.rs`) through `transport`,
+//! which turns rmcp's plain-text refusals into JSON-RPC errors.
+//!
+//! Every error here is a JSON-RPC error response ([`ApiError::as_jsonrpc`]): MCP clients show
+//! the message of such a body, where for any other they show only a status.
+
+pub mod transport;
 
 use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::model::ErrorBody;
-use crate::serve::registry::MountError;
+use crate::api::model::JsonRpcError;
+use std::sync::Arc;
+
+use crate::serve::registry::{MountError, Mounted};
 use crate::toolset::ServerId;
 
 /// The MCP endpoint of one server (Streamable HTTP, stateless)
 ///
-/// JSON-RPC requests (`tools/list`, `tools/call`, …) answered by the server's MCP service. A
-/// server registered with an access token needs `Authorization: Bearer <token>`. Every method
-/// reaches the MCP service, which answers those it does not serve with 405.
+/// JSON-RPC requests (`tools/list`, `tools/call`, …) answered by the server's MCP service, one
+/// message per POST (or a batch under protocol revision 2025-03-26). A server registered with an
+/// access token needs `Authorization: Bearer <token>`. Other methods are answered 405. Every
+/// error body is a JSON-RPC error.
 #[utoipa::path(
     post,
     path = "/servers/{id}/mcp",
     params(("id" = String, Path)),
-    request_body(content = Object, description = "a JSON-RPC request"),
+    request_body(content = Object, description = "a JSON-RPC request, or under 2025-03-26 a batch of them"),
     responses(
         (status = 200, description = "the JSON-RPC response"),
-        (status = 401, description = "the server's access token is missing or wrong", body = ErrorBody),
-        (status = 403, description = "Host header not in [server] allowed_hosts"),
-        (status = 404, description = "no such server", body = ErrorBody),
-        (status = 503, description = "the daemon is starting, or the server is not ready or cannot be served", body = ErrorBody),
+        (status = 202, description = "a notification was accepted"),
+        (status = 400, description = "not JSON, not a JSON-RPC message, or a batch the revision does not allow", body = JsonRpcError),
+        (status = 401, description = "the server's access token is missing or wrong", body = JsonRpcError),
+        (status = 403, description = "Host not in [server] allowed_hosts, or Origin not in [server] allowed_origins", body = JsonRpcError),
+        (status = 404, description = "no such server", body = JsonRpcError),
+        (status = 406, description = "Accept excludes application/json", body = JsonRpcError),
+        (status = 413, description = "body larger than [server] max_body_bytes", body = JsonRpcError),
+        (status = 415, description = "Content-Type is not application/json", body = JsonRpcError),
+        (status = 503, description = "the daemon is starting, or the server is not ready or cannot be served", body = JsonRpcError),
     ),
 )]
 pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
+    let max_body_bytes = state.config.server.max_body_bytes;
+    match find_mount(&state, &id, request.uri(), request.headers()).await {
+        Ok(mounted) => transport::answer(&mounted.mcp, request, max_body_bytes).await,
+        Err(error) => {
+            let id = transport::request_id(request, max_body_bytes).await;
+            error.in_reply_to(id).into_response()
+        }
+    }
+}
+
+/// The mounted server a request may reach, judged from its head alone.
+async fn find_mount(state: &AppState, id: &str, uri: &Uri, headers: &HeaderMap) -> Result<Arc<Mounted>, ApiError> {
+    // The Host is checked first, so a page reaching the daemon through DNS rebinding learns
+    // nothing, not even which servers exist.
+    state.mcp_hosts.check(uri, headers)?;
     let not_found = || ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?} is mounted here"));
-    let server_id = ServerId::parse(&id).ok();
+    let server_id = ServerId::parse(id).ok();
     let Some(mount) = server_id.as_ref().and_then(|id| state.registry.get(id)) else {
         if !state.ready.load(std::sync::atomic::Ordering::Acquire) {
-            return ApiError::new(ErrorCode::Starting, "the daemon is still mounting servers").into_response();
+            return Err(ApiError::new(ErrorCode::Starting, "the daemon is still mounting servers"));
         }
         if let Some(server_id) = &server_id
             && let Ok(Some(status)) = state.catalog.server_status(server_id).await
         {
-            return ApiError::new(
+            return Err(ApiError::new(
                 ErrorCode::ServerNotReady,
                 format!("server {id:?} is {status}; its tools are served once it is ready"),
-            )
-            .into_response();
+            ));
         }
-        return not_found().into_response();
+        return Err(not_found());
     };
     // The token is checked before anything is built, so unauthenticated requests cost a lookup.
     if let Some(expected) = &mount.access_token_sha256 {
-        let presented = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let presented = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
         if !crate::access_token::verify(presented, expected) {
-            return ApiError::new(
-                ErrorCode::Unauthorized,
-                format!("server {id:?} requires its access token: send Authorization: Bearer <token>"),
-            )
-            .into_response();
+            return Err(access_token_refusal(id, presented.is_some()));
         }
     }
     match state.registry.build(&mount).await {
-        Ok(mounted) => mounted.mcp.handle(request).await,
-        Err(MountError::Gone { .. }) => not_found().into_response(),
-        Err(failure) => ApiError::new(ErrorCode::ServerUnavailable, failure.to_string()).into_response(),
+        Ok(mounted) => Ok(mounted),
+        Err(MountError::Gone { .. }) => Err(not_found()),
+        Err(failure) => Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
     }
+}
+
+/// The 401 for a missing or wrong token, saying where an MCP host takes the token: hosts show
+/// this message (it is also the `error_description` of the `WWW-Authenticate` challenge).
+fn access_token_refusal(id: &str, presented: bool) -> ApiError {
+    let what = if presented { "the access token sent is not the one" } else { "no access token was sent; one is" };
+    ApiError::new(
+        ErrorCode::Unauthorized,
+        format!(
+            "{what} required by MCP server {id:?}. It takes a static bearer token, not OAuth: in the host's \
+             mcpServers entry add \"headers\": {{\"Authorization\": \"Bearer <token>\"}} (the token is the \
+             access_token it was registered with)"
+        ),
+    )
 }

@@ -36,6 +36,47 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
+/// An error from the MCP endpoint (`/servers/{id}/mcp`): a JSON-RPC error response, so MCP
+/// clients show its message. `id` is null when the request was refused before its body was read.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JsonRpcError {
+    /// Always `"2.0"`.
+    pub jsonrpc: String,
+    #[schema(value_type = Option<Object>)]
+    pub id: Value,
+    pub error: JsonRpcErrorDetail,
+}
+
+impl JsonRpcError {
+    /// An error that answers no particular request (`id: null`).
+    pub fn new(error: JsonRpcErrorDetail) -> JsonRpcError {
+        JsonRpcError { jsonrpc: "2.0".into(), id: Value::Null, error }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JsonRpcErrorDetail {
+    /// The JSON-RPC error code: -32700 parse error, -32600 invalid request, -32603 internal
+    /// error, -32001 missing or wrong access token, -32000 server not able to answer now.
+    pub code: i64,
+    /// What went wrong and how to fix it.
+    pub message: String,
+    pub data: JsonRpcErrorData,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JsonRpcErrorData {
+    /// The same code an admin API error would carry.
+    pub code: ErrorCode,
+}
+
+/// An OAuth error (RFC 6749 §5.2): the answer to OAuth discovery and registration probes.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OAuthError {
+    pub error: String,
+    pub error_description: String,
+}
+
 // Registration: `POST /admin/servers`.
 
 /// A registration: a prompt to generate tools from, or a ready toolset. The daemon tells them

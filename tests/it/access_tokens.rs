@@ -42,7 +42,18 @@ async fn token_protected_mounts() {
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 401, "{header:?}");
-        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+        // RFC 6750's challenge with the reason, and a JSON-RPC error body that hosts show.
+        let challenge = response.headers()["www-authenticate"].to_str().unwrap().to_string();
+        assert!(challenge.starts_with("Bearer error=\"invalid_token\", error_description=\""), "{challenge}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["jsonrpc"], "2.0", "{body}");
+        assert_eq!(body["id"], 1, "answers the request it refuses: {body}");
+        assert_eq!(body["error"]["code"], -32001, "{body}");
+        assert_eq!(body["error"]["data"]["code"], "unauthorized", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("\"headers\": {\"Authorization\": \"Bearer <token>\"}"), "{message}");
+        let sent = if header.is_some() { "the access token sent is not the one" } else { "no access token was sent" };
+        assert!(message.starts_with(sent), "{message}");
     }
     assert!(mcp_client(&url).await.is_err());
 

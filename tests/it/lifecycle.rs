@@ -26,7 +26,7 @@ async fn deleted_servers_answer_404_everywhere() {
         .unwrap();
     assert_eq!(raw.status(), 404);
     let err = client.list_tools(None).await.unwrap_err().to_string();
-    assert!(err.contains("404"), "{err}");
+    assert!(err.contains("no server \"doomed\" is mounted here"), "{err}");
     assert!(mcp_client(&app.mcp_url("never-existed")).await.is_err());
     let (status, _) = app.delete("/admin/servers/doomed").await;
     assert_eq!(status, 404, "deleting twice is a 404, not a 500");
@@ -149,7 +149,8 @@ async fn a_stored_server_that_cannot_be_built_answers_with_the_reason() {
         .unwrap();
     assert_eq!(response.status(), 503);
     let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "server_unavailable", "{body}");
+    assert_eq!(body["error"]["data"]["code"], "server_unavailable", "{body}");
+    assert_eq!(body["id"], 1, "{body}");
 
     assert_eq!(text_of(&mcp_call(&app.mcp("fine").await, "hi", json!({})).await), "fine");
     assert_eq!(app.delete("/admin/servers/broken").await.0, 204);

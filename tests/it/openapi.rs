@@ -83,11 +83,13 @@ async fn admin_routes_need_the_token_and_document_it_and_errors_list_every_code(
             // Without the token, exactly the guarded routes answer 401.
             let (status, body) = send(&app, method, path).await;
             assert_eq!(status == 401, documented_as_guarded, "{method} {path}: {status} {body}");
-            // Every error response has the error shape, whose code is one of the documented ones.
+            // Every error response has the error shape, whose code is one of the documented ones:
+            // the admin API's, or on the MCP endpoint a JSON-RPC error (which carries it in `data`).
+            let error_shape = if path.ends_with("/mcp") { "JsonRpcError" } else { "ErrorBody" };
             for (status, response) in responses.as_object().unwrap() {
                 let schema = &response["content"]["application/json"]["schema"]["$ref"];
                 if status.starts_with('4') && !schema.is_null() {
-                    assert_eq!(schema, "#/components/schemas/ErrorBody", "{method} {path} {status}");
+                    assert_eq!(schema, &format!("#/components/schemas/{error_shape}"), "{method} {path} {status}");
                 }
             }
         }

@@ -1,0 +1,90 @@
+//! Answers to OAuth probes. After a 401, MCP hosts that speak OAuth (mcp-remote, Claude Code,
+//! the MCP Inspector, the TypeScript SDK) look for OAuth metadata beside and under the server's
+//! URL and then try dynamic client registration at `/register`. Without an answer, the user
+//! sees "Dynamic Client Registration rejected (HTTP 404) … no route for /register". The mounts
+//! here take static bearer tokens, so every such probe gets an OAuth error (RFC 6749 §5.2, whose
+//! `error_description` these hosts show) that says how to configure the token instead.
+
+use crate::api::error::{ApiError, ErrorCode};
+
+/// The well-known documents OAuth clients fetch (RFC 8414, RFC 9728, OpenID discovery), found
+/// anywhere in a path because clients look both at the root and under the server's path.
+const METADATA: [&str; 3] = [
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/openid-configuration",
+];
+/// The endpoints a client falls back to when it finds no metadata (MCP 2025-03-26 defaults).
+const ENDPOINTS: [&str; 3] = ["register", "authorize", "token"];
+
+/// The refusal for `path` if it is an OAuth probe; `None` for any other path.
+pub fn refusal(path: &str) -> Option<ApiError> {
+    let is_metadata = METADATA.iter().any(|document| path.contains(document));
+    let server = server_of(path);
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let is_endpoint = match segments.as_slice() {
+        [endpoint] => ENDPOINTS.contains(endpoint),
+        ["servers", _, endpoint] | ["servers", _, "mcp", endpoint] => ENDPOINTS.contains(endpoint),
+        _ => false,
+    };
+    if !is_metadata && !is_endpoint {
+        return None;
+    }
+    let url = server.map_or_else(|| "/servers/<id>/mcp".to_string(), |id| format!("/servers/{id}/mcp"));
+    Some(
+        ApiError::new(
+            ErrorCode::OauthNotSupported,
+            format!(
+                "this daemon's MCP servers do not use OAuth: each takes a static bearer token (the access_token \
+                 it was registered with). Configure the host with it instead of signing in, e.g. in an mcpServers \
+                 entry: {{\"url\": \"http(s)://<daemon>{url}\", \"headers\": {{\"Authorization\": \"Bearer <token>\"}}}}"
+            ),
+        )
+        .as_oauth(),
+    )
+}
+
+/// The server id in a path under `/servers/{id}/`, wherever a client put the probe.
+fn server_of(path: &str) -> Option<&str> {
+    let rest = &path[path.find("/servers/")? + "/servers/".len()..];
+    let id = rest.split('/').next().filter(|id| !id.is_empty() && !id.starts_with('.'))?;
+    crate::toolset::ServerId::parse(id).is_ok().then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_beside_and_under_a_mount_are_answered() {
+        for path in [
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-protected-resource/servers/hn/mcp",
+            "/.well-known/oauth-authorization-server",
+            "/.well-known/oauth-authorization-server/servers/hn/mcp",
+            "/.well-known/openid-configuration",
+            "/servers/hn/mcp/.well-known/oauth-protected-resource",
+            "/servers/hn/.well-known/oauth-authorization-server",
+            "/register",
+            "/authorize",
+            "/token",
+            "/servers/hn/register",
+            "/servers/hn/mcp/register",
+        ] {
+            let error = refusal(path).unwrap_or_else(|| panic!("{path} is a probe"));
+            assert_eq!(error.code, ErrorCode::OauthNotSupported);
+            assert!(
+                error.message.contains("\"headers\": {\"Authorization\": \"Bearer <token>\"}"),
+                "{}",
+                error.message
+            );
+            if path.contains("/hn/") {
+                assert!(error.message.contains("/servers/hn/mcp"), "{path}: {}", error.message);
+            }
+        }
+        for path in ["/admin/servers", "/servers/hn/tools", "/registerx", "/a/b/register", "/.well-known/security.txt"]
+        {
+            assert!(refusal(path).is_none(), "{path}");
+        }
+    }
+}

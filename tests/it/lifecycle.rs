@@ -158,22 +158,6 @@ async fn a_stored_server_that_cannot_be_built_answers_with_the_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_mounts_check_the_host_header() {
-    let app = spawn_app().await;
-    app.register(json!({"id": "hosts", "tools": [tool("hi", "return 'hi';")]})).await;
-    let send = |host: &'static str| {
-        app.http
-            .post(app.mcp_url("hosts"))
-            .header("host", host)
-            .header("accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-            .send()
-    };
-    assert_eq!(send("evil.example").await.unwrap().status(), 403);
-    assert_eq!(send("localhost").await.unwrap().status(), 200);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_call_log_keeps_the_newest_calls_per_server() {
     let app = spawn_app_with(AppOptions {
         env: vec![("MCPBOOTD_CATALOG__MAX_CALLS_PER_SERVER".into(), "3".into())],

@@ -12,6 +12,7 @@ mod generation;
 mod lifecycle;
 mod limits;
 mod load;
+mod mcp_transport;
 mod observability;
 mod openapi;
 mod sandbox_escapes;

@@ -203,3 +203,25 @@ async fn typescript_sdk_client() {
     assert_eq!(summary["protocol_version"], "2025-11-25", "{summary}");
     assert_logged(&app, &id).await;
 }
+
+/// What a host built on each SDK shows when the access token is missing: the daemon's message,
+/// which says how to configure the token, not "Server returned an error response".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_access_token_is_shown_with_the_fix() {
+    let app = spawn_app().await;
+    app.register(json!({
+        "id": "guarded",
+        "access_token": "sdk-test-token-0123456789",
+        "tools": [tool("hi", "return 'hi';")]
+    }))
+    .await;
+    for label in ["python", "typescript"] {
+        let Some(mut client) = client(label) else { return };
+        client.extra_args = vec!["unauthorized"];
+        let summary = run(&client, &app.mcp_url("guarded")).await;
+        eprintln!("{label}: {summary}");
+        let shown = summary["shown"].as_str().unwrap_or_default();
+        assert!(shown.contains("no access token was sent"), "{label} shows: {shown}");
+        assert!(shown.contains("Authorization"), "{label} shows how to send it: {shown}");
+    }
+}

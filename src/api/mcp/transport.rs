@@ -104,21 +104,21 @@ pub async fn answer(mount: &McpMount, request: Request, max_body_bytes: usize) -
         return explain_refusal(mount.handle(request).await, None, &Bytes::new()).await;
     }
     let (mut parts, body) = request.into_parts();
-    if let Err(error) = complete_accept(&mut parts.headers) {
-        return error.into_response();
-    }
-    if !is_json(&parts.headers) {
-        return ApiError::new(
-            ErrorCode::UnsupportedMediaType,
-            "send the JSON-RPC message as JSON, with Content-Type: application/json",
-        )
-        .as_jsonrpc()
-        .into_response();
-    }
     let body = match axum::body::to_bytes(body, max_body_bytes).await {
         Ok(body) => body,
         Err(error) => return unreadable_body(&error, max_body_bytes).into_response(),
     };
+    let refusal = match complete_accept(&mut parts.headers) {
+        Err(error) => Some(error),
+        Ok(()) if !is_json(&parts.headers) => Some(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "send the JSON-RPC message as JSON, with Content-Type: application/json",
+        )),
+        Ok(()) => None,
+    };
+    if let Some(error) = refusal {
+        return error.in_reply_to(id_of(&body)).into_response();
+    }
     let origin = parts.headers.get(ORIGIN).cloned();
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
         return answer_batch(mount, parts, &body).await;
@@ -160,9 +160,10 @@ fn complete_accept(headers: &mut HeaderMap) -> Result<(), ApiError> {
     let said = headers.get(ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     Err(ApiError::new(
         ErrorCode::NotAcceptable,
-        format!("this endpoint answers application/json, which Accept {said:?} excludes; send Accept: application/json, text/event-stream"),
-    )
-    .as_jsonrpc())
+        format!(
+            "this endpoint answers application/json, which Accept {said:?} excludes; send Accept: application/json, text/event-stream"
+        ),
+    ))
 }
 
 /// The id of the JSON-RPC request in a body, so a refusal can name the request it answers

@@ -1,6 +1,6 @@
 """Drives a hosted mcpbootd server with the official MCP Python SDK, the way an MCP host does.
 
-Usage: client.py MCP_URL [auto|legacy]
+Usage: client.py MCP_URL [auto|legacy|unauthorized]
 
 Expects the server registered by tests/it/sdk_clients.rs: a tool `add` ({a, b} -> {sum, operands})
 and a tool `fail` that throws. Connects over Streamable HTTP, lists the tools, calls `add` and
@@ -11,6 +11,9 @@ The connect mode is the SDK's: `auto` (its default, what hosts built on it do) p
 `server/discover` and speaks protocol 2026-07-28 with a server that answers it, falling back to the
 `initialize` handshake otherwise; `legacy` always uses the `initialize` handshake (2025-11-25 and
 older).
+
+`unauthorized` connects without the server's access token, expects that to fail, and prints what
+the SDK surfaces to the host (the exception text a host shows its user).
 """
 
 import asyncio
@@ -70,6 +73,16 @@ async def run(url: str, mode: str) -> dict:
         }
 
 
+async def refused(url: str) -> dict:
+    try:
+        async with Client(url, read_timeout_seconds=20) as client:
+            await client.list_tools()
+    except Exception as error:  # noqa: BLE001 - whatever the SDK raises is what a host shows
+        shown = "\n".join(f"{type(leaf).__name__}: {leaf}" for leaf in leaves(error))
+        return {"sdk": f"python mcp {version('mcp')}", "mode": "unauthorized", "shown": shown}
+    raise Unexpected("connected and listed tools without the access token")
+
+
 def leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         return [leaf for inner in error.exceptions for leaf in leaves(inner)]
@@ -77,12 +90,12 @@ def leaves(error: BaseException) -> list[BaseException]:
 
 
 def main() -> int:
-    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["auto"], ["legacy"]):
-        print("usage: client.py MCP_URL [auto|legacy]", file=sys.stderr)
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["auto"], ["legacy"], ["unauthorized"]):
+        print("usage: client.py MCP_URL [auto|legacy|unauthorized]", file=sys.stderr)
         return 2
     url, mode = sys.argv[1], (sys.argv[2:] or ["auto"])[0]
     try:
-        summary = asyncio.run(run(url, mode))
+        summary = asyncio.run(refused(url) if mode == "unauthorized" else run(url, mode))
     except Unexpected as error:
         print(f"unexpected: {error}", file=sys.stderr)
         return 1

@@ -1,11 +1,14 @@
 // Drives a hosted mcpbootd server with the official MCP TypeScript SDK, the way an MCP host does.
 //
-// Usage: node client.mjs MCP_URL
+// Usage: node client.mjs MCP_URL [unauthorized]
 //
 // Expects the server registered by tests/it/sdk_clients.rs: a tool `add` ({a, b} -> {sum, operands})
 // and a tool `fail` that throws. Connects over Streamable HTTP (initialize handshake), lists the
 // tools, calls `add` and `fail`, and prints one JSON summary line on stdout. Exits non-zero, with
 // the reason on stderr, on anything unexpected.
+//
+// `unauthorized` connects without the server's access token, expects that to fail, and prints what
+// the SDK surfaces to the host (the error message a host shows its user).
 
 import { readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -64,12 +67,26 @@ async function run(url) {
   }
 }
 
-if (process.argv.length !== 3) {
-  console.error("usage: client.mjs MCP_URL");
+async function refused(url) {
+  const client = new Client({ name: "mcpbootd-sdk-test", version: "0.0.0" });
+  try {
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)), { timeout: 20_000 });
+    await client.listTools();
+  } catch (error) {
+    return { sdk: `typescript @modelcontextprotocol/sdk ${sdkVersion()}`, mode: "unauthorized", shown: String(error) };
+  } finally {
+    await client.close();
+  }
+  throw new Unexpected("connected and listed tools without the access token");
+}
+
+const [url, mode] = process.argv.slice(2);
+if (!url || process.argv.length > 4 || (mode !== undefined && mode !== "unauthorized")) {
+  console.error("usage: client.mjs MCP_URL [unauthorized]");
   process.exit(2);
 }
 try {
-  const summary = await run(process.argv[2]);
+  const summary = await (mode === "unauthorized" ? refused(url) : run(url));
   process.stdout.write(JSON.stringify(summary) + "\n");
 } catch (error) {
   console.error(error instanceof Unexpected ? `unexpected: ${error.message}` : error);

@@ -27,7 +27,8 @@ mod tools;
 
 pub use calls::{CallLog, CallRecord, EgressRecord};
 pub use generations::{
-    CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument, StageTimings,
+    CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument,
+    NewPromptServer, StageTimings,
 };
 pub use registrations::NewToolsetServer;
 pub use servers::{MountRecord, ServedGeneration, ServerRecord, ServerSummary};

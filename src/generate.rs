@@ -376,8 +376,10 @@ impl Inner {
             };
             let spec = ToolSpec {
                 name: planned.name.clone(),
+                title: planned.title.clone(),
                 description: planned.description.clone(),
                 input_schema: planned.input_schema.clone(),
+                output_schema: planned.output_schema.clone(),
                 handler,
                 annotations: Some(annotations_for(planned)),
             };

@@ -13,6 +13,7 @@ pub const MAX_HANDLER_BYTES: usize = 256 * 1024;
 /// Most tools one server may expose.
 pub const MAX_TOOLS: usize = 128;
 const MAX_DESCRIPTION_CHARS: usize = 8 * 1024;
+const MAX_TITLE_CHARS: usize = 200;
 const ANNOTATION_BOOL_KEYS: &[&str] = &["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
 
 /// A server id: `[a-z0-9][a-z0-9-]{0,62}`, used in the mount path `/servers/<id>/mcp`.
@@ -107,11 +108,21 @@ impl fmt::Display for ServerId {
 pub struct ToolSpec {
     #[schema(pattern = "^[a-z][a-z0-9_]{0,63}$")]
     pub name: String,
+    /// A name for people (`Get item`), which hosts show instead of `name`; MCP's tool `title`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200)]
+    pub title: Option<String>,
     /// What the tool does; MCP hosts show it to the model.
     pub description: String,
     /// A JSON Schema with `"type": "object"`, the tool's arguments.
     #[schema(value_type = Object)]
     pub input_schema: Map<String, Value>,
+    /// A JSON Schema with `"type": "object"` for the tool's result. When present, the tool
+    /// must return an object matching it (sent as `structuredContent`, with its JSON as text);
+    /// any other result becomes an error result that says what did not match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<Map<String, Value>>,
     /// The body of `async function (args, fetch)`.
     pub handler: String,
     /// MCP tool annotations: `title`, `readOnlyHint`, `destructiveHint`, `idempotentHint`,
@@ -195,7 +206,13 @@ fn check_tool(tool: &ToolSpec, at: &str) -> Result<(), ToolsetError> {
     if tool.handler.len() > MAX_HANDLER_BYTES {
         return Err(err(&format!("{at}.handler"), &format!("is larger than {MAX_HANDLER_BYTES} bytes")));
     }
+    if let Some(title) = &tool.title {
+        check_title(title).map_err(|m| err(&format!("{at}.title"), &m))?;
+    }
     check_input_schema(&tool.input_schema).map_err(|m| err(&format!("{at}.input_schema"), &m))?;
+    if let Some(schema) = &tool.output_schema {
+        check_output_schema(schema).map_err(|m| err(&format!("{at}.output_schema"), &m))?;
+    }
     if let Some(annotations) = &tool.annotations {
         check_annotations(annotations).map_err(|m| err(&format!("{at}.annotations"), &m))?;
     }
@@ -215,14 +232,34 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
     }
 }
 
+pub fn check_title(title: &str) -> Result<(), String> {
+    if title.trim().is_empty() {
+        return Err("must not be empty; leave it out to show the name".into());
+    }
+    if title.chars().count() > MAX_TITLE_CHARS {
+        return Err(format!("is longer than {MAX_TITLE_CHARS} characters"));
+    }
+    Ok(())
+}
+
+/// An output schema, like an input schema, must describe an object (MCP requires it).
+pub fn check_output_schema(schema: &Map<String, Value>) -> Result<(), String> {
+    check_object_schema(schema, "results")
+}
+
 /// An input schema must describe an object (MCP requires it) and be a valid JSON Schema.
 pub fn check_input_schema(schema: &Map<String, Value>) -> Result<(), String> {
+    check_object_schema(schema, "arguments")
+}
+
+/// A schema of tool `what` (arguments or results): MCP requires both to be objects.
+fn check_object_schema(schema: &Map<String, Value>, what: &str) -> Result<(), String> {
     match schema.get("type") {
         Some(Value::String(t)) if t == "object" => {}
         Some(other) => {
-            return Err(format!("must have \"type\": \"object\" (tool arguments are an object), found {other}"));
+            return Err(format!("must have \"type\": \"object\" (tool {what} are an object), found {other}"));
         }
-        None => return Err("must have \"type\": \"object\" (tool arguments are an object)".into()),
+        None => return Err(format!("must have \"type\": \"object\" (tool {what} are an object)")),
     }
     let value = Value::Object(schema.clone());
     jsonschema::meta::validate(&value).map_err(|e| {
@@ -312,6 +349,18 @@ mod tests {
             (
                 json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "handler": "x", "annotations": {"readOnly": true}}]),
                 "tools[0].annotations",
+            ),
+            (
+                json!([{"name": "a", "title": " ", "description": "d", "input_schema": {"type": "object"}, "handler": "x"}]),
+                "tools[0].title",
+            ),
+            (
+                json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "output_schema": {"type": "array"}, "handler": "x"}]),
+                "tools[0].output_schema",
+            ),
+            (
+                json!([{"name": "a", "description": "d", "input_schema": {"type": "object"}, "output_schema": {"type": "object", "required": 1}, "handler": "x"}]),
+                "tools[0].output_schema",
             ),
         ];
         for (tools, field) in cases {

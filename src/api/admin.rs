@@ -302,6 +302,7 @@ pub async fn export_server(
     Ok(Json(ToolsetRegistration {
         id: Some(record.id.to_string()),
         name: Some(record.name),
+        description: record.description,
         allow_domains: generation.whitelist.domains(),
         tools: generation.tools.tools().to_vec(),
         access_token: None,

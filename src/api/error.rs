@@ -39,6 +39,8 @@ text_enum! {
         OauthNotSupported = "oauth_not_supported",
         /// A method the route does not answer (the MCP endpoint answers POST only).
         MethodNotAllowed = "method_not_allowed",
+        /// A JSON-RPC method the protocol revision the request speaks does not have.
+        MethodNotFound = "method_not_found",
         /// The `Accept` header excludes JSON.
         NotAcceptable = "not_acceptable",
         /// JSON that is not a JSON-RPC message the MCP endpoint can take.
@@ -93,7 +95,7 @@ impl ErrorCode {
             | BatchNotSupported => StatusCode::BAD_REQUEST,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden | HostNotAllowed | OriginNotAllowed => StatusCode::FORBIDDEN,
-            RouteNotFound | ServerNotFound | ToolNotFound | OauthNotSupported => StatusCode::NOT_FOUND,
+            RouteNotFound | ServerNotFound | ToolNotFound | OauthNotSupported | MethodNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             ServerExists | NotGenerated | GenerationRunning | NothingToExport => StatusCode::CONFLICT,
@@ -116,6 +118,7 @@ impl ErrorCode {
         use ErrorCode::*;
         match self {
             MalformedJson => -32700,
+            MethodNotFound => -32601,
             Unauthorized => -32001,
             Internal => -32603,
             Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => -32000,

@@ -96,9 +96,14 @@ pub struct PromptRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub id: Option<String>,
-    /// A display name; the id when absent.
+    /// A display name; the id when absent. MCP hosts get it as the server's `title`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// What the server is for and how to use its tools; MCP hosts get it as the server's
+    /// `instructions` and may give it to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 8192)]
+    pub description: Option<String>,
     /// What the tools should do, with links to the API's documentation.
     pub prompt: String,
     /// Domains the handlers may fetch besides those the prompt and its documents name.
@@ -122,9 +127,14 @@ pub struct ToolsetRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub id: Option<String>,
-    /// A display name; the id when absent.
+    /// A display name; the id when absent. MCP hosts get it as the server's `title`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// What the server is for and how to use its tools; MCP hosts get it as the server's
+    /// `instructions` and may give it to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 8192)]
+    pub description: Option<String>,
     /// The domains the handlers may fetch.
     #[serde(default, deserialize_with = "null_as_default")]
     pub allow_domains: Vec<String>,
@@ -162,6 +172,10 @@ pub struct ToolsetRegistered {
     pub mcp_path: String,
     /// The tool names.
     pub tools: Vec<String>,
+    /// Problems that do not stop the tools from running but probably are mistakes (a handler
+    /// without `return`), each naming the tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A generation that started: a prompt registration or a regeneration.
@@ -247,6 +261,8 @@ impl From<catalog::ServerSummary> for ServerSummary {
 pub struct ServerView {
     pub id: ServerId,
     pub name: String,
+    /// The registration's description (the MCP `instructions`).
+    pub description: Option<String>,
     pub kind: ServerKind,
     pub status: Status,
     /// Whether a generation is being served (a server keeps serving during a regeneration).
@@ -275,6 +291,7 @@ impl From<&ServerRecord> for ServerView {
         ServerView {
             id: record.id.clone(),
             name: record.name.clone(),
+            description: record.description.clone(),
             kind: record.kind,
             status: record.status,
             serving: served.is_some(),

@@ -14,14 +14,16 @@ use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{
     ErrorBody, GenerationStarted, PromptRegistration, Registered, Registration, ToolsetRegistered, ToolsetRegistration,
 };
-use crate::catalog::{CatalogError, MountRecord, NewToolsetServer};
+use crate::catalog::{CatalogError, MountRecord, NewPromptServer, NewToolsetServer};
 use crate::generate::Job;
-use crate::serve::isolate::check_handler;
+use crate::serve::isolate::{check_handler, handler_warnings};
 use crate::states::Status;
 use crate::toolset::{ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
 const MAX_PROMPT_CHARS: usize = 32 * 1024;
+/// A server description is sent to MCP hosts as `instructions`; they may put it in the prompt.
+const MAX_SERVER_DESCRIPTION_CHARS: usize = 8 * 1024;
 
 /// Register a server from a prompt or a toolset
 ///
@@ -70,7 +72,7 @@ pub async fn create_server(
 
 /// Stores the server with a pending generation and starts generating.
 async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<Registered, ApiError> {
-    let server = Checked::new(body.id, body.name, body.access_token, &body.allow_domains)?;
+    let server = Checked::new(body.id, body.name, body.description, body.access_token, &body.allow_domains)?;
     let prompt = body.prompt;
     if prompt.trim().is_empty() {
         return Err(ApiError::new(ErrorCode::InvalidField, "prompt must be a non-empty string"));
@@ -86,11 +88,19 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
     if !state.generator.llm_configured() {
         return Err(llm_not_configured());
     }
-    let Checked { id, name, access_token_sha256, .. } = server;
+    let Checked { id, name, description, access_token_sha256, .. } = server;
     let dry_run = body.dry_run;
     let generation_id = state
         .catalog
-        .create_prompt_server(&id, &name, &prompt, &body.allow_domains, dry_run, access_token_sha256.as_deref())
+        .create_prompt_server(NewPromptServer {
+            id: &id,
+            name: &name,
+            description: description.as_deref(),
+            prompt: &prompt,
+            allow_domains: &body.allow_domains,
+            dry_run,
+            access_token_sha256: access_token_sha256.as_deref(),
+        })
         .await?;
     state.generator.spawn(Job {
         server: id.clone(),
@@ -112,14 +122,15 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
 
 /// Checks the tools, compiles their handlers, then stores and mounts the server.
 async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result<Registered, ApiError> {
-    let Checked { id, name, access_token_sha256, whitelist } =
-        Checked::new(body.id, body.name, body.access_token, &body.allow_domains)?;
+    let Checked { id, name, description, access_token_sha256, whitelist } =
+        Checked::new(body.id, body.name, body.description, body.access_token, &body.allow_domains)?;
     let toolset = Toolset::new(body.tools).map_err(|e| ApiError::new(ErrorCode::InvalidTool, e.to_string()))?;
-    let toolset = check_handlers(toolset).await?;
+    let (toolset, warnings) = check_handlers(toolset).await?;
     let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
     let new = NewToolsetServer {
         id: id.clone(),
         name: name.clone(),
+        description,
         access_token_sha256: access_token_sha256.clone(),
         allow_domains: body.allow_domains,
         whitelist,
@@ -140,13 +151,14 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
         })
         .await
         .map_err(ApiError::internal)??;
-    tracing::info!(server_id = %id, tools = tool_names.len(), "toolset server registered");
+    tracing::info!(server_id = %id, tools = tool_names.len(), warnings = warnings.len(), "toolset server registered");
     Ok(Registered::Toolset(ToolsetRegistered {
         mcp_path: id.mcp_path(),
         id,
         name,
         status: Status::Ready,
         tools: tool_names,
+        warnings,
     }))
 }
 
@@ -154,6 +166,7 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
 struct Checked {
     id: ServerId,
     name: String,
+    description: Option<String>,
     access_token_sha256: Option<String>,
     whitelist: Whitelist,
 }
@@ -162,9 +175,24 @@ impl Checked {
     fn new(
         id: Option<String>,
         name: Option<String>,
+        description: Option<String>,
         access_token: Option<String>,
         allow_domains: &[String],
     ) -> Result<Checked, ApiError> {
+        if let Some(description) = &description {
+            if description.trim().is_empty() {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidField,
+                    "description must not be empty; leave it out instead",
+                ));
+            }
+            if description.chars().count() > MAX_SERVER_DESCRIPTION_CHARS {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidField,
+                    format!("description is longer than {MAX_SERVER_DESCRIPTION_CHARS} characters"),
+                ));
+            }
+        }
         let id = match id {
             Some(raw) => ServerId::parse(&raw).map_err(|m| ApiError::new(ErrorCode::InvalidId, m))?,
             None => ServerId::generate(name.as_deref()),
@@ -176,7 +204,7 @@ impl Checked {
             .map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
         let whitelist =
             Whitelist::from_operator_domains(allow_domains).map_err(|m| ApiError::new(ErrorCode::InvalidDomain, m))?;
-        Ok(Checked { id, name, access_token_sha256, whitelist })
+        Ok(Checked { id, name, description, access_token_sha256, whitelist })
     }
 }
 
@@ -200,8 +228,9 @@ fn parse_body<T: DeserializeOwned>(body: Map<String, Value>) -> Result<T, ApiErr
     })
 }
 
-/// Compiles every handler in the real engine, off the async threads; hands the toolset back.
-async fn check_handlers(toolset: Toolset) -> Result<Toolset, ApiError> {
+/// Compiles every handler in the real engine, off the async threads; hands the toolset back
+/// with the warnings about its handlers.
+async fn check_handlers(toolset: Toolset) -> Result<(Toolset, Vec<String>), ApiError> {
     let (toolset, failure) = tokio::task::spawn_blocking(move || {
         let failure = toolset.tools().iter().enumerate().find_map(|(index, tool)| {
             check_handler(&tool.handler).err().map(|error| (index, tool.name.clone(), error))
@@ -211,7 +240,19 @@ async fn check_handlers(toolset: Toolset) -> Result<Toolset, ApiError> {
     .await
     .map_err(ApiError::internal)?;
     match failure {
-        None => Ok(toolset),
+        None => {
+            let warnings = toolset
+                .tools()
+                .iter()
+                .enumerate()
+                .flat_map(|(index, tool)| {
+                    handler_warnings(&tool.handler)
+                        .into_iter()
+                        .map(move |warning| format!("tools[{index}].handler ({}): {warning}", tool.name))
+                })
+                .collect();
+            Ok((toolset, warnings))
+        }
         Some((index, name, error)) => {
             let line = error.line.map(|l| format!(" at line {l}")).unwrap_or_default();
             Err(ApiError::new(

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use sqlx::Row;
 
-use super::tools::{ToolRow, insert_tools};
+use super::tools::{ToolRow, insert_tools, tool_from_row};
 use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status};
 use crate::toolset::{ServerId, ToolSpec, Toolset};
@@ -131,38 +131,43 @@ pub struct CachedGeneration {
     pub tools: Vec<(ToolSpec, ToolExtras)>,
 }
 
+/// What a prompt registration stores before generation starts.
+pub struct NewPromptServer<'a> {
+    pub id: &'a ServerId,
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    pub prompt: &'a str,
+    pub allow_domains: &'a [String],
+    pub dry_run: bool,
+    pub access_token_sha256: Option<&'a str>,
+}
+
 impl Catalog {
     /// Stores a new prompt server and its first generation (`pending`). Returns the generation id.
-    pub async fn create_prompt_server(
-        &self,
-        id: &ServerId,
-        name: &str,
-        prompt: &str,
-        allow_domains: &[String],
-        dry_run: bool,
-        access_token_sha256: Option<&str>,
-    ) -> Result<i64, CatalogError> {
+    pub async fn create_prompt_server(&self, new: NewPromptServer<'_>) -> Result<i64, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(
-            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
+                                  access_token_sha256)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
-        .bind(id.as_str())
-        .bind(name)
+        .bind(new.id.as_str())
+        .bind(new.name)
+        .bind(new.description)
         .bind(ServerKind::Prompt)
-        .bind(prompt)
-        .bind(to_json(allow_domains))
+        .bind(new.prompt)
+        .bind(to_json(new.allow_domains))
         .bind(Status::Pending)
         .bind(now)
         .bind(now)
-        .bind(access_token_sha256)
+        .bind(new.access_token_sha256)
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {
-            return Err(CatalogError::Conflict(id.to_string()));
+            return Err(CatalogError::Conflict(new.id.to_string()));
         }
-        let generation_id = insert_generation(&mut tx, id, dry_run, false, now).await?;
+        let generation_id = insert_generation(&mut tx, new.id, new.dry_run, false, now).await?;
         tx.commit().await?;
         Ok(generation_id)
     }
@@ -465,8 +470,9 @@ impl Catalog {
         .fetch_one(&self.reader)
         .await?;
         let tool_rows = sqlx::query(
-            "SELECT name, description, input_schema, handler, annotations, needs_network, self_test FROM tools
-             WHERE generation_id = ? ORDER BY position",
+            "SELECT name, title, description, input_schema, output_schema, handler, annotations, needs_network,
+                    self_test
+             FROM tools WHERE generation_id = ? ORDER BY position",
         )
         .bind(id)
         .fetch_all(&self.reader)
@@ -479,14 +485,7 @@ impl Catalog {
                 needs_network: t.get("needs_network"),
                 self_test: self_test.as_deref().map(from_json).transpose()?,
             });
-            let annotations: Option<String> = t.get("annotations");
-            tools.push(ToolSpec {
-                name: t.get("name"),
-                description: t.get("description"),
-                input_schema: from_json::<Map<String, Value>>(&t.get::<String, _>("input_schema"))?,
-                handler: t.get("handler"),
-                annotations: annotations.as_deref().map(from_json).transpose()?,
-            });
+            tools.push(tool_from_row(&t, t.get("name"))?);
         }
         Ok(GenerationRecord {
             id: row.get("id"),

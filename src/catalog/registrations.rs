@@ -26,6 +26,7 @@ pub(super) const QUEUE: usize = 1024;
 pub struct NewToolsetServer {
     pub id: ServerId,
     pub name: String,
+    pub description: Option<String>,
     pub access_token_sha256: Option<String>,
     pub allow_domains: Vec<String>,
     pub whitelist: Whitelist,
@@ -36,6 +37,7 @@ pub struct NewToolsetServer {
 pub(super) struct Pending {
     id: ServerId,
     name: String,
+    description: Option<String>,
     access_token_sha256: Option<String>,
     allow_domains: String,
     whitelist: String,
@@ -55,6 +57,7 @@ impl Catalog {
             tools: new.toolset.tools().iter().map(|tool| ToolRow::new(tool, &no_extras)).collect(),
             id: new.id,
             name: new.name,
+            description: new.description,
             access_token_sha256: new.access_token_sha256,
             done,
         };
@@ -91,11 +94,13 @@ async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64,
     let mut outcomes = Vec::with_capacity(batch.len());
     for new in batch {
         let inserted = sqlx::query(
-            "INSERT INTO servers (id, name, kind, prompt, allow_domains, status, created_at, updated_at, access_token_sha256)
-             VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
+                                  access_token_sha256)
+             VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(&new.name)
+        .bind(&new.description)
         .bind(ServerKind::Toolset)
         .bind(&new.allow_domains)
         .bind(Status::Ready)

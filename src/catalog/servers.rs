@@ -2,6 +2,7 @@
 
 use sqlx::Row;
 
+use super::tools::tool_from_row;
 use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis};
 use crate::states::{ServerKind, Status};
 use crate::toolset::{ServerId, ToolSpec};
@@ -35,6 +36,8 @@ pub struct MountRecord {
 /// What serving a generation takes: its whitelist and its tools, in order.
 #[derive(Debug, Clone)]
 pub struct ServedGeneration {
+    /// The server's description, the `instructions` MCP hosts get.
+    pub description: Option<String>,
     pub whitelist: Whitelist,
     pub tools: Vec<ToolSpec>,
 }
@@ -44,6 +47,7 @@ pub struct ServedGeneration {
 pub struct ServerRecord {
     pub id: ServerId,
     pub name: String,
+    pub description: Option<String>,
     pub kind: ServerKind,
     pub prompt: Option<String>,
     pub allow_domains: Vec<String>,
@@ -84,8 +88,8 @@ impl Catalog {
 
     pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerRecord>, CatalogError> {
         let row = sqlx::query(
-            "SELECT id, name, kind, prompt, allow_domains, status, active_generation_id, created_at, updated_at,
-                    access_token_sha256
+            "SELECT id, name, description, kind, prompt, allow_domains, status, active_generation_id, created_at,
+                    updated_at, access_token_sha256
              FROM servers WHERE id = ?",
         )
         .bind(id.as_str())
@@ -124,8 +128,10 @@ impl Catalog {
     /// `None` if the generation no longer exists (its server was deleted).
     pub async fn served_generation(&self, generation_id: i64) -> Result<Option<ServedGeneration>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT g.whitelist, t.name, t.description, t.input_schema, t.handler, t.annotations
-             FROM generations g LEFT JOIN tools t ON t.generation_id = g.id
+            "SELECT s.description AS server_description, g.whitelist, t.name, t.title, t.description,
+                    t.input_schema, t.output_schema, t.handler, t.annotations
+             FROM generations g JOIN servers s ON s.id = g.server_id
+             LEFT JOIN tools t ON t.generation_id = g.id
              WHERE g.id = ? ORDER BY t.position",
         )
         .bind(generation_id)
@@ -133,20 +139,14 @@ impl Catalog {
         .await?;
         let Some(first) = rows.first() else { return Ok(None) };
         let whitelist = from_json(&first.get::<String, _>("whitelist"))?;
+        let description = first.get("server_description");
         let mut tools = Vec::with_capacity(rows.len());
         for row in &rows {
             // A generation without tools yields one row of NULLs from the outer join.
             let Some(name) = row.get::<Option<String>, _>("name") else { continue };
-            let annotations: Option<String> = row.get("annotations");
-            tools.push(ToolSpec {
-                name,
-                description: row.get("description"),
-                input_schema: from_json(&row.get::<String, _>("input_schema"))?,
-                handler: row.get("handler"),
-                annotations: annotations.as_deref().map(from_json).transpose()?,
-            });
+            tools.push(tool_from_row(row, name)?);
         }
-        Ok(Some(ServedGeneration { whitelist, tools }))
+        Ok(Some(ServedGeneration { description, whitelist, tools }))
     }
 
     /// A server's status without loading its generations; `None` if there is no such server.
@@ -200,6 +200,7 @@ impl Catalog {
         Ok(ServerRecord {
             id,
             name: row.get("name"),
+            description: row.get("description"),
             kind: row.get("kind"),
             prompt: row.get("prompt"),
             allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,

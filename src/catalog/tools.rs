@@ -4,7 +4,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{CatalogError, to_json};
+use sqlx::Row;
+
+use super::{CatalogError, from_json, to_json};
 use crate::toolset::ToolSpec;
 
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
@@ -16,8 +18,10 @@ pub struct ToolExtras {
 /// A tool row as stored, its JSON columns serialised.
 pub(crate) struct ToolRow {
     name: String,
+    title: Option<String>,
     description: String,
     input_schema: String,
+    output_schema: Option<String>,
     handler: String,
     annotations: Option<String>,
     needs_network: Option<bool>,
@@ -28,8 +32,10 @@ impl ToolRow {
     pub(crate) fn new(tool: &ToolSpec, extras: &ToolExtras) -> ToolRow {
         ToolRow {
             name: tool.name.clone(),
+            title: tool.title.clone(),
             description: tool.description.clone(),
             input_schema: to_json(&tool.input_schema),
+            output_schema: tool.output_schema.as_ref().map(to_json),
             handler: tool.handler.clone(),
             annotations: tool.annotations.as_ref().map(to_json),
             needs_network: extras.needs_network,
@@ -48,15 +54,17 @@ pub(crate) async fn insert_tools(
         return Ok(());
     }
     let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-        "INSERT INTO tools (generation_id, position, name, description, input_schema, handler, annotations,
-             needs_network, self_test) ",
+        "INSERT INTO tools (generation_id, position, name, title, description, input_schema, output_schema, handler,
+             annotations, needs_network, self_test) ",
     );
     insert.push_values(tools.iter().enumerate(), |mut row, (position, tool)| {
         row.push_bind(generation_id)
             .push_bind(position as i64)
             .push_bind(tool.name.as_str())
+            .push_bind(tool.title.as_deref())
             .push_bind(tool.description.as_str())
             .push_bind(tool.input_schema.as_str())
+            .push_bind(tool.output_schema.as_deref())
             .push_bind(tool.handler.as_str())
             .push_bind(tool.annotations.as_deref())
             .push_bind(tool.needs_network)
@@ -64,4 +72,19 @@ pub(crate) async fn insert_tools(
     });
     insert.build().execute(&mut **tx).await?;
     Ok(())
+}
+
+/// A tool as stored: a row with the `tools` columns (`name` already read).
+pub(super) fn tool_from_row(row: &sqlx::sqlite::SqliteRow, name: String) -> Result<ToolSpec, CatalogError> {
+    let annotations: Option<String> = row.get("annotations");
+    let output_schema: Option<String> = row.get("output_schema");
+    Ok(ToolSpec {
+        name,
+        title: row.get("title"),
+        description: row.get("description"),
+        input_schema: from_json(&row.get::<String, _>("input_schema"))?,
+        output_schema: output_schema.as_deref().map(from_json).transpose()?,
+        handler: row.get("handler"),
+        annotations: annotations.as_deref().map(from_json).transpose()?,
+    })
 }

@@ -83,6 +83,7 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
         (Some(prompt), None) => Registration::Prompt(PromptRegistration {
             id: register.id.clone(),
             name: register.name.clone(),
+            description: None,
             prompt: prompt.clone(),
             allow_domains: register.allow_domains.clone(),
             dry_run: register.dry_run,
@@ -100,6 +101,9 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
                 let tools = &registered.tools;
                 print_out(&format!("registered {id}: ready, {} ({})\n", plural(tools.len(), "tool"), tools.join(", ")));
                 print_out(&output::connect_block(id, &session.client.mcp_url(id)));
+                for warning in &registered.warnings {
+                    eprintln!("warning: {warning}");
+                }
             }
             return Ok(());
         }

@@ -239,11 +239,13 @@ mod tests {
     fn planned(name: &str) -> PlannedTool {
         PlannedTool {
             name: name.into(),
+            title: None,
             description: "Fetch an item.".into(),
             input_schema: json!({"type": "object", "properties": {"id": {"type": "integer"}}})
                 .as_object()
                 .cloned()
                 .unwrap(),
+            output_schema: None,
             endpoints_used: vec![Endpoint::parse("GET https://api.example.com/items/{id}").unwrap()],
             implementation_notes: "GET it.".into(),
             needs_network: true,

@@ -41,8 +41,14 @@ pub struct Plan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannedTool {
     pub name: String,
+    /// A name for people, shown by hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
     pub description: String,
     pub input_schema: Map<String, Value>,
+    /// The JSON Schema of the tool's result, when it returns an object of known shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Map<String, Value>>,
     /// `"GET https://api.example.com/items/{id}"`; empty for tools without network.
     #[serde(default)]
     pub endpoints_used: Vec<Endpoint>,
@@ -224,6 +230,16 @@ pub fn validate_plan(plan: &Plan, candidate_domains: &[String]) -> Result<(), St
                 false
             }
         };
+        if let Some(title) = &tool.title
+            && let Err(e) = crate::toolset::check_title(title)
+        {
+            problem(format!("title {e}"));
+        }
+        if let Some(schema) = &tool.output_schema
+            && let Err(e) = crate::toolset::check_output_schema(schema)
+        {
+            problem(format!("output_schema {e}"));
+        }
         if tool.needs_network && tool.endpoints_used.is_empty() {
             problem(
                 "needs_network is true but endpoints_used is empty; list every \"METHOD URL\" the tool calls".into(),

@@ -68,7 +68,8 @@ impl SelfTest<'_> {
             handler: Arc::from(handler),
             arguments: arguments.clone(),
             limits: self.caller.sandbox_limits(),
-            fetch: Arc::new(self.egress.for_call(self.policy.clone())),
+            // Only read-only tools are self-tested, and they are served with the read-only rule.
+            fetch: Arc::new(self.egress.for_call(self.policy.clone(), true)),
         };
         let completion = self
             .caller

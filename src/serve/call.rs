@@ -17,12 +17,16 @@ use crate::states::{CallOutcome, Via};
 use crate::telemetry::metrics::{EgressOutcome, Metrics, ToolSeries};
 use crate::toolset::{ServerId, ToolSpec};
 
-/// A tool ready to be called: its name, handler and compiled argument validator. (Its description
-/// and schema live in the MCP tool definition; nothing is kept twice.)
+/// A tool ready to be called: its name, handler and compiled validators. (Its description and
+/// schemas live in the MCP tool definition; nothing is kept twice.)
 pub struct CallableTool {
     pub name: String,
     pub handler: Arc<str>,
     validator: jsonschema::Validator,
+    /// The output schema's validator: a result must be an object that matches it.
+    output_validator: Option<jsonschema::Validator>,
+    /// Annotated `readOnlyHint: true`: its requests are limited to GET, HEAD and OPTIONS.
+    read_only: bool,
     /// The labels its calls are counted under.
     series: ToolSeries,
 }
@@ -60,10 +64,19 @@ impl CallableTool {
     pub fn new(server: &ServerId, spec: &ToolSpec) -> Result<CallableTool, String> {
         let validator = jsonschema::validator_for(&Value::Object(spec.input_schema.clone()))
             .map_err(|e| format!("input schema of tool {:?} cannot be used: {e}", spec.name))?;
+        let output_validator = spec
+            .output_schema
+            .as_ref()
+            .map(|schema| jsonschema::validator_for(&Value::Object(schema.clone())))
+            .transpose()
+            .map_err(|e| format!("output schema of tool {:?} cannot be used: {e}", spec.name))?;
+        let read_only = spec.annotations.as_ref().and_then(|a| a.get("readOnlyHint")) == Some(&Value::Bool(true));
         Ok(CallableTool {
             name: spec.name.clone(),
             handler: Arc::from(spec.handler.as_str()),
             validator,
+            output_validator,
+            read_only,
             series: ToolSeries::new(server.as_str(), &spec.name),
         })
     }
@@ -73,21 +86,47 @@ impl CallableTool {
         if !arguments.is_object() {
             return Err("arguments must be a JSON object".into());
         }
-        let messages: Vec<String> = self
-            .validator
-            .iter_errors(arguments)
-            .take(5)
-            .map(|error| {
-                let path = error.instance_path().to_string();
-                if path.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("{}: {error}", path.trim_start_matches('/').replace('/', "."))
-                }
-            })
-            .collect();
-        if messages.is_empty() { Ok(()) } else { Err(messages.join("; ")) }
+        schema_errors(&self.validator, arguments)
     }
+
+    /// Checks a successful result against the output schema, if the tool has one: MCP clients
+    /// validate `structuredContent` against the listed schema and fail the call when it does
+    /// not match, so a mismatch is reported here, as the tool's own error.
+    fn check_result(&self, result: &ToolResult) -> Result<(), String> {
+        let Some(validator) = &self.output_validator else { return Ok(()) };
+        if result.is_error {
+            return Ok(());
+        }
+        let problem = match &result.structured_content {
+            Some(structured @ Value::Object(_)) => match schema_errors(validator, structured) {
+                Ok(()) => return Ok(()),
+                Err(problems) => problems,
+            },
+            _ => "it is not a JSON object".to_string(),
+        };
+        Err(format!(
+            "the result of tool {:?} does not match its output_schema: {problem}. The handler must return an \
+             object matching the schema listed for the tool",
+            self.name
+        ))
+    }
+}
+
+/// What `validator` finds wrong with `value`, the first few problems each with its path.
+fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+    let messages: Vec<String> = validator
+        .iter_errors(value)
+        .take(5)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            if path.is_empty() {
+                error.to_string()
+            } else {
+                format!("{}: {error}", path.trim_start_matches('/').replace('/', "."))
+            }
+        })
+        .collect();
+    if messages.is_empty() { Ok(()) } else { Err(messages.join("; ")) }
 }
 
 impl Caller {
@@ -139,7 +178,7 @@ impl Caller {
         let execution_id = uuid::Uuid::now_v7().to_string();
         let started_at = now_millis();
         let started = Instant::now();
-        let egress = Arc::new(self.egress.for_call(policy.clone()));
+        let egress = Arc::new(self.egress.for_call(policy.clone(), tool.read_only));
         let invocation = Invocation {
             handler: tool.handler.clone(),
             arguments,
@@ -161,7 +200,7 @@ impl Caller {
             egress: Arc::clone(&egress),
             written: false,
         };
-        let completion = match self.pool.run(server.as_str(), invocation).instrument(span.clone()).await {
+        let mut completion = match self.pool.run(server.as_str(), invocation).instrument(span.clone()).await {
             Ok(completion) => completion,
             Err(error) => {
                 let (outcome, call_error) = match error {
@@ -172,6 +211,13 @@ impl Caller {
                 return Err(call_error);
             }
         };
+        if completion.outcome == Outcome::Ok
+            && let Err(problem) = tool.check_result(&completion.result)
+        {
+            completion.result = ToolResult::text(problem.clone(), true);
+            completion.outcome = Outcome::Error;
+            completion.error = Some(problem);
+        }
         let outcome = match completion.outcome {
             Outcome::Ok => CallOutcome::Ok,
             Outcome::Error if completion.fetch_denied => CallOutcome::Denied,

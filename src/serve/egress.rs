@@ -35,6 +35,8 @@ pub struct Egress {
 pub struct CallEgress {
     egress: Arc<Egress>,
     policy: Arc<ServerPolicy>,
+    /// The tool is annotated read-only: only GET, HEAD and OPTIONS may leave.
+    read_only: bool,
     log: Arc<EgressLog>,
 }
 
@@ -47,9 +49,10 @@ impl Egress {
         })
     }
 
-    /// A fetch host for one call of a server.
-    pub fn for_call(self: &Arc<Self>, policy: Arc<ServerPolicy>) -> CallEgress {
-        CallEgress { egress: self.clone(), policy, log: Arc::default() }
+    /// A fetch host for one call of a server's tool; `read_only` for a tool annotated
+    /// `readOnlyHint: true`, whose requests may only read.
+    pub fn for_call(self: &Arc<Self>, policy: Arc<ServerPolicy>, read_only: bool) -> CallEgress {
+        CallEgress { egress: self.clone(), policy, read_only, log: Arc::default() }
     }
 
     /// Fetches a documentation page for generation: any host, under every other rule of the
@@ -70,7 +73,7 @@ impl Egress {
             body: None,
             redirect: "follow".to_string(),
         };
-        self.fetch(&policy, request, deadline, &EgressLog::default()).await.map_err(|failure| match failure {
+        self.fetch(&policy, request, false, deadline, &EgressLog::default()).await.map_err(|failure| match failure {
             Failure::Denied { host, reason } => format!("{host}: {reason}"),
             other => other.reason().to_string(),
         })
@@ -81,10 +84,11 @@ impl Egress {
         &self,
         policy: &ServerPolicy,
         request: FetchRequest,
+        read_only: bool,
         deadline: Instant,
         log: &EgressLog,
     ) -> Result<FetchResponse, Failure> {
-        let (mut method, mut headers, mut url) = policy::prepare(&request).inspect_err(|failure| {
+        let (mut method, mut headers, mut url) = policy::prepare(&request, read_only).inspect_err(|failure| {
             let url = url::Url::parse(&request.url).ok();
             let (host, path) = url.as_ref().map(|u| (u.host_str().unwrap_or(""), u.path())).unwrap_or_default();
             log.failed(&Hop { method: &request.method, host, path, started: Instant::now() }, failure);
@@ -150,8 +154,9 @@ impl FetchHost for CallEgress {
         let egress = self.egress.clone();
         let policy = self.policy.clone();
         let log = self.log.clone();
+        let read_only = self.read_only;
         Box::pin(async move {
-            egress.fetch(&policy, request, deadline, &log).await.map_err(|failure| match failure {
+            egress.fetch(&policy, request, read_only, deadline, &log).await.map_err(|failure| match failure {
                 Failure::Denied { host, .. } => FetchError::Denied(format!(
                     "not allowed by network policy: {host} (to allow it, add it to the prompt or to allow_domains)"
                 )),

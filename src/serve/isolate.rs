@@ -420,5 +420,31 @@ pub fn check_handler(source: &str) -> Result<(), CompileError> {
         });
     }
     scan::check_source(source)?;
-    QuickJsEngine::shared().check(source)
+    let engine = QuickJsEngine::shared();
+    // The likeliest first mistake: a whole function where its body belongs. It compiles (as a
+    // declaration or an unused expression) and every call returns nothing, or, unnamed, fails
+    // with "function name expected". It is that mistake when the whole body is one function
+    // expression, which is what the parser accepts here.
+    let trimmed = source.trim_end().trim_end_matches(';');
+    if scan::starts_like_function(source) && engine.check(&format!("return (\n{trimmed}\n);")).is_ok() {
+        return Err(CompileError { line: Some(1), message: WHOLE_FUNCTION.into() });
+    }
+    engine.check(source)
+}
+
+const WHOLE_FUNCTION: &str = "the handler is a whole function, but it must be the body of one: the daemon runs \
+     it as `async function (args, fetch) { <handler> }`, so a function written here is only defined and every \
+     call returns nothing. Send only what goes between the braces, e.g. \
+     \"const res = await fetch(`https://api.example.com/items/${args.id}`); return await res.json();\"";
+
+/// Problems worth telling the author that do not stop the handler from running.
+pub fn handler_warnings(source: &str) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if !scan::has_return(source) {
+        warnings.push(
+            "the handler has no `return`, so every call returns an empty result; end it with `return <value>;`"
+                .to_string(),
+        );
+    }
+    warnings
 }

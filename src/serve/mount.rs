@@ -14,6 +14,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
+// Logging is deprecated in the newest revision; older clients still send logging/setLevel.
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -92,21 +95,35 @@ impl McpMount {
     }
 }
 
-/// The MCP tool definition: name, description, input schema and annotations; never the handler.
-/// Takes the spec by value, so the schema is moved into the definition rather than copied.
+/// The MCP tool definition: name, title, description, schemas and annotations; never the
+/// handler. Takes the spec by value, so the schemas are moved into the definition, not copied.
+///
+/// `readOnlyHint` is always sent: MCP reads a missing hint as `false`, but clients that guard
+/// against writes often let a tool without annotations through, so a tool registered without
+/// the hint is listed with `readOnlyHint: false`. A tool listed as read-only can only send
+/// GET, HEAD and OPTIONS requests (`serve::egress`), so the hint is a guarantee, not a claim.
 fn mcp_tool(spec: ToolSpec) -> Tool {
     let mut tool = Tool::new(spec.name, spec.description, Arc::new(spec.input_schema));
-    if let Some(annotations) = spec.annotations {
-        // Annotations were validated at registration; a tool without them beats no tool.
-        tool.annotations = serde_json::from_value(Value::Object(annotations)).ok();
-    }
+    tool.title = spec.title;
+    tool.output_schema = spec.output_schema.map(Arc::new);
+    let mut annotations = spec.annotations.unwrap_or_default();
+    annotations.entry("readOnlyHint").or_insert(Value::Bool(false));
+    // Annotations were validated at registration; a tool without them beats no tool.
+    tool.annotations = serde_json::from_value(Value::Object(annotations)).ok();
     tool
 }
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(self.server.name.clone(), env!("CARGO_PKG_VERSION")))
+        // `name` is the identifier, `title` what hosts show (MCP 2025-06-18 and later).
+        let mut info = Implementation::new(self.server.id.to_string(), env!("CARGO_PKG_VERSION"));
+        info.title = Some(self.server.name.clone());
+        info.description = self.server.description.clone();
+        let config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(info);
+        match &self.server.description {
+            Some(description) => config.with_instructions(description.clone()),
+            None => config,
+        }
     }
 
     async fn list_tools(
@@ -115,6 +132,22 @@ impl ServerHandler for McpHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    /// No logging capability is offered (handlers' console output goes to the call log), so
+    /// there is nothing to set; the refusal says so instead of rmcp's bare method name.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            "this server sends no log messages (it does not offer the logging capability), so logging/setLevel \
+             has nothing to set; handlers' console output is in the daemon's call log",
+            None,
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

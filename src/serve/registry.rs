@@ -30,6 +30,8 @@ use crate::toolset::ServerId;
 pub struct MountedServer {
     pub id: ServerId,
     pub name: String,
+    /// What the server is for, in the operator's words: MCP `instructions`.
+    pub description: Option<String>,
     pub generation_id: i64,
     pub policy: Arc<ServerPolicy>,
     pub tools: Vec<CallableTool>,
@@ -186,6 +188,7 @@ impl Registry {
         let server = Arc::new(MountedServer {
             id: mount.id.clone(),
             name: mount.name.clone(),
+            description: generation.description,
             generation_id: mount.generation_id,
             policy: Arc::new(ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes)),
             tools,

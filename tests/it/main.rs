@@ -6,6 +6,7 @@ mod helpers;
 mod access_tokens;
 mod admin_errors;
 mod cli;
+mod conventions;
 mod egress;
 mod egress_attacks;
 mod generation;

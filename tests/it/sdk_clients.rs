@@ -145,7 +145,8 @@ async fn run(client: &Client, url: &str) -> Value {
 fn assert_summary(label: &str, summary: &Value, reason: &str) {
     eprintln!("{label}: {summary}");
     assert_eq!(summary["tools"], json!(["add", "fail"]), "{summary}");
-    assert_eq!(summary["server"], "Calculator", "{summary}");
+    assert_eq!(summary["server"], "calc", "serverInfo.name is the id: {summary}");
+    assert_eq!(summary["server_title"], "Calculator", "serverInfo.title is the name: {summary}");
     assert_eq!(summary["structured"], json!({"sum": 42, "operands": [2, 40]}), "{summary}");
     assert_eq!(summary["error_result"]["isError"], true, "{summary}");
     let text = summary["error_result"]["text"].as_str().unwrap_or_default();

@@ -116,7 +116,7 @@ pub async fn answer(mount: &McpMount, request: Request, max_body_bytes: usize) -
         )),
         Ok(()) => None,
     };
-    if let Some(error) = refusal {
+    if let Some(error) = refusal.or_else(|| removed_method(&parts.headers)) {
         return error.in_reply_to(id_of(&body)).into_response();
     }
     let origin = parts.headers.get(ORIGIN).cloned();
@@ -185,6 +185,23 @@ fn id_of(body: &[u8]) -> Value {
         Ok(Message { id: id @ (Value::String(_) | Value::Number(_)) }) => id,
         _ => Value::Null,
     }
+}
+
+/// `ping` under a revision that removed it (2026-07-28 and later; every request there names its
+/// method in `Mcp-Method`). rmcp answers only "ping" with -32601; this says why.
+fn removed_method(headers: &HeaderMap) -> Option<ApiError> {
+    let method = headers.get("mcp-method")?.to_str().ok()?;
+    let revision = headers.get("mcp-protocol-version")?.to_str().ok()?;
+    (method == "ping" && !revision.starts_with("2025-") && !revision.starts_with("2024-")).then(|| {
+        ApiError::new(
+            ErrorCode::MethodNotFound,
+            format!(
+                "ping is not part of MCP protocol revision {revision}, which this request speaks \
+                 (MCP-Protocol-Version): requests are stateless and need no keep-alive; clients on 2025 \
+                 revisions may still send ping"
+            ),
+        )
+    })
 }
 
 fn is_json(headers: &HeaderMap) -> bool {

@@ -139,8 +139,14 @@ pub fn check_url(
 }
 
 /// Checks everything about a request that does not depend on the hop: method, headers, body size, URL syntax.
-pub fn prepare(request: &FetchRequest) -> Result<(reqwest::Method, HeaderMap, url::Url), Failure> {
+pub fn prepare(request: &FetchRequest, read_only: bool) -> Result<(reqwest::Method, HeaderMap, url::Url), Failure> {
     let method = check_method(&request.method)?;
+    if read_only && !matches!(method, reqwest::Method::GET | reqwest::Method::HEAD | reqwest::Method::OPTIONS) {
+        return Err(Failure::Refused(format!(
+            "method {method} is not allowed: the tool is annotated readOnlyHint: true, so it may only send GET, \
+             HEAD and OPTIONS requests (register it without readOnlyHint: true if it writes)"
+        )));
+    }
     let headers = check_headers(&request.headers)?;
     if request.body.as_ref().is_some_and(|b| b.len() > MAX_REQUEST_BODY_BYTES) {
         return Err(Failure::Limit(format!("request body is larger than {MAX_REQUEST_BODY_BYTES} bytes")));

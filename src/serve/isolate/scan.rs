@@ -11,7 +11,58 @@
 use super::CompileError;
 
 pub(super) fn check_source(source: &str) -> Result<(), CompileError> {
-    Scanner { src: source.as_bytes(), pos: 0, line: 1 }.run()
+    Scanner::new(source).run()
+}
+
+/// Whether `return` appears anywhere as a keyword (not in a string, comment or property name).
+/// A handler without one always returns `undefined`, the empty result.
+pub(super) fn has_return(source: &str) -> bool {
+    let mut scanner = Scanner::new(source);
+    // A body the checks refuse has no result to speak of; only the keyword search matters here.
+    let _ = scanner.run();
+    scanner.saw_return
+}
+
+/// Whether the body starts like a whole function: `function`, `async function`, or an arrow
+/// function (`(args, fetch) =>`, `args =>`, `async (…) =>`) after any comments. Whether it is
+/// *only* that function is for the parser to say (see `isolate::check_handler`).
+pub(super) fn starts_like_function(source: &str) -> bool {
+    let rest = skip_comments(source);
+    let rest = rest
+        .strip_prefix("async")
+        .filter(|r| r.starts_with(|c: char| c.is_whitespace() || c == '('))
+        .map_or(rest, skip_comments);
+    if let Some(after) = rest.strip_prefix("function") {
+        return !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+    }
+    let after_params = if let Some(inner) = rest.strip_prefix('(') {
+        // Parameters without nested parentheses: `((a) => a)()` is a call, not a declaration.
+        match inner.find([')', '(']) {
+            Some(end) if inner.as_bytes()[end] == b')' => &inner[end + 1..],
+            _ => return false,
+        }
+    } else {
+        let ident = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$')).unwrap_or(rest.len());
+        if ident == 0 || rest.starts_with(|c: char| c.is_ascii_digit()) {
+            return false;
+        }
+        &rest[ident..]
+    };
+    skip_comments(after_params).starts_with("=>")
+}
+
+/// `source` without leading whitespace and comments.
+fn skip_comments(mut source: &str) -> &str {
+    loop {
+        source = source.trim_start();
+        if let Some(rest) = source.strip_prefix("//") {
+            source = rest.find('\n').map_or("", |end| &rest[end..]);
+        } else if let Some(rest) = source.strip_prefix("/*") {
+            source = rest.find("*/").map_or("", |end| &rest[end + 2..]);
+        } else {
+            return source;
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -46,6 +97,8 @@ struct Scanner<'a> {
     src: &'a [u8],
     pos: usize,
     line: u32,
+    /// A `return` keyword was seen.
+    saw_return: bool,
 }
 
 enum TemplateEnd {
@@ -54,6 +107,10 @@ enum TemplateEnd {
 }
 
 impl<'a> Scanner<'a> {
+    fn new(source: &'a str) -> Scanner<'a> {
+        Scanner { src: source.as_bytes(), pos: 0, line: 1, saw_return: false }
+    }
+
     fn peek(&self, offset: usize) -> u8 {
         self.src.get(self.pos + offset).copied().unwrap_or(0)
     }
@@ -62,7 +119,7 @@ impl<'a> Scanner<'a> {
         CompileError { line: Some(line), message: message.into() }
     }
 
-    fn run(mut self) -> Result<(), CompileError> {
+    fn run(&mut self) -> Result<(), CompileError> {
         let mut prev = Prev::Operator;
         let mut depth: i64 = 0;
         // Brace depth at which each open `${` substitution started.
@@ -150,6 +207,7 @@ impl<'a> Scanner<'a> {
                     let word = self.read_ident();
                     if prev != Prev::Dot {
                         self.check_word(word, line)?;
+                        self.saw_return |= word == "return";
                     }
                     prev = if EXPRESSION_KEYWORDS.contains(&word) { Prev::Operator } else { Prev::Operand };
                 }

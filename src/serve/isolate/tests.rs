@@ -679,6 +679,47 @@ fn check_handler_accepts_valid_code() {
 }
 
 #[test]
+fn a_whole_function_is_refused_with_the_right_form() {
+    for source in [
+        "async function handler(args, fetch) {\n  const r = await fetch('https://a.test');\n  return r.json();\n}",
+        "function handler(args) { return args.x; };\n",
+        "// the tool\nasync function (args, fetch) { return 1; }",
+        "async (args, fetch) => {\n  return args.x;\n}",
+        "(args) => args.a + args.b",
+        "args => ({ sum: args.a + args.b });",
+        "async args => { return 1; } // done",
+    ] {
+        let error = check_handler(source).unwrap_err();
+        assert!(error.message.starts_with("the handler is a whole function"), "{source}: {error:?}");
+        assert!(error.message.contains("async function (args, fetch) { <handler> }"), "{error:?}");
+    }
+    // Functions that are part of a body are fine.
+    for source in [
+        "function helper(x) { return x * 2; }\nreturn helper(args.n);",
+        "async function handler(args, fetch) { return 1; }\nreturn handler(args, fetch);",
+        "(async () => { await 1; })();\nreturn 2;",
+        "((a) => a)(1); return 3;",
+        "functional(); return 1;",
+        "asyncThing => 1; return 2;",
+    ] {
+        assert_eq!(check_handler(source), Ok(()), "{source}");
+    }
+}
+
+#[test]
+fn a_handler_without_return_is_warned_about() {
+    assert_eq!(handler_warnings("return args.x;"), Vec::<String>::new());
+    assert_eq!(handler_warnings("if (args.x) { return 1; } throw new Error('no');"), Vec::<String>::new());
+    for source in
+        ["args.a + args.b;", "const r = await fetch(args.url); r.json();", "// return 1\nconst s = 'return'; x.return;"]
+    {
+        let warnings = handler_warnings(source);
+        assert_eq!(warnings.len(), 1, "{source}");
+        assert!(warnings[0].contains("no `return`"), "{warnings:?}");
+    }
+}
+
+#[test]
 fn check_handler_reports_syntax_errors_with_lines() {
     let err = check_handler("const a = 1;\nconst b = ;\nreturn a;").unwrap_err();
     assert_eq!(err.line, Some(2), "{err:?}");

@@ -67,6 +67,7 @@ async def run(url: str, mode: str) -> dict:
             "mode": mode,
             "protocol_version": client.protocol_version,
             "server": client.server_info.name if client.server_info else None,
+            "server_title": client.server_info.title if client.server_info else None,
             "tools": sorted(tools),
             "structured": structured,
             "error_result": {"isError": failed.is_error, "text": error_text},

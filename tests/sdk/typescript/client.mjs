@@ -58,6 +58,7 @@ async function run(url) {
       sdk: `typescript @modelcontextprotocol/sdk ${sdkVersion()} on node ${process.version}`,
       protocol_version: transport.protocolVersion ?? null,
       server: client.getServerVersion()?.name ?? null,
+      server_title: client.getServerVersion()?.title ?? null,
       tools: names,
       structured,
       error_result: { isError: failed.isError, text: errorText },

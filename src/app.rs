@@ -50,10 +50,14 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let metrics = Arc::new(Metrics::default());
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
     let registry = Arc::new(Registry::new(&config, caller.clone(), catalog.clone()));
-    let llm = crate::llm::LlmSettings::from_config(&config.llm)
+    let mut llm = crate::llm::LlmSettings::from_config(&config.llm)
         .and_then(|settings| settings.map(crate::llm::build_client).transpose())
         .map_err(|e| anyhow::anyhow!("[llm]: {e}"))?;
-    if llm.is_none() {
+    if let Some(problem) = config.llm.missing_key() {
+        // Refused at registration with the same words, rather than failing at planning.
+        tracing::warn!("{problem}; until then prompt registrations are refused (toolsets work)");
+        llm = None;
+    } else if llm.is_none() {
         tracing::info!("no [llm] provider configured: prompt registrations are refused, toolsets work");
     }
     let generator = Generator::new(

@@ -12,7 +12,7 @@ use url::Url;
 
 use crate::client::commands::{self, Failure, Register, Session};
 use crate::client::{AdminClient, DEFAULT_URL, TOKEN_ENV, parse_base_url};
-use crate::config::{CliOverrides, Config, EXAMPLE_CONFIG};
+use crate::config::{CliOverrides, Config, EXAMPLE_CONFIG, parse_listen};
 
 #[derive(Parser)]
 #[command(
@@ -26,6 +26,8 @@ use crate::config::{CliOverrides, Config, EXAMPLE_CONFIG};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    conn: Connection,
 }
 
 #[derive(Subcommand)]
@@ -35,14 +37,22 @@ enum Command {
         /// TOML config file (see `mcpbootd print-config`).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Listen address, overriding [server] listen.
-        #[arg(long, value_name = "ADDR")]
+        /// Listen address (IP:PORT, or localhost:PORT), overriding [server] listen.
+        #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
         listen: Option<SocketAddr>,
     },
     /// Print the documented example configuration (every key with its default).
     PrintConfig,
     /// Register a server: generate it from a prompt, or load a toolset file.
-    #[command(group(ArgGroup::new("source").required(true).args(["prompt", "toolset"])))]
+    #[command(
+        group(ArgGroup::new("source").required(true).args(["prompt", "toolset"])),
+        after_help = "Examples:\n  mcpbootd register --wait \"Create MCP tools for the Hacker News API: \
+                      https://github.com/HackerNews/API\"\n  mcpbootd register --toolset weather.json\n  \
+                      mcpbootd export hn | mcpbootd register --toolset - --id hn-copy\n\n\
+                      A toolset file is a registration body: {\"name\", \"tools\": [{\"name\", \"description\", \
+                      \"input_schema\", \"handler\"}], \"allow_domains\", \"access_token\"}; a handler is the body of \
+                      `async function (args, fetch)`."
+    )]
     Register {
         /// What the server should do, with links to the API's documentation.
         prompt: Option<String>,
@@ -52,9 +62,12 @@ enum Command {
         /// Server id (a-z, 0-9, '-'); generated from the name when left out.
         #[arg(long)]
         id: Option<String>,
-        /// Display name.
+        /// Display name (what MCP hosts show as the server's title).
         #[arg(long)]
         name: Option<String>,
+        /// What the server is for; MCP hosts get it as the server's instructions.
+        #[arg(long)]
+        description: Option<String>,
         /// A domain the tools may fetch from, besides those the prompt links (repeatable).
         #[arg(long = "allow-domain", value_name = "DOMAIN")]
         allow_domains: Vec<String>,
@@ -64,53 +77,48 @@ enum Command {
         /// Follow the generation until it is ready or failed, then print the MCP URL.
         #[arg(long)]
         wait: bool,
-        #[command(flatten)]
-        conn: Connection,
     },
     /// List the registered servers.
-    List {
-        #[command(flatten)]
-        conn: Connection,
-    },
+    List,
     /// Show one server: status, whitelist, tools, generation.
     Show {
+        /// The server's id, as `mcpbootd list` shows it.
         id: String,
-        #[command(flatten)]
-        conn: Connection,
     },
-    /// Call a tool through the admin API.
+    /// Call a tool through the admin API (as an MCP host would, with the call logged).
+    #[command(
+        after_help = "Examples:\n  mcpbootd call hn get_item --args '{\"id\": 8863}'\n  mcpbootd call hn get_item --args @args.json"
+    )]
     Call {
+        /// The server's id, as `mcpbootd list` shows it.
         id: String,
+        /// The tool's name, as `mcpbootd show <ID>` lists it.
         tool: String,
         /// The tool's arguments as a JSON object; `@FILE` reads a file, `@-` stdin.
         #[arg(long, value_name = "JSON", default_value = "{}")]
         args: String,
-        #[command(flatten)]
-        conn: Connection,
     },
     /// Show a server's call log, newest first.
     Calls {
+        /// The server's id, as `mcpbootd list` shows it.
         id: String,
         /// How many calls (1-1000; the daemon's default is 50).
         #[arg(long, value_name = "N")]
         limit: Option<u32>,
-        #[command(flatten)]
-        conn: Connection,
     },
     /// Unmount and delete a server.
     Delete {
+        /// The server's id, as `mcpbootd list` shows it.
         id: String,
-        #[command(flatten)]
-        conn: Connection,
     },
     /// Print a server's toolset as JSON that `register --toolset` accepts.
     Export {
+        /// The server's id, as `mcpbootd list` shows it.
         id: String,
-        #[command(flatten)]
-        conn: Connection,
     },
     /// Generate a prompt server again; the current tools keep serving until the new ones are ready.
     Regenerate {
+        /// The server's id, as `mcpbootd list` shows it.
         id: String,
         /// Skip the cache: plan and compile again even if nothing changed.
         #[arg(long)]
@@ -121,19 +129,24 @@ enum Command {
         /// Follow the generation until it is ready or failed.
         #[arg(long)]
         wait: bool,
-        #[command(flatten)]
-        conn: Connection,
     },
 }
 
-/// Options every client command takes.
+/// Options of the client commands, accepted before or after the command's name.
 #[derive(Args)]
 struct Connection {
-    /// The daemon's base URL.
-    #[arg(long, env = "MCPBOOTD_URL", default_value = DEFAULT_URL, value_parser = parse_base_url)]
+    /// The daemon's base URL (client commands).
+    #[arg(
+        long,
+        global = true,
+        env = "MCPBOOTD_URL",
+        hide_env_values = true,
+        default_value = DEFAULT_URL,
+        value_parser = parse_base_url
+    )]
     url: Url,
-    /// Print the API's JSON answers (pretty) instead of text.
-    #[arg(long)]
+    /// Print the API's JSON answers (pretty) instead of text (client commands).
+    #[arg(long, global = true)]
     json: bool,
 }
 
@@ -163,17 +176,15 @@ pub fn main() -> ExitCode {
                 }
             }
         }
-        client_command => run_client(client_command, url_origin(&matches)),
+        client_command => run_client(client_command, &cli.conn, url_origin(&matches)),
     }
 }
 
 /// Where `--url`'s value came from, for the message when the daemon cannot be reached.
 fn url_origin(matches: &clap::ArgMatches) -> &'static str {
-    let source = matches.subcommand().and_then(|(_, sub)| match sub.try_get_raw("url") {
-        Ok(Some(_)) => sub.value_source("url"),
-        _ => None,
-    });
-    match source {
+    // A global argument's value is recorded where it was given: before or after the command.
+    let given_after = matches.subcommand().and_then(|(_, sub)| sub.value_source("url"));
+    match given_after.max(matches.value_source("url")) {
         Some(ValueSource::CommandLine) => "from --url",
         Some(ValueSource::EnvVariable) => "from MCPBOOTD_URL",
         _ => "the default; set --url or MCPBOOTD_URL",
@@ -181,18 +192,8 @@ fn url_origin(matches: &clap::ArgMatches) -> &'static str {
 }
 
 /// Runs one client command on a small runtime and turns its outcome into the exit code.
-fn run_client(command: Command, url_origin: &str) -> ExitCode {
-    let (url, json) = match &command {
-        Command::Register { conn, .. }
-        | Command::List { conn }
-        | Command::Show { conn, .. }
-        | Command::Call { conn, .. }
-        | Command::Calls { conn, .. }
-        | Command::Delete { conn, .. }
-        | Command::Export { conn, .. }
-        | Command::Regenerate { conn, .. } => (conn.url.clone(), conn.json),
-        Command::Serve { .. } | Command::PrintConfig => unreachable!("not a client command"),
-    };
+fn run_client(command: Command, conn: &Connection, url_origin: &str) -> ExitCode {
+    let (url, json) = (conn.url.clone(), conn.json);
     let token = std::env::var(TOKEN_ENV).ok();
     let outcome = AdminClient::new(url, url_origin, token.as_deref())
         .map_err(|e| Failure::Local(e.to_string()))
@@ -215,10 +216,11 @@ fn run_client(command: Command, url_origin: &str) -> ExitCode {
 
 async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
     match command {
-        Command::Register { prompt, toolset, id, name, allow_domains, dry_run, wait, conn: _ } => {
-            commands::register(session, Register { prompt, toolset, id, name, allow_domains, dry_run, wait }).await
+        Command::Register { prompt, toolset, id, name, description, allow_domains, dry_run, wait } => {
+            let register = Register { prompt, toolset, id, name, description, allow_domains, dry_run, wait };
+            commands::register(session, register).await
         }
-        Command::List { .. } => commands::list(session).await,
+        Command::List => commands::list(session).await,
         Command::Show { id, .. } => commands::show(session, &id).await,
         Command::Call { id, tool, args, .. } => commands::call(session, &id, &tool, &args).await,
         Command::Calls { id, limit, .. } => commands::calls(session, &id, limit).await,

@@ -21,6 +21,7 @@ use serde_json::Value;
 use sse_stream::{Sse, SseStream};
 use url::Url;
 
+use crate::api::error::ErrorCode;
 use crate::api::model::{
     CallList, CallRequest, CallResult, ErrorBody, GenerationStarted, RegenerateRequest, Registered, Registration,
     ServerList, ServerView, ToolsetRegistration,
@@ -262,9 +263,11 @@ impl AdminClient {
             Err(e) => return self.transport_error(&e),
         };
         match serde_json::from_slice::<ErrorBody>(&bytes) {
-            Ok(ErrorBody { error }) => {
-                ClientError::Api { status: status.as_u16(), code: error.code.to_string(), message: error.message }
-            }
+            Ok(ErrorBody { error }) => ClientError::Api {
+                status: status.as_u16(),
+                code: error.code.to_string(),
+                message: for_the_command_line(error.code, error.message),
+            },
             Err(_) => {
                 let reason = status.canonical_reason().unwrap_or("error").to_lowercase();
                 let body = if bytes.is_empty() { String::new() } else { format!(": {}", snippet(&bytes)) };
@@ -360,6 +363,30 @@ pub fn parse_base_url(raw: &str) -> Result<Url, String> {
         return Err(format!("{raw:?} is not an http:// or https:// URL; expected e.g. {DEFAULT_URL}"));
     }
     Ok(url)
+}
+
+/// The daemon's message as a command-line user can act on it: its hints name HTTP routes and
+/// headers (it also answers curl), the command line names its own commands and variables.
+fn for_the_command_line(code: ErrorCode, message: String) -> String {
+    match code {
+        ErrorCode::Unauthorized => format!(
+            "the daemon requires its admin token: set {TOKEN_ENV} to the daemon's [admin] token \
+             (export {TOKEN_ENV}=...; on a systemd host it is in the service's EnvironmentFile)"
+        ),
+        ErrorCode::Forbidden => format!("{TOKEN_ENV} is not the daemon's admin token ([admin] token); check its value"),
+        _ => {
+            let mut message = message.replace("GET /admin/servers lists them", "`mcpbootd list` shows them");
+            if let Some((before, id)) = message.split_once("; GET /admin/servers/") {
+                let id = id.split(' ').next().unwrap_or_default();
+                message = format!("{before}; `mcpbootd show {id}` lists its tools");
+            }
+            if let Some((before, rest)) = message.split_once("DELETE /admin/servers/") {
+                let id = rest.split(' ').next().unwrap_or_default();
+                message = format!("{before}`mcpbootd delete {id}`{}", &rest[id.len()..]);
+            }
+            message
+        }
+    }
 }
 
 #[cfg(test)]

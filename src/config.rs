@@ -37,6 +37,8 @@ pub struct Config {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
+    /// `IP:PORT`; `localhost:PORT` means 127.0.0.1 (see [`parse_listen`]).
+    #[serde(deserialize_with = "deserialize_listen")]
     pub listen: SocketAddr,
     /// `Host` header values accepted on MCP mounts (DNS-rebinding protection). Empty means the
     /// loopback names plus the listen address.
@@ -129,6 +131,26 @@ pub enum Provider {
     Anthropic,
     /// OpenAI's Chat Completions, or any server that speaks it (Ollama, vLLM, llama.cpp).
     OpenAi,
+}
+
+impl LlmConfig {
+    /// Why a configured provider cannot be used: its public endpoint without an API key (it
+    /// would fail at the first planning request). A custom `base_url` may need no key (a local
+    /// server), so that is not a problem here.
+    pub fn missing_key(&self) -> Option<String> {
+        let provider = self.provider?;
+        if !self.api_key.is_empty() || !self.base_url.trim().is_empty() {
+            return None;
+        }
+        let key_env = match provider {
+            Provider::Anthropic => "ANTHROPIC_API_KEY",
+            Provider::OpenAi => "OPENAI_API_KEY",
+        };
+        Some(format!(
+            "[llm] provider is \"{provider}\" but no API key is set: set {key_env} (or [llm] api_key, \
+             MCPBOOTD_LLM__API_KEY) in the daemon's environment and restart it"
+        ))
+    }
 }
 
 impl Provider {
@@ -338,6 +360,35 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig { format: LogFormat::Auto, level: "info,rmcp=warn".to_string() }
     }
+}
+
+/// A listen address: `IP:PORT` (`[::1]:8080` for IPv6), or `localhost:PORT` for 127.0.0.1. Other
+/// host names are refused rather than resolved: a daemon should not listen wherever DNS says at
+/// start-up, and the message shows the form to use.
+pub fn parse_listen(raw: &str) -> Result<SocketAddr, String> {
+    let raw = raw.trim();
+    if let Ok(address) = raw.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    let (host, port) = raw.rsplit_once(':').unwrap_or((raw, ""));
+    let Ok(port) = port.parse::<u16>() else {
+        return Err(format!(
+            "{raw:?} is not a listen address: give an IP address and a port, such as 127.0.0.1:8080 \
+             (0.0.0.0:8080 for every interface, [::1]:8080 for IPv6)"
+        ));
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    Err(format!(
+        "{raw:?} is not a listen address: the host must be an IP address (or localhost), such as 127.0.0.1:{port} \
+         or 0.0.0.0:{port} for every interface; host names are not resolved"
+    ))
+}
+
+fn deserialize_listen<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    parse_listen(&raw).map_err(serde::de::Error::custom)
 }
 
 /// Values given as command-line flags; they override every other layer.
@@ -592,6 +643,27 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn listen_addresses_take_ips_and_localhost_and_say_the_form_otherwise() {
+        assert_eq!(parse_listen("127.0.0.1:8092").unwrap().to_string(), "127.0.0.1:8092");
+        assert_eq!(parse_listen("[::1]:8092").unwrap().to_string(), "[::1]:8092");
+        assert_eq!(parse_listen("localhost:8092").unwrap().to_string(), "127.0.0.1:8092");
+        assert_eq!(parse_listen(" LOCALHOST:1 ").unwrap().to_string(), "127.0.0.1:1");
+        let error = parse_listen("example.com:8092").unwrap_err();
+        assert!(error.contains("must be an IP address") && error.contains("127.0.0.1:8092"), "{error}");
+        for raw in ["localhost", "8092", "127.0.0.1", ""] {
+            let error = parse_listen(raw).unwrap_err();
+            assert!(error.contains("such as 127.0.0.1:8080"), "{raw}: {error}");
+        }
+        let from_env =
+            Config::load(None, env(&[("MCPBOOTD_SERVER__LISTEN", "localhost:7005")]), &CliOverrides::default());
+        assert_eq!(from_env.unwrap().server.listen.to_string(), "127.0.0.1:7005");
+        let error = Config::load(None, env(&[("MCPBOOTD_SERVER__LISTEN", "myhost:7005")]), &CliOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("must be an IP address"), "{error}");
     }
 
     #[test]

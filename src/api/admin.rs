@@ -97,7 +97,7 @@ pub async fn regenerate_server(
         ));
     };
     if !state.generator.llm_configured() {
-        return Err(llm_not_configured());
+        return Err(llm_not_configured(&state.config.llm));
     }
     let generation_id =
         state.catalog.start_regeneration(&record.id, body.dry_run, body.force).await?.ok_or_else(|| {

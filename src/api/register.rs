@@ -86,7 +86,7 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
         ));
     }
     if !state.generator.llm_configured() {
-        return Err(llm_not_configured());
+        return Err(llm_not_configured(&state.config.llm));
     }
     let Checked { id, name, description, access_token_sha256, .. } = server;
     let dry_run = body.dry_run;
@@ -263,13 +263,18 @@ async fn check_handlers(toolset: Toolset) -> Result<(Toolset, Vec<String>), ApiE
     }
 }
 
-pub(crate) fn llm_not_configured() -> ApiError {
-    ApiError::new(
-        ErrorCode::LlmNotConfigured,
-        "prompt registrations need an LLM: set [llm] provider (\"anthropic\" or \"openai\") and model \
-         (MCPBOOTD_LLM__PROVIDER, MCPBOOTD_LLM__MODEL) and an API key ([llm] api_key, ANTHROPIC_API_KEY or \
-         OPENAI_API_KEY); toolset registrations ({\"tools\": [...]}) work without one",
-    )
+pub(crate) fn llm_not_configured(llm: &crate::config::LlmConfig) -> ApiError {
+    let message = match llm.missing_key() {
+        Some(problem) => format!(
+            "prompt registrations need an LLM and {problem}; toolset registrations ({{\"tools\": [...]}}) work \
+             without one"
+        ),
+        None => "prompt registrations need an LLM: set [llm] provider (\"anthropic\" or \"openai\") and model \
+                 (MCPBOOTD_LLM__PROVIDER, MCPBOOTD_LLM__MODEL) and an API key ([llm] api_key, ANTHROPIC_API_KEY or \
+                 OPENAI_API_KEY); toolset registrations ({\"tools\": [...]}) work without one"
+            .to_string(),
+    };
+    ApiError::new(ErrorCode::LlmNotConfigured, message)
 }
 
 #[cfg(test)]

@@ -72,6 +72,7 @@ pub struct Register {
     pub toolset: Option<PathBuf>,
     pub id: Option<String>,
     pub name: Option<String>,
+    pub description: Option<String>,
     pub allow_domains: Vec<String>,
     pub dry_run: bool,
     pub wait: bool,
@@ -83,13 +84,17 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
         (Some(prompt), None) => Registration::Prompt(PromptRegistration {
             id: register.id.clone(),
             name: register.name.clone(),
-            description: None,
+            description: register.description.clone(),
             prompt: prompt.clone(),
             allow_domains: register.allow_domains.clone(),
             dry_run: register.dry_run,
             access_token: None,
         }),
         (None, None) => return Err(Failure::Local("register needs a prompt or --toolset FILE".into())),
+    };
+    let token_required = match &body {
+        Registration::Toolset(toolset) => toolset.access_token.is_some(),
+        Registration::Prompt(prompt) => prompt.access_token.is_some(),
     };
     let started = match session.client.register(&body).await? {
         Registered::Toolset(registered) => {
@@ -100,7 +105,7 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
             } else {
                 let tools = &registered.tools;
                 print_out(&format!("registered {id}: ready, {} ({})\n", plural(tools.len(), "tool"), tools.join(", ")));
-                print_out(&output::connect_block(id, &session.client.mcp_url(id)));
+                print_out(&output::connect_block(id, &session.client.mcp_url(id), token_required));
                 for warning in &registered.warnings {
                     eprintln!("warning: {warning}");
                 }
@@ -157,7 +162,7 @@ pub async fn call(session: &Session, id: &str, tool: &str, args: &str) -> Result
     print_out(&if session.json { output::pretty(&response) } else { output::call_result(&response) });
     if response.result.is_error {
         return Err(Failure::Failed(format!(
-            "tool {tool:?} returned an error ({}; execution {}); `mcpbootd calls {id}` has the log",
+            "the call of tool {tool:?} failed (outcome {}, execution {}); `mcpbootd calls {id}` shows the call log",
             response.outcome, response.execution_id
         )));
     }
@@ -187,6 +192,14 @@ pub async fn delete(session: &Session, id: &str) -> Result<(), Failure> {
 pub async fn export(session: &Session, id: &str) -> Result<(), Failure> {
     let body = session.client.export(id).await?;
     print_out(&output::pretty(&body));
+    // The daemon keeps only the token's digest, so the export cannot carry it; say so rather
+    // than let a re-registration silently open the server to everyone.
+    if session.client.server(id).await.is_ok_and(|view| view.access_token_set) {
+        eprintln!(
+            "note: {id} requires an access token, which is not exported (the daemon keeps only its digest); \
+             add \"access_token\" to the file before registering it again"
+        );
+    }
     Ok(())
 }
 
@@ -250,7 +263,7 @@ fn report_end(session: &Session, id: &str, generation_id: Option<i64>, end: &Gen
         _ => {
             let tools: Vec<&str> = end.view.tools.iter().map(|t| t.tool.name.as_str()).collect();
             print_out(&format!("{id} is ready: {} ({})\n", plural(tools.len(), "tool"), tools.join(", ")));
-            print_out(&output::connect_block(id, &session.client.mcp_url(id)));
+            print_out(&output::connect_block(id, &session.client.mcp_url(id), end.view.access_token_set));
             Ok(())
         }
     }
@@ -264,7 +277,7 @@ fn toolset_body(path: &Path, register: &Register) -> Result<ToolsetRegistration,
         serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text)).map_err(|e| {
             Failure::Local(format!(
                 "{shown} is not a toolset like `mcpbootd export` prints \
-                 ({{\"id\", \"name\", \"allow_domains\", \"tools\"}}): {e}"
+                 ({{\"id\", \"name\", \"description\", \"allow_domains\", \"tools\"}}): {e}"
             ))
         })?;
     if let Some(id) = &register.id {
@@ -272,6 +285,9 @@ fn toolset_body(path: &Path, register: &Register) -> Result<ToolsetRegistration,
     }
     if let Some(name) = &register.name {
         body.name = Some(name.clone());
+    }
+    if let Some(description) = &register.description {
+        body.description = Some(description.clone());
     }
     for domain in &register.allow_domains {
         if !body.allow_domains.contains(domain) {

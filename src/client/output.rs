@@ -89,6 +89,15 @@ pub fn server_summary(view: &ServerView, mcp_url: &str) -> String {
     }
     let note = if view.serving { "" } else { "  (not serving yet)" };
     field(&mut out, "mcp url", &format!("{mcp_url}{note}"));
+    let token = if view.access_token_set {
+        "required: MCP hosts send Authorization: Bearer <access_token> (`mcpbootd register` prints the config)"
+    } else {
+        "none (any client that reaches the daemon may call the tools)"
+    };
+    field(&mut out, "token", token);
+    if let Some(description) = &view.description {
+        field(&mut out, "description", &description.trim().replace('\n', "\n             "));
+    }
     field(&mut out, "created", &timestamp(&view.created_at));
     field(&mut out, "updated", &timestamp(&view.updated_at));
     if let Some(prompt) = &view.prompt {
@@ -186,13 +195,29 @@ pub fn call_result(response: &CallResult) -> String {
 }
 
 /// The ready-to-paste MCP host configuration for one server (`url` transport).
-pub fn mcp_config(id: &str, mcp_url: &str) -> Value {
-    json!({"mcpServers": {id: {"url": mcp_url}}})
+pub fn mcp_config(id: &str, mcp_url: &str, token_required: bool) -> Value {
+    if token_required {
+        json!({"mcpServers": {id: {"url": mcp_url, "headers": {"Authorization": format!("Bearer {TOKEN_PLACEHOLDER}")}}}})
+    } else {
+        json!({"mcpServers": {id: {"url": mcp_url}}})
+    }
 }
 
+/// Stands for the server's access token in printed configs: the daemon keeps only its digest,
+/// and a secret does not belong in terminal output anyway.
+const TOKEN_PLACEHOLDER: &str = "<access_token>";
+
 /// The end of a successful registration: where MCP hosts connect and the config to paste.
-pub fn connect_block(id: &str, mcp_url: &str) -> String {
-    format!("MCP URL: {mcp_url}\n\nMCP client config:\n{}\n", pretty(&mcp_config(id, mcp_url)))
+pub fn connect_block(id: &str, mcp_url: &str, token_required: bool) -> String {
+    let mut block =
+        format!("MCP URL: {mcp_url}\n\nMCP client config:\n{}\n", pretty(&mcp_config(id, mcp_url, token_required)));
+    if token_required {
+        block.push_str(&format!(
+            "\nThe server requires its access token: replace {TOKEN_PLACEHOLDER} with the access_token it was \
+             registered with.\n"
+        ));
+    }
+    block
 }
 
 /// `name: description` of the tools a generation's plan holds (a dry run mounts none).
@@ -455,8 +480,14 @@ weather-long  w            planning  0      /servers/weather-long/mcp  2025-01-0
 
     #[test]
     fn the_config_snippet_names_the_server_and_its_url() {
-        let snippet = mcp_config("hn", "http://127.0.0.1:8080/servers/hn/mcp");
+        let snippet = mcp_config("hn", "http://127.0.0.1:8080/servers/hn/mcp", false);
         assert_eq!(snippet, json!({"mcpServers": {"hn": {"url": "http://127.0.0.1:8080/servers/hn/mcp"}}}));
+        let snippet = mcp_config("hn", "http://127.0.0.1:8080/servers/hn/mcp", true);
+        assert_eq!(
+            snippet,
+            json!({"mcpServers": {"hn": {"url": "http://127.0.0.1:8080/servers/hn/mcp",
+                                         "headers": {"Authorization": "Bearer <access_token>"}}}})
+        );
     }
 
     #[test]

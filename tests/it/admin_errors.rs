@@ -123,3 +123,36 @@ async fn admin_token_is_required_when_configured() {
     // Health probes stay open.
     assert_eq!(app.http.get(app.url("/healthz")).send().await.unwrap().status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_registrations_say_which_llm_setting_is_missing() {
+    let prompt = json!({"prompt": "Create tools for https://api.weather.test/docs"});
+    let app = spawn_app().await;
+    let (status, body) = app.post("/admin/servers", &prompt).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("llm_not_configured")), "{body}");
+    assert!(error_message(&body).contains("set [llm] provider"), "{body}");
+    app.stop().await;
+
+    // A provider without its key would only fail at planning: refused now, with the key to set.
+    let app = spawn_app_with(AppOptions {
+        env: vec![
+            ("MCPBOOTD_LLM__PROVIDER".into(), "anthropic".into()),
+            ("MCPBOOTD_LLM__MODEL".into(), "claude-test".into()),
+        ],
+        ..AppOptions::default()
+    })
+    .await;
+    let (status, body) = app.post("/admin/servers", &prompt).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("llm_not_configured")), "{body}");
+    let message = error_message(&body);
+    assert!(
+        message.contains("[llm] provider is \"anthropic\" but no API key is set")
+            && message.contains("ANTHROPIC_API_KEY"),
+        "{message}"
+    );
+    let (_, servers) = app.get("/admin/servers").await;
+    assert_eq!(servers["servers"], json!([]), "nothing was stored");
+    // Toolsets still work.
+    app.register(json!({"tools": [tool("hi", "return 'hi';")]})).await;
+    app.stop().await;
+}

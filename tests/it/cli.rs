@@ -133,7 +133,15 @@ async fn a_toolset_registered_from_a_file_is_listed_shown_and_called() {
     let thrown = cli(&app, &["call", "calc", "broken"]).await;
     thrown.assert_code(1);
     assert!(thrown.stdout.contains("broken on purpose"), "the result text is printed: {}", thrown.stdout);
-    assert!(thrown.stderr.contains("returned an error"), "{}", thrown.stderr);
+    assert!(
+        thrown.stderr.starts_with("error: the call of tool \"broken\" failed (outcome error, execution ")
+            && thrown.stderr.contains("`mcpbootd calls calc` shows the call log"),
+        "{}",
+        thrown.stderr
+    );
+    let unknown = cli(&app, &["call", "calc", "nope"]).await;
+    unknown.assert_code(1);
+    assert!(unknown.stderr.contains("`mcpbootd show calc` lists its tools"), "names the command: {}", unknown.stderr);
 
     // Local mistakes never reach the daemon and exit 2.
     let invalid = cli(&app, &["call", "calc", "add", "--args", "{nope"]).await;
@@ -181,6 +189,7 @@ async fn export_then_register_round_trips_and_delete_removes() {
         "{}",
         conflict.stderr
     );
+    assert!(conflict.stderr.contains("`mcpbootd delete calc` first"), "{}", conflict.stderr);
 
     let copy = cli(&app, &["register", "--toolset", &file, "--id", "calc2", "--json"]).await;
     copy.assert_ok();
@@ -199,10 +208,81 @@ async fn export_then_register_round_trips_and_delete_removes() {
     gone.assert_code(1);
     assert!(gone.stderr.starts_with("error: no server ") && gone.stderr.contains("calc2"), "{}", gone.stderr);
     assert!(gone.stderr.contains("(server_not_found, HTTP 404)"), "{}", gone.stderr);
+    assert!(gone.stderr.contains("`mcpbootd list` shows them") && !gone.stderr.contains("GET /"), "{}", gone.stderr);
     assert!(gone.stdout.is_empty());
     cli(&app, &["delete", "calc2"]).await.assert_code(1);
     assert_eq!(cli(&app, &["delete", "calc", "--json"]).await.json(), json!({"id": "calc", "deleted": true}));
     app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_protected_server_is_shown_as_one_and_its_token_is_never_printed() {
+    let app = spawn_app().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = "cli-access-token-0123456789";
+    let mut body = calculator();
+    body["access_token"] = json!(token);
+    let file = write_json(dir.path(), "guarded.json", &body);
+    let url = app.url("");
+
+    // `--url` works before the command as well as after it.
+    let registered = run(&["--url", &url, "register", "--toolset", &file], &[]).await;
+    registered.assert_ok();
+    let snippet_start = registered.stdout.find('{').expect("a config snippet");
+    let snippet_end = registered.stdout.rfind('}').unwrap() + 1;
+    let snippet: Value = serde_json::from_str(&registered.stdout[snippet_start..snippet_end]).expect("JSON snippet");
+    assert_eq!(
+        snippet,
+        json!({"mcpServers": {"calc": {"url": app.mcp_url("calc"), "headers": {"Authorization": "Bearer <access_token>"}}}})
+    );
+    assert!(registered.stdout.contains("replace <access_token> with the access_token"), "{}", registered.stdout);
+
+    let shown = run(&["--url", &url, "show", "calc"], &[]).await;
+    shown.assert_ok();
+    assert!(shown.stdout.contains("token:       required"), "{}", shown.stdout);
+
+    let exported = cli(&app, &["export", "calc"]).await;
+    exported.assert_ok();
+    assert!(exported.json().get("access_token").is_none());
+    assert!(
+        exported.stderr.contains("requires an access token, which is not exported")
+            && exported.stderr.contains("add \"access_token\""),
+        "{}",
+        exported.stderr
+    );
+    for output in [&registered, &shown, &exported] {
+        assert!(!output.stdout.contains(token) && !output.stderr.contains(token), "the token is never printed");
+    }
+
+    // Without a token, `show` says so and the export has nothing to warn about.
+    app.register(json!({"id": "open", "tools": [tool("hi", "return 'hi';")]})).await;
+    let shown = cli(&app, &["show", "open"]).await;
+    assert!(shown.stdout.contains("token:       none"), "{}", shown.stdout);
+    assert!(cli(&app, &["export", "open"]).await.stderr.is_empty());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn help_describes_every_argument_and_usage_shows_options_as_optional() {
+    for command in ["register", "list", "show", "call", "calls", "delete", "export", "regenerate", "serve"] {
+        let help = run(&[command, "--help"], &[]).await;
+        help.assert_ok();
+        let usage = help.stdout.lines().find(|l| l.starts_with("Usage:")).unwrap_or_default();
+        assert!(!usage.contains("--url"), "{command}: --url is optional, not in the usage line: {usage}");
+        // Every argument line has a description after its name.
+        let arguments = help.stdout.split("Arguments:\n").nth(1).unwrap_or_default();
+        for line in arguments.lines().take_while(|l| l.starts_with("  ")) {
+            let described = line.trim().split_once("  ").is_some_and(|(_, text)| !text.trim().is_empty());
+            assert!(described, "{command}: undescribed argument {line:?}\n{}", help.stdout);
+        }
+    }
+    let listen = run(&["serve", "--listen", "example.com:8092"], &[]).await;
+    listen.assert_code(2);
+    assert!(
+        listen.stderr.contains("must be an IP address") && listen.stderr.contains("127.0.0.1:8092"),
+        "{}",
+        listen.stderr
+    );
 }
 
 #[tokio::test]
@@ -233,9 +313,16 @@ async fn the_admin_token_comes_from_the_environment() {
     wrong.assert_code(1);
     assert!(wrong.stderr.contains("token") && wrong.stderr.contains("(forbidden, HTTP 403)"), "{}", wrong.stderr);
 
+    assert!(wrong.stderr.contains("MCPBOOTD_ADMIN_TOKEN is not the daemon's admin token"), "{}", wrong.stderr);
+
     let missing = run(&["list"], &[("MCPBOOTD_URL", url.as_str())]).await;
     missing.assert_code(1);
     assert!(missing.stderr.contains("(unauthorized, HTTP 401)"), "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("set MCPBOOTD_ADMIN_TOKEN") && !missing.stderr.contains("send Authorization"),
+        "tells a CLI user what to set: {}",
+        missing.stderr
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let file = write_json(dir.path(), "calc.json", &calculator());

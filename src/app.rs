@@ -47,7 +47,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     tasks.spawn(call_log_writer);
     let egress = Arc::new(Egress::new(&config).context("cannot build the egress HTTP client")?);
     let pool = Arc::new(IsolatePool::new(pool_settings(&config), tokio::runtime::Handle::current()));
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
     let registry = Arc::new(Registry::new(&config, caller.clone(), catalog.clone()));
     let mut llm = crate::llm::LlmSettings::from_config(&config.llm)

@@ -32,6 +32,7 @@ pub struct Config {
     pub llm: LlmConfig,
     pub generation: GenerationConfig,
     pub log: LogConfig,
+    pub metrics: MetricsConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -235,6 +236,21 @@ pub struct LogConfig {
     pub format: LogFormat,
     /// A `tracing` filter such as `info` or `mcpbootd=debug,tower_http=info`; `RUST_LOG` wins.
     pub level: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Servers whose calls get `server` and `tool` labels of their own; the calls of servers
+    /// mounted after these are counted under `server="other"`, `tool="other"`, so the number of
+    /// series stays bounded however many servers are registered.
+    pub max_labelled_servers: usize,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { max_labelled_servers: 100 }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -10,6 +10,9 @@ use axum::http::Request;
 use tower_http::trace::DefaultOnResponse;
 use tracing::Level;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::config::{LogConfig, LogFormat};
 
@@ -23,11 +26,30 @@ pub fn init(config: &LogConfig) {
         LogFormat::Auto => !std::io::stderr().is_terminal(),
     };
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let not_a_client_mistake = filter_fn(|metadata| !is_rmcp_response_error(metadata));
     let _ = if json {
-        builder.json().flatten_event(true).with_current_span(true).fmt_fields(span_fields::SpanJsonFields).try_init()
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .fmt_fields(span_fields::SpanJsonFields)
+            .finish()
+            .with(not_a_client_mistake)
+            .try_init()
     } else {
-        builder.try_init()
+        builder.finish().with(not_a_client_mistake).try_init()
     };
+}
+
+/// rmcp logs every error a server handler answers as a WARN "response error" (with `id` and
+/// `error` fields, which no other rmcp warning has). Here those are clients' mistakes (an
+/// unknown tool, a method the server does not offer); `serve::mount` and `api::mcp` log them at
+/// debug level and count them, and WARN stays for what the operator must look at.
+fn is_rmcp_response_error(metadata: &tracing::Metadata<'_>) -> bool {
+    metadata.target() == "rmcp::service"
+        && *metadata.level() == Level::WARN
+        && metadata.fields().field("id").is_some()
+        && metadata.fields().field("error").is_some()
 }
 
 /// One span per HTTP request, named by the matched route (never the raw path, which may carry

@@ -212,6 +212,8 @@ impl IntoResponse for ApiError {
         if let Some(challenge) = challenge {
             response.headers_mut().insert(WWW_AUTHENTICATE, challenge);
         }
+        // For the layers above that count and log refusals by code (`api::mcp`).
+        response.extensions_mut().insert(self.code);
         response
     }
 }

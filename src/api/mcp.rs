@@ -8,7 +8,7 @@
 pub mod transport;
 
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::api::AppState;
@@ -17,6 +17,7 @@ use crate::api::model::JsonRpcError;
 use std::sync::Arc;
 
 use crate::serve::registry::{MountError, Mounted};
+use crate::telemetry::metrics::ClientMistake;
 use crate::toolset::ServerId;
 
 /// The MCP endpoint of one server (Streamable HTTP, stateless)
@@ -45,12 +46,34 @@ use crate::toolset::ServerId;
 )]
 pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
     let max_body_bytes = state.config.server.max_body_bytes;
-    match find_mount(&state, &id, request.uri(), request.headers()).await {
+    let response = match find_mount(&state, &id, request.uri(), request.headers()).await {
         Ok(mounted) => transport::answer(&mounted.mcp, request, max_body_bytes).await,
         Err(error) => {
             let id = transport::request_id(request, max_body_bytes).await;
             error.in_reply_to(id).into_response()
         }
+    };
+    if let Some(code) = response.extensions().get::<ErrorCode>() {
+        count_refusal(&state, &id, response.status(), *code);
+    }
+    response
+}
+
+/// Counts a refusal, and logs a client's mistake at debug level: it is the client's to fix,
+/// not the operator's (server-side failures are logged where they happen).
+fn count_refusal(state: &AppState, id: &str, status: StatusCode, code: ErrorCode) {
+    let mounted = ServerId::parse(id).ok().filter(|id| state.registry.get(id).is_some());
+    let mounted = mounted.as_ref().map(ServerId::as_str);
+    // Refused at the door: the token, the Host or Origin, a server that does not exist.
+    if matches!(
+        code,
+        ErrorCode::Unauthorized | ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed | ErrorCode::ServerNotFound
+    ) {
+        state.metrics.record_mcp_rejection(mounted, status);
+    }
+    if status.is_client_error() {
+        tracing::debug!(server_id = id, %status, code = code.as_str(), "MCP request refused");
+        state.metrics.record_client_error(mounted, ClientMistake::Refused(code.as_str()));
     }
 }
 

@@ -61,7 +61,8 @@ pub struct Caller {
 }
 
 impl CallableTool {
-    pub fn new(server: &ServerId, spec: &ToolSpec) -> Result<CallableTool, String> {
+    /// A tool from its spec, counted under `series` (see [`Metrics::tool_series`]).
+    pub fn new(spec: &ToolSpec, series: ToolSeries) -> Result<CallableTool, String> {
         let validator = jsonschema::validator_for(&Value::Object(spec.input_schema.clone()))
             .map_err(|e| format!("input schema of tool {:?} cannot be used: {e}", spec.name))?;
         let output_validator = spec
@@ -77,7 +78,7 @@ impl CallableTool {
             validator,
             output_validator,
             read_only,
-            series: ToolSeries::new(server.as_str(), &spec.name),
+            series,
         })
     }
 
@@ -138,6 +139,10 @@ impl Caller {
         metrics: Arc<Metrics>,
     ) -> Caller {
         Caller { pool, egress, call_log, limits: Arc::new(limits), metrics }
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     pub fn pool(&self) -> &IsolatePool {

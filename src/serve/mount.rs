@@ -29,6 +29,7 @@ use crate::serve::call::{CallError, Caller};
 use crate::serve::isolate::ToolResult;
 use crate::serve::registry::MountedServer;
 use crate::states::Via;
+use crate::telemetry::metrics::ClientMistake;
 use crate::toolset::ToolSpec;
 
 type McpService = StreamableHttpService<Arc<McpHandler>, NeverSessionManager>;
@@ -142,6 +143,8 @@ impl ServerHandler for McpHandler {
         _request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        tracing::debug!(server_id = %self.server.id, "logging/setLevel refused: no logging capability");
+        self.caller.metrics().record_client_error(Some(self.server.id.as_str()), ClientMistake::UnsupportedMethod);
         Err(ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND,
             "this server sends no log messages (it does not offer the logging capability), so logging/setLevel \
@@ -172,10 +175,14 @@ impl ServerHandler for McpHandler {
         };
         match outcome {
             Ok(output) => Ok(call_tool_result(output.result).into()),
-            Err(CallError::UnknownTool(name)) => Err(ErrorData::invalid_params(
-                format!("unknown tool {name:?}; tools/list shows the tools of this server"),
-                None,
-            )),
+            Err(CallError::UnknownTool(name)) => {
+                tracing::debug!(server_id = %self.server.id, tool = %name, "tools/call of an unknown tool");
+                self.caller.metrics().record_client_error(Some(self.server.id.as_str()), ClientMistake::UnknownTool);
+                Err(ErrorData::invalid_params(
+                    format!("unknown tool {name:?}; tools/list shows the tools of this server"),
+                    None,
+                ))
+            }
             // Argument and capacity problems are tool errors, so the model can read them and adapt.
             Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into()),
         }

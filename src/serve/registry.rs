@@ -24,6 +24,7 @@ use crate::serve::call::{CallError, CallOutput, CallableTool, Caller};
 use crate::serve::egress::ServerPolicy;
 use crate::serve::mount::{McpMount, McpSettings};
 use crate::states::Via;
+use crate::telemetry::metrics::Metrics;
 use crate::toolset::ServerId;
 
 /// A ready server as the serving path sees it, built on first use.
@@ -41,6 +42,7 @@ pub struct Registry {
     mounts: RwLock<HashMap<ServerId, Arc<Mount>>>,
     catalog: Catalog,
     mcp: McpSettings,
+    metrics: Arc<Metrics>,
     max_response_bytes: u64,
 }
 
@@ -106,6 +108,7 @@ impl Registry {
         Registry {
             mounts: RwLock::new(HashMap::new()),
             max_response_bytes: caller.max_response_bytes(),
+            metrics: caller.metrics().clone(),
             mcp: McpSettings::new(config, caller),
             catalog,
         }
@@ -183,8 +186,11 @@ impl Registry {
     }
 
     fn assemble(&self, mount: &Mount, generation: ServedGeneration) -> Result<Arc<Mounted>, String> {
-        let tools =
-            generation.tools.iter().map(|spec| CallableTool::new(&mount.id, spec)).collect::<Result<Vec<_>, _>>()?;
+        let tools = generation
+            .tools
+            .iter()
+            .map(|spec| CallableTool::new(spec, self.metrics.tool_series(mount.id.as_str(), &spec.name)));
+        let tools = tools.collect::<Result<Vec<_>, _>>()?;
         let server = Arc::new(MountedServer {
             id: mount.id.clone(),
             name: mount.name.clone(),

@@ -1,19 +1,22 @@
 //! Prometheus metrics, rendered at `/metrics` in the Prometheus text format (0.0.4) by
 //! `prometheus-client`.
 //!
-//! Labels are typed and bounded by construction: server ids and tool names (bounded by
-//! registrations), and the fixed sets in [`crate::states`] (call and generation outcomes,
-//! stages); never execution ids, URLs or hosts.
+//! Labels are typed and bounded by construction: server ids and tool names of at most
+//! `[metrics] max_labelled_servers` servers (the calls of further servers are counted under
+//! `server="other"`, `tool="other"`), and fixed sets ([`crate::states`]' outcomes and stages,
+//! error codes, HTTP statuses); never execution ids, URLs, hosts, or ids a client made up.
 //!
-//! Recording a call is on the hot path: the series' labels are shared strings held by the tool
-//! ([`ToolSeries`]), so counting clones two `Arc`s, takes the family's read lock and adds to an
-//! atomic; nothing is allocated once the series exists. Gauges are read from the running parts
-//! at scrape time ([`Gauges`]).
+//! Recording a call is on the hot path: the labels are decided once per tool when its server is
+//! mounted ([`Metrics::tool_series`]) and held by the tool with its duration histogram, so a call
+//! clones two `Arc`s, takes the counter family's read lock and adds to atomics; nothing is
+//! allocated once the series exists. Gauges are read from the running parts at scrape time
+//! ([`Gauges`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -36,17 +39,69 @@ pub enum EgressOutcome {
     Error,
 }
 
-/// The labels a tool's calls are counted under, made once per tool when its server is mounted.
+/// The label value for servers (and their tools) past `max_labelled_servers`.
+const OTHER: &str = "other";
+/// The label value for requests to ids that are not mounted servers.
+const UNKNOWN: &str = "unknown";
+/// The MCP endpoint refusals counted by server.
+const REJECTION_STATUSES: [StatusCode; 3] = [StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN, StatusCode::NOT_FOUND];
+
+/// The labels a tool's calls are counted under and its duration histogram, made once per tool
+/// when its server is mounted ([`Metrics::tool_series`]).
 #[derive(Debug, Clone)]
 pub struct ToolSeries {
     server: Arc<str>,
     tool: Arc<str>,
+    duration: Histogram,
 }
 
-impl ToolSeries {
-    pub fn new(server: &str, tool: &str) -> ToolSeries {
-        ToolSeries { server: Arc::from(server), tool: Arc::from(tool) }
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct SeriesLabels {
+    server: Arc<str>,
+    tool: Arc<str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RejectionLabels {
+    server: Arc<str>,
+    status: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ClientErrorLabels {
+    server: Arc<str>,
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// What a client got wrong, for `mcpbootd_mcp_client_errors_total{kind}`: the daemon's error
+/// code of a refusal (a fixed set), or a protocol error a mounted server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientMistake {
+    /// An `ErrorCode`'s spelling (`malformed_json`, `host_not_allowed`, …).
+    Refused(&'static str),
+    UnknownTool,
+    UnsupportedMethod,
+}
+
+impl ClientMistake {
+    fn kind(self) -> &'static str {
+        match self {
+            ClientMistake::Refused(code) => code,
+            ClientMistake::UnknownTool => "unknown_tool",
+            ClientMistake::UnsupportedMethod => "unsupported_method",
+        }
     }
+}
+
+/// The servers with labels of their own, up to the configured number.
+struct LabelledServers {
+    servers: HashSet<Arc<str>>,
+    max: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -81,10 +136,18 @@ type HistogramFamily<S> = Family<S, Histogram, fn() -> Histogram>;
 pub struct Metrics {
     registry: Registry,
     calls: Family<CallLabels, Counter>,
-    /// The tools each server has call series for, so a deleted server's series can be removed.
-    /// Written once per new series, never on the common path.
+    /// The tools of each labelled server, so a deleted server's series can be removed. Written
+    /// when a server is mounted, never on the call path.
     series_by_server: Mutex<HashMap<Arc<str>, HashSet<Arc<str>>>>,
-    call_duration: Histogram,
+    labelled: Mutex<LabelledServers>,
+    other: Arc<str>,
+    unknown: Arc<str>,
+    call_duration: HistogramFamily<SeriesLabels>,
+    mcp_rejections: Family<RejectionLabels, Counter>,
+    mcp_client_errors: Family<ClientErrorLabels, Counter>,
+    /// The kinds counted so far (a fixed set), so a deleted server's series can be removed.
+    client_error_kinds: Mutex<HashSet<&'static str>>,
+    build_info: Family<BuildLabels, Gauge>,
     egress: Family<EgressLabels, Counter>,
     generations: Family<GenerationLabels, Counter>,
     stage_durations: HistogramFamily<StageLabels>,
@@ -116,11 +179,25 @@ struct GaugeHandles {
 
 impl Default for Metrics {
     fn default() -> Metrics {
+        Metrics::new(crate::config::MetricsConfig::default().max_labelled_servers)
+    }
+}
+
+impl Metrics {
+    /// Metrics with server and tool labels for up to `max_labelled_servers` servers.
+    pub fn new(max_labelled_servers: usize) -> Metrics {
         let mut metrics = Metrics {
             registry: Registry::default(),
             calls: Family::default(),
             series_by_server: Mutex::default(),
-            call_duration: Histogram::new(CALL_BUCKETS),
+            labelled: Mutex::new(LabelledServers { servers: HashSet::new(), max: max_labelled_servers }),
+            other: Arc::from(OTHER),
+            unknown: Arc::from(UNKNOWN),
+            call_duration: Family::new_with_constructor(|| Histogram::new(CALL_BUCKETS)),
+            mcp_rejections: Family::default(),
+            mcp_client_errors: Family::default(),
+            client_error_kinds: Mutex::default(),
+            build_info: Family::default(),
             egress: Family::default(),
             generations: Family::default(),
             stage_durations: Family::new_with_constructor(|| Histogram::new(STAGE_BUCKETS)),
@@ -137,12 +214,11 @@ impl Default for Metrics {
         for direction in ["input", "output"] {
             let _ = metrics.llm_tokens.get_or_create(&TokenLabels { direction });
         }
+        metrics.build_info.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
         metrics.register();
         metrics
     }
-}
 
-impl Metrics {
     /// Every metric in the order it is rendered. Counter names get `_total` from the encoder.
     fn register(&mut self) {
         let registry = &mut self.registry;
@@ -150,8 +226,24 @@ impl Metrics {
         registry.register("mcpbootd_tool_calls", "Tool calls by server, tool and outcome", self.calls.clone());
         registry.register(
             "mcpbootd_tool_call_duration_seconds",
-            "Tool call duration, from arguments check to result",
+            "Tool call duration by server and tool, from arguments check to result",
             self.call_duration.clone(),
+        );
+        registry.register(
+            "mcpbootd_mcp_rejections",
+            "MCP endpoint requests refused by server and status: 401 access token, 403 Host or Origin, \
+             404 no such server",
+            self.mcp_rejections.clone(),
+        );
+        registry.register(
+            "mcpbootd_mcp_client_errors",
+            "MCP requests a client got wrong, by server and kind (logged at debug level)",
+            self.mcp_client_errors.clone(),
+        );
+        registry.register(
+            "mcpbootd_build_info",
+            "The running build: 1, labelled with its version",
+            self.build_info.clone(),
         );
         registry.register("mcpbootd_isolate_queue_depth", "Calls waiting to be admitted", g.queue_depth.clone());
         registry.register(
@@ -190,15 +282,71 @@ impl Metrics {
         registry.register("mcpbootd_mounted_servers", "Servers mounted and serving MCP", g.mounted_servers.clone());
     }
 
+    /// The series a tool's calls are counted under: its own labels while fewer than
+    /// `max_labelled_servers` servers have them (or its server already does), `other` after.
+    pub fn tool_series(&self, server: &str, tool: &str) -> ToolSeries {
+        let (server, tool) = match self.server_label(server, true) {
+            Some(server) => {
+                let tool: Arc<str> = Arc::from(tool);
+                // Remembered so that deleting the server removes its series, histograms included
+                // (they exist from mount time, also for tools never called).
+                lock(&self.series_by_server).entry(server.clone()).or_default().insert(tool.clone());
+                (server, tool)
+            }
+            None => (self.other.clone(), self.other.clone()),
+        };
+        let duration = self.call_duration.get_or_create(&SeriesLabels { server: server.clone(), tool: tool.clone() });
+        ToolSeries { duration: duration.clone(), server, tool }
+    }
+
+    /// `server`'s label if it has one, taking a free one when `take` is set; `None`: `other`.
+    fn server_label(&self, server: &str, take: bool) -> Option<Arc<str>> {
+        let mut labelled = lock(&self.labelled);
+        if let Some(label) = labelled.servers.get(server) {
+            return Some(label.clone());
+        }
+        if !take || labelled.servers.len() >= labelled.max {
+            return None;
+        }
+        let label: Arc<str> = Arc::from(server);
+        labelled.servers.insert(label.clone());
+        Some(label)
+    }
+
+    /// Counts a refused MCP request (401, 403 and 404 only). `mounted` is the server the path
+    /// names when it is a mounted one; anything else is `unknown`, so made-up ids create no series.
+    pub fn record_mcp_rejection(&self, mounted: Option<&str>, status: StatusCode) {
+        if !REJECTION_STATUSES.contains(&status) {
+            return;
+        }
+        let server = match mounted {
+            Some(server) => self.server_label(server, true).unwrap_or_else(|| self.other.clone()),
+            None => self.unknown.clone(),
+        };
+        self.mcp_rejections.get_or_create(&RejectionLabels { server, status: status.as_u16() }).inc();
+    }
+
+    /// Counts a client's mistake on a mounted server's endpoint (`None`: not a mounted server).
+    pub fn record_client_error(&self, mounted: Option<&str>, mistake: ClientMistake) {
+        let server = match mounted {
+            Some(server) => self.server_label(server, true).unwrap_or_else(|| self.other.clone()),
+            None => self.unknown.clone(),
+        };
+        let kind = mistake.kind();
+        let counter = self.mcp_client_errors.get_or_create(&ClientErrorLabels { server, kind });
+        counter.inc();
+        drop(counter);
+        lock(&self.client_error_kinds).insert(kind);
+    }
+
     /// Counts a finished call.
     pub fn record_call(&self, series: &ToolSeries, outcome: CallOutcome, duration: Duration) {
         let labels = CallLabels { server: series.server.clone(), tool: series.tool.clone(), outcome };
         let counted = self.calls.get(&labels).map(|counter| counter.inc()).is_some();
         if !counted {
-            lock(&self.series_by_server).entry(series.server.clone()).or_default().insert(series.tool.clone());
             self.calls.get_or_create(&labels).inc();
         }
-        self.call_duration.observe(duration.as_secs_f64());
+        series.duration.observe(duration.as_secs_f64());
     }
 
     pub fn record_egress(&self, outcome: EgressOutcome) {
@@ -220,14 +368,23 @@ impl Metrics {
         self.llm_tokens.get_or_create(&TokenLabels { direction: "output" }).inc_by(output_tokens);
     }
 
-    /// Forgets a deleted server's series, so label sets do not grow with churn.
+    /// Forgets a deleted server's series and frees its label, so label sets do not grow with
+    /// churn. (Its calls counted under `other` stay there.)
     pub fn forget_server(&self, server: &str) {
-        let Some(tools) = lock(&self.series_by_server).remove(server) else { return };
-        let server: Arc<str> = Arc::from(server);
+        let Some(label) = lock(&self.labelled).servers.take(server) else { return };
+        let tools = lock(&self.series_by_server).remove(server).unwrap_or_default();
         for tool in tools {
             for outcome in CallOutcome::ALL {
-                self.calls.remove(&CallLabels { server: server.clone(), tool: tool.clone(), outcome: *outcome });
+                self.calls.remove(&CallLabels { server: label.clone(), tool: tool.clone(), outcome: *outcome });
             }
+            self.call_duration.remove(&SeriesLabels { server: label.clone(), tool });
+        }
+        for status in REJECTION_STATUSES {
+            self.mcp_rejections.remove(&RejectionLabels { server: label.clone(), status: status.as_u16() });
+        }
+        let kinds: Vec<&'static str> = lock(&self.client_error_kinds).iter().copied().collect();
+        for kind in kinds {
+            self.mcp_client_errors.remove(&ClientErrorLabels { server: label.clone(), kind });
         }
     }
 
@@ -305,7 +462,7 @@ mod tests {
     #[test]
     fn renders_counters_and_histograms() {
         let metrics = Metrics::default();
-        let series = ToolSeries::new("s", "t");
+        let series = metrics.tool_series("s", "t");
         metrics.record_call(&series, CallOutcome::Ok, Duration::from_millis(3));
         metrics.record_call(&series, CallOutcome::Ok, Duration::from_millis(30));
         metrics.record_egress(EgressOutcome::Denied);
@@ -314,9 +471,10 @@ mod tests {
         for expected in [
             "# TYPE mcpbootd_tool_calls_total counter",
             "mcpbootd_tool_calls_total{server=\"s\",tool=\"t\",outcome=\"ok\"} 2",
-            "mcpbootd_tool_call_duration_seconds_bucket{le=\"0.005\"} 1",
-            "mcpbootd_tool_call_duration_seconds_bucket{le=\"+Inf\"} 2",
-            "mcpbootd_tool_call_duration_seconds_count 2",
+            "mcpbootd_tool_call_duration_seconds_bucket{server=\"s\",tool=\"t\",le=\"0.005\"} 1",
+            "mcpbootd_tool_call_duration_seconds_bucket{server=\"s\",tool=\"t\",le=\"+Inf\"} 2",
+            "mcpbootd_tool_call_duration_seconds_count{server=\"s\",tool=\"t\"} 2",
+            &format!("mcpbootd_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION")),
             "mcpbootd_egress_requests_total{outcome=\"denied\"} 1",
             "mcpbootd_egress_requests_total{outcome=\"allowed\"} 0",
             "mcpbootd_generations_total{outcome=\"ready\"} 1",
@@ -331,6 +489,7 @@ mod tests {
         metrics.forget_server("s");
         assert!(!metrics.render(&gauges(0)).contains("server=\"s\""));
         // A forgotten server's tool counts from zero if it is registered again.
+        let series = metrics.tool_series("s", "t");
         metrics.record_call(&series, CallOutcome::Error, Duration::ZERO);
         metrics.forget_server("s");
         assert!(!metrics.render(&gauges(0)).contains("server=\"s\""));
@@ -339,9 +498,9 @@ mod tests {
     #[test]
     fn call_series_and_cumulative_buckets() {
         let metrics = Metrics::default();
-        metrics.record_call(&ToolSeries::new("b", "t"), CallOutcome::Ok, Duration::from_millis(1));
-        metrics.record_call(&ToolSeries::new("a", "z"), CallOutcome::Timeout, Duration::from_secs(60));
-        let y = ToolSeries::new("a", "y");
+        metrics.record_call(&metrics.tool_series("b", "t"), CallOutcome::Ok, Duration::from_millis(1));
+        metrics.record_call(&metrics.tool_series("a", "z"), CallOutcome::Timeout, Duration::from_secs(60));
+        let y = metrics.tool_series("a", "y");
         metrics.record_call(&y, CallOutcome::Ok, Duration::from_micros(1500));
         metrics.record_call(&y, CallOutcome::ShuttingDown, Duration::ZERO);
         let text = metrics.render(&gauges(0));
@@ -355,12 +514,13 @@ mod tests {
             ]
         );
         for expected in [
-            "mcpbootd_tool_call_duration_seconds_bucket{le=\"0.001\"} 2",
-            "mcpbootd_tool_call_duration_seconds_bucket{le=\"0.0025\"} 3",
-            "mcpbootd_tool_call_duration_seconds_bucket{le=\"30\"} 3",
-            "mcpbootd_tool_call_duration_seconds_bucket{le=\"+Inf\"} 4",
-            "mcpbootd_tool_call_duration_seconds_sum 60.0025",
-            "mcpbootd_tool_call_duration_seconds_count 4",
+            "mcpbootd_tool_call_duration_seconds_bucket{server=\"a\",tool=\"y\",le=\"0.001\"} 1",
+            "mcpbootd_tool_call_duration_seconds_bucket{server=\"a\",tool=\"y\",le=\"0.0025\"} 2",
+            "mcpbootd_tool_call_duration_seconds_bucket{server=\"a\",tool=\"z\",le=\"30\"} 0",
+            "mcpbootd_tool_call_duration_seconds_bucket{server=\"a\",tool=\"z\",le=\"+Inf\"} 1",
+            "mcpbootd_tool_call_duration_seconds_sum{server=\"a\",tool=\"z\"} 60.0",
+            "mcpbootd_tool_call_duration_seconds_count{server=\"a\",tool=\"y\"} 2",
+            "mcpbootd_tool_call_duration_seconds_count{server=\"b\",tool=\"t\"} 1",
         ] {
             assert!(text.contains(expected), "{expected:?} missing in:\n{text}");
         }
@@ -369,8 +529,52 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         let metrics = Metrics::default();
-        metrics.record_call(&ToolSeries::new("s", "a\"b\\c"), CallOutcome::Ok, Duration::ZERO);
+        metrics.record_call(&metrics.tool_series("s", "a\"b\\c"), CallOutcome::Ok, Duration::ZERO);
         let text = metrics.render(&gauges(0));
         assert!(text.contains("tool=\"a\\\"b\\\\c\""), "{text}");
+    }
+
+    #[test]
+    fn servers_past_the_limit_fold_into_other_and_made_up_ids_create_no_series() {
+        let metrics = Metrics::new(2);
+        for server in ["a", "b", "c", "d"] {
+            let series = metrics.tool_series(server, "t");
+            metrics.record_call(&series, CallOutcome::Ok, Duration::from_millis(1));
+        }
+        let text = metrics.render(&gauges(0));
+        for expected in [
+            "mcpbootd_tool_calls_total{server=\"a\",tool=\"t\",outcome=\"ok\"} 1",
+            "mcpbootd_tool_calls_total{server=\"b\",tool=\"t\",outcome=\"ok\"} 1",
+            "mcpbootd_tool_calls_total{server=\"other\",tool=\"other\",outcome=\"ok\"} 2",
+            "mcpbootd_tool_call_duration_seconds_count{server=\"other\",tool=\"other\"} 2",
+        ] {
+            assert!(text.contains(expected), "{expected:?} missing in:\n{text}");
+        }
+        assert!(!text.contains("server=\"c\"") && !text.contains("server=\"d\""), "{text}");
+
+        metrics.record_mcp_rejection(Some("a"), StatusCode::UNAUTHORIZED);
+        metrics.record_mcp_rejection(Some("c"), StatusCode::UNAUTHORIZED);
+        metrics.record_mcp_rejection(None, StatusCode::NOT_FOUND);
+        metrics.record_mcp_rejection(None, StatusCode::NOT_FOUND);
+        metrics.record_mcp_rejection(Some("a"), StatusCode::SERVICE_UNAVAILABLE);
+        metrics.record_client_error(Some("a"), ClientMistake::UnknownTool);
+        metrics.record_client_error(None, ClientMistake::Refused("malformed_json"));
+        let text = metrics.render(&gauges(0));
+        for expected in [
+            "mcpbootd_mcp_rejections_total{server=\"a\",status=\"401\"} 1",
+            "mcpbootd_mcp_rejections_total{server=\"other\",status=\"401\"} 1",
+            "mcpbootd_mcp_rejections_total{server=\"unknown\",status=\"404\"} 2",
+            "mcpbootd_mcp_client_errors_total{server=\"a\",kind=\"unknown_tool\"} 1",
+            "mcpbootd_mcp_client_errors_total{server=\"unknown\",kind=\"malformed_json\"} 1",
+        ] {
+            assert!(text.contains(expected), "{expected:?} missing in:\n{text}");
+        }
+        assert!(!text.contains("status=\"503\""), "only 401, 403 and 404 are counted: {text}");
+
+        // Deleting a labelled server frees its label for the next server mounted.
+        metrics.forget_server("a");
+        assert!(!metrics.render(&gauges(0)).contains("server=\"a\""));
+        metrics.record_call(&metrics.tool_series("e", "t"), CallOutcome::Ok, Duration::ZERO);
+        assert!(metrics.render(&gauges(0)).contains("server=\"e\",tool=\"t\""));
     }
 }

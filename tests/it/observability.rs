@@ -53,7 +53,9 @@ async fn metrics_count_calls_egress_and_mounts() {
     assert_eq!(calls("fetches", "ok"), Some(1.0));
     assert_eq!(calls("denied", "denied"), Some(1.0));
     assert_eq!(calls("spins", "limit"), Some(1.0));
-    assert_eq!(metrics["mcpbootd_tool_call_duration_seconds_count"], 6.0);
+    assert_eq!(metrics["mcpbootd_tool_call_duration_seconds_count{server=\"metered\",tool=\"ok\"}"], 2.0);
+    assert_eq!(metrics["mcpbootd_tool_call_duration_seconds_count{server=\"metered\",tool=\"spins\"}"], 1.0);
+    assert_eq!(metrics[&format!("mcpbootd_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"))], 1.0);
     assert_eq!(metrics["mcpbootd_egress_requests_total{outcome=\"allowed\"}"], 1.0);
     assert_eq!(metrics["mcpbootd_egress_requests_total{outcome=\"denied\"}"], 1.0);
     assert_eq!(metrics["mcpbootd_mounted_servers"], 1.0);
@@ -66,4 +68,144 @@ async fn metrics_count_calls_egress_and_mounts() {
     let text = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
     assert!(!text.contains("server=\"metered\""), "a deleted server's series are dropped");
     assert_eq!(parse(&text)["mcpbootd_mounted_servers"], 0.0);
+}
+
+async fn metrics_text(app: &TestApp) -> HashMap<String, f64> {
+    parse(&app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_and_client_mistakes_are_counted_by_server_without_made_up_ids() {
+    let app = spawn_app().await;
+    app.register(
+        json!({"id": "guarded", "access_token": "metrics-token-0123456789", "tools": [tool("hi", "return 1;")]}),
+    )
+    .await;
+    app.register(json!({"id": "open", "tools": [tool("hi", "return 1;")]})).await;
+    let post = |path: String, host: Option<&'static str>, body: &'static str| {
+        let mut request = app.http.post(app.url(&path)).header("content-type", "application/json").body(body);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        request.send()
+    };
+    let list = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}"#;
+    for _ in 0..2 {
+        assert_eq!(post("/servers/guarded/mcp".into(), None, list).await.unwrap().status(), 401);
+    }
+    for id in ["made-up-1", "made-up-2", "made-up-3"] {
+        assert_eq!(post(format!("/servers/{id}/mcp"), None, list).await.unwrap().status(), 404);
+    }
+    assert_eq!(post("/servers/open/mcp".into(), Some("rebound.example"), list).await.unwrap().status(), 403);
+    assert_eq!(post("/servers/open/mcp".into(), None, "{not json").await.unwrap().status(), 400);
+    let unknown_tool = r#"{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope"}}"#;
+    assert_eq!(post("/servers/open/mcp".into(), None, unknown_tool).await.unwrap().status(), 200);
+
+    let metrics = metrics_text(&app).await;
+    let value = |key: &str| metrics.get(key).copied().unwrap_or_else(|| panic!("{key} missing in {metrics:?}"));
+    assert_eq!(value("mcpbootd_mcp_rejections_total{server=\"guarded\",status=\"401\"}"), 2.0);
+    assert_eq!(value("mcpbootd_mcp_rejections_total{server=\"unknown\",status=\"404\"}"), 3.0);
+    assert_eq!(value("mcpbootd_mcp_rejections_total{server=\"open\",status=\"403\"}"), 1.0);
+    assert_eq!(value("mcpbootd_mcp_client_errors_total{server=\"open\",kind=\"malformed_json\"}"), 1.0);
+    assert_eq!(value("mcpbootd_mcp_client_errors_total{server=\"open\",kind=\"unknown_tool\"}"), 1.0);
+    assert_eq!(value("mcpbootd_mcp_client_errors_total{server=\"open\",kind=\"host_not_allowed\"}"), 1.0);
+    assert!(!metrics.keys().any(|k| k.contains("made-up")), "ids a client made up create no series");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_past_the_configured_number_share_the_other_label() {
+    let app = spawn_app_with(AppOptions {
+        env: vec![("MCPBOOTD_METRICS__MAX_LABELLED_SERVERS".into(), "1".into())],
+        ..AppOptions::default()
+    })
+    .await;
+    for id in ["first", "second", "third"] {
+        app.register(json!({"id": id, "tools": [tool("hi", "return 1;")]})).await;
+        app.admin_call(id, "hi", json!({})).await;
+    }
+    let metrics = metrics_text(&app).await;
+    let labelled: Vec<&String> = metrics.keys().filter(|k| k.starts_with("mcpbootd_tool_calls_total{")).collect();
+    assert_eq!(labelled.len(), 2, "one server of its own plus other: {labelled:?}");
+    assert_eq!(metrics["mcpbootd_tool_call_duration_seconds_count{server=\"other\",tool=\"other\"}"], 2.0);
+}
+
+/// A short session full of client mistakes, against the real binary with its default log
+/// settings: nothing at WARN, everything counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_mistakes_are_not_warnings() {
+    use std::process::Stdio;
+    mcpbootd::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpbootd"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("MCPBOOTD_CATALOG__PATH", dir.path().join("c.db"))
+        .env("MCPBOOTD_LOG__FORMAT", "json")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let mut ready = false;
+    for _ in 0..500 {
+        if http.get(format!("{url}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(ready, "the daemon started");
+    let registered = http
+        .post(format!("{url}/admin/servers"))
+        .json(&json!({"id": "s", "tools": [tool("hi", "return 1;")]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), 201);
+    let mcp = format!("{url}/servers/s/mcp");
+    let send = |revision: &'static str, method: &'static str, body: serde_json::Value| {
+        let mut request = http
+            .post(&mcp)
+            .header("mcp-protocol-version", revision)
+            .header("mcp-method", method)
+            .header("accept", "application/json, text/event-stream");
+        if let Some(name) = body["params"]["name"].as_str() {
+            request = request.header("mcp-name", name);
+        }
+        request.json(&body).send()
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    for _ in 0..3 {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nope"}});
+        send("2025-11-25", "tools/call", call).await.unwrap();
+        let set_level = json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}});
+        send("2025-11-25", "logging/setLevel", set_level).await.unwrap();
+        let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"_meta": meta}});
+        send("2026-07-28", "ping", ping).await.unwrap();
+        let call =
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "_meta": meta}});
+        send("2026-07-28", "tools/call", call).await.unwrap();
+        // rmcp's own refusal (2026-07-28 needs Mcp-Method), counted as an invalid message.
+        let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": meta}});
+        http.post(&mcp).header("mcp-protocol-version", "2026-07-28").json(&list).send().await.unwrap();
+    }
+    let metrics = parse(&http.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap());
+    assert_eq!(metrics["mcpbootd_mcp_client_errors_total{server=\"s\",kind=\"unknown_tool\"}"], 6.0, "{metrics:?}");
+    assert_eq!(metrics["mcpbootd_mcp_client_errors_total{server=\"s\",kind=\"unsupported_method\"}"], 3.0);
+    assert_eq!(metrics["mcpbootd_mcp_client_errors_total{server=\"s\",kind=\"method_not_found\"}"], 3.0);
+    assert_eq!(metrics["mcpbootd_mcp_client_errors_total{server=\"s\",kind=\"invalid_message\"}"], 3.0);
+    assert!(!metrics.keys().any(|k| k.starts_with("mcpbootd_mcp_rejections_total")), "no rejections: {metrics:?}");
+
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let output =
+        tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output()).await.unwrap().unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    let warnings: Vec<&str> =
+        log.lines().filter(|l| l.contains("\"level\":\"WARN\"") || l.contains("\"level\":\"ERROR\"")).collect();
+    assert!(warnings.is_empty(), "client mistakes logged as warnings:\n{}", warnings.join("\n"));
+    assert!(log.contains("mcpbootd listening"), "the log was captured: {log}");
 }

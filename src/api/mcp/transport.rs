@@ -304,7 +304,16 @@ async fn explain_refusal(response: Response, origin: Option<&HeaderValue>, body:
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
-    if status.is_success() || is_json_answer {
+    if status.is_success() {
+        return response;
+    }
+    if is_json_answer {
+        // rmcp's own JSON-RPC refusal (a 2026-07-28 request without its Mcp-* headers, say): its
+        // body says what is wrong; marked so the route counts it like the refusals written here.
+        let mut response = response;
+        if status.is_client_error() {
+            response.extensions_mut().insert(ErrorCode::InvalidMessage);
+        }
         return response;
     }
     let allow = response.headers().get(ALLOW).cloned();

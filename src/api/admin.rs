@@ -25,7 +25,7 @@ const DEFAULT_CALLS_LIMIT: i64 = 50;
 const MAX_CALLS_LIMIT: i64 = 1000;
 
 /// List servers
-#[utoipa::path(get, path = "/admin/servers", responses((status = 200, body = ServerList)))]
+#[utoipa::path(get, path = "/admin/servers", responses((status = 200, description = "every registered server", body = ServerList)))]
 pub async fn list_servers(State(state): State<AppState>) -> Result<Json<ServerList>, ApiError> {
     let servers = state.catalog.list_servers().await?;
     Ok(Json(ServerList { servers: servers.into_iter().map(ServerSummary::from).collect() }))
@@ -39,7 +39,7 @@ pub async fn list_servers(State(state): State<AppState>) -> Result<Json<ServerLi
     get,
     path = "/admin/servers/{id}",
     params(("id" = String, Path)),
-    responses((status = 200, body = ServerView), (status = 404, description = "no such server", body = ErrorBody)),
+    responses((status = 200, description = "the server", body = ServerView), (status = 404, description = "no such server", body = ErrorBody)),
 )]
 pub async fn get_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<ServerView>, ApiError> {
     let record = find_server(&state, &id).await?;
@@ -76,7 +76,7 @@ pub async fn delete_server(State(state): State<AppState>, Path(id): Path<String>
     params(("id" = String, Path)),
     request_body(content = Option<RegenerateRequest>),
     responses(
-        (status = 202, body = GenerationStarted),
+        (status = 202, description = "a new generation started", body = GenerationStarted),
         (status = 400, description = "body is not the expected JSON", body = ErrorBody),
         (status = 404, description = "no such server", body = ErrorBody),
         (status = 409, description = "a toolset server, or a generation is running", body = ErrorBody),
@@ -150,7 +150,7 @@ fn regenerate_body(body: &[u8]) -> Result<RegenerateRequest, ApiError> {
     params(("id" = String, Path)),
     request_body = AccessTokenRequest,
     responses(
-        (status = 200, body = AccessTokenSet),
+        (status = 200, description = "the token is set", body = AccessTokenSet),
         (status = 400, description = "body is not JSON", body = ErrorBody),
         (status = 404, description = "no such server", body = ErrorBody),
         (status = 415, description = "body is not JSON", body = ErrorBody),
@@ -209,7 +209,7 @@ async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>)
     params(("id" = String, Path), ("tool" = String, Path)),
     request_body = CallRequest,
     responses(
-        (status = 200, body = CallResult),
+        (status = 200, description = "the call ran (its result may be an error result)", body = CallResult),
         (status = 400, description = "body is not JSON", body = ErrorBody),
         (status = 404, description = "no such server or tool", body = ErrorBody),
         (status = 413, description = "body larger than [server] max_body_bytes", body = ErrorBody),
@@ -256,7 +256,7 @@ pub async fn call_tool(
     path = "/admin/servers/{id}/calls",
     params(("id" = String, Path), CallsQuery),
     responses(
-        (status = 200, body = CallList),
+        (status = 200, description = "the newest calls first", body = CallList),
         (status = 400, description = "limit out of range or not a number", body = ErrorBody),
         (status = 404, description = "no such server", body = ErrorBody),
     ),
@@ -283,7 +283,7 @@ pub async fn list_calls(
     path = "/admin/servers/{id}/export",
     params(("id" = String, Path)),
     responses(
-        (status = 200, body = ToolsetRegistration),
+        (status = 200, description = "a body POST /admin/servers accepts", body = ToolsetRegistration),
         (status = 404, description = "no such server", body = ErrorBody),
         (status = 409, description = "no generated tools yet", body = ErrorBody),
     ),

@@ -13,7 +13,7 @@ use crate::api::model::{CatalogHealth, LiveStatus, Liveness, Readiness, ReadySta
 ///
 /// The process is up and serving HTTP. Never touches the catalog or the isolates, so it answers
 /// even when every worker is busy.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, body = Liveness)))]
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "the daemon is alive", body = Liveness)))]
 pub async fn healthz() -> Json<Liveness> {
     Json(Liveness { status: LiveStatus::Ok })
 }
@@ -22,7 +22,7 @@ pub async fn healthz() -> Json<Liveness> {
 #[utoipa::path(
     get,
     path = "/readyz",
-    responses((status = 200, body = Readiness), (status = 503, description = "not ready (yet)", body = Readiness)),
+    responses((status = 200, description = "ready to serve", body = Readiness), (status = 503, description = "not ready (yet)", body = Readiness)),
 )]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let mounted = state.ready.load(Ordering::Acquire);

@@ -333,3 +333,15 @@ async fn echo(
         .collect();
     Json(json!({"method": method.as_str(), "host": host, "headers": header_map, "body": body}))
 }
+
+/// Waits up to five seconds for a daemon started as a process to answer `/readyz` with 200.
+pub async fn wait_for_ready(url: &str) -> bool {
+    let http = reqwest::Client::new();
+    for _ in 0..500 {
+        if http.get(format!("{url}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}

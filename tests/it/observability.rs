@@ -149,15 +149,7 @@ async fn client_mistakes_are_not_warnings() {
         .unwrap();
     let url = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    let mut ready = false;
-    for _ in 0..500 {
-        if http.get(format!("{url}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(ready, "the daemon started");
+    assert!(wait_for_ready(&url).await, "the daemon started");
     let registered = http
         .post(format!("{url}/admin/servers"))
         .json(&json!({"id": "s", "tools": [tool("hi", "return 1;")]}))

@@ -162,15 +162,7 @@ async fn logs_are_json_lines_with_request_context_and_no_secrets() {
         .unwrap();
     let url = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    let mut ready = false;
-    for _ in 0..500 {
-        if http.get(format!("{url}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(ready);
+    assert!(crate::helpers::wait_for_ready(&url).await);
     let response = http
         .post(format!("{url}/admin/servers"))
         .bearer_auth(token)

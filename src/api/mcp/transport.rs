@@ -130,6 +130,10 @@ pub async fn answer(mount: &McpMount, request: Request, max_body_bytes: usize) -
 /// Fills in `Accept` for a client that accepts JSON without listing both types rmcp wants;
 /// refuses one that excludes JSON.
 fn complete_accept(headers: &mut HeaderMap) -> Result<(), ApiError> {
+    // What the SDKs send, on every request: nothing to parse.
+    if headers.get_all(ACCEPT).iter().any(|value| value == ACCEPT_BOTH) {
+        return Ok(());
+    }
     let mut listed = headers.get_all(ACCEPT).iter().filter(|v| !v.as_bytes().trim_ascii().is_empty()).peekable();
     if listed.peek().is_none() {
         headers.insert(ACCEPT, ACCEPT_BOTH);

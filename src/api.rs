@@ -11,6 +11,7 @@ pub mod model;
 pub mod oauth;
 pub mod openapi;
 pub mod register;
+pub mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -56,6 +57,7 @@ pub fn router(state: AppState) -> Router {
         .merge(admin)
         .merge(Router::from(open_routes()))
         .fallback(error::route_not_found)
+        .layer(middleware::from_fn(wire::json_errors))
         .layer(DefaultBodyLimit::max(state.config.server.max_body_bytes))
         .layer(
             TraceLayer::new_for_http()

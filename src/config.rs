@@ -17,6 +17,8 @@ pub const EXAMPLE_CONFIG: &str = include_str!("../mcpbootd.toml.example");
 
 /// Env var prefix; `MCPBOOTD_SANDBOX__CPU_MS=500` sets `[sandbox] cpu_ms`.
 const ENV_PREFIX: &str = "MCPBOOTD_";
+/// The shortest admin token accepted, as for the mounts' access tokens.
+const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 /// Short form accepted for the admin token so one variable configures the daemon and the CLI client.
 const ENV_ADMIN_TOKEN_SHORT: &str = "MCPBOOTD_ADMIN_TOKEN";
 
@@ -485,6 +487,14 @@ impl Config {
 
     /// Checks that the values make sense together; messages name the key and its env var.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let token = self.admin.token.expose();
+        if !token.is_empty() && token.trim().chars().count() < MIN_ADMIN_TOKEN_CHARS {
+            return Err(ConfigError::Invalid(format!(
+                "[admin] token (MCPBOOTD_ADMIN_TOKEN) is {}: use at least {MIN_ADMIN_TOKEN_CHARS} characters, \
+                 e.g. from `openssl rand -hex 32`, or leave it unset on a loopback-only daemon",
+                if token.trim().is_empty() { "blank" } else { "too short" }
+            )));
+        }
         if !self.server.listen.ip().is_loopback() && self.admin.token.is_empty() {
             return Err(ConfigError::Invalid(format!(
                 "[server] listen = \"{}\" is not a loopback address, so the admin API needs a token: \
@@ -736,15 +746,26 @@ mod tests {
 
     #[test]
     fn admin_token_short_form_and_long_form() {
-        let short = Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "s3")]), &CliOverrides::default()).unwrap();
-        assert_eq!(short.admin.token.expose(), "s3");
+        let short =
+            Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "s3-0123456789abcdef")]), &CliOverrides::default())
+                .unwrap();
+        assert_eq!(short.admin.token.expose(), "s3-0123456789abcdef");
         let both = Config::load(
             None,
-            env(&[("MCPBOOTD_ADMIN__TOKEN", "long"), ("MCPBOOTD_ADMIN_TOKEN", "short")]),
+            env(&[
+                ("MCPBOOTD_ADMIN__TOKEN", "long-0123456789abcdef"),
+                ("MCPBOOTD_ADMIN_TOKEN", "short-0123456789abcdef"),
+            ]),
             &CliOverrides::default(),
         )
         .unwrap();
-        assert_eq!(both.admin.token.expose(), "long");
+        assert_eq!(both.admin.token.expose(), "long-0123456789abcdef");
+        for (token, said) in [("   ", "blank"), ("hunter2", "too short")] {
+            let err = Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", token)]), &CliOverrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(said) && err.contains("at least 16 characters"), "{err}");
+        }
     }
 
     #[test]
@@ -774,9 +795,10 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted() {
-        let config = Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "hunter2")]), &CliOverrides::default()).unwrap();
-        assert!(!format!("{config:?}").contains("hunter2"));
-        assert!(!config.to_toml().contains("hunter2"));
+        let secret = "hunter2-hunter2-hunter2";
+        let config = Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", secret)]), &CliOverrides::default()).unwrap();
+        assert!(!format!("{config:?}").contains(secret));
+        assert!(!config.to_toml().contains(secret));
     }
 
     /// The project's own variables (the client's, test switches) are not config keys.
@@ -813,6 +835,6 @@ mod tests {
         let cli = CliOverrides { listen: Some("0.0.0.0:8080".parse().unwrap()) };
         let err = Config::load(None, env(&[]), &cli).unwrap_err().to_string();
         assert!(err.contains("[admin] token") && err.contains("MCPBOOTD_ADMIN__TOKEN"), "{err}");
-        assert!(Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "t")]), &cli).is_ok());
+        assert!(Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "t-0123456789abcdef")]), &cli).is_ok());
     }
 }

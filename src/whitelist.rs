@@ -43,16 +43,30 @@ pub enum CanonicalHost {
     Ip(IpAddr),
 }
 
+/// Domains an operator may list for one server: plenty for real APIs (a domain allows its
+/// subdomains), and a bound on the work a registration can ask for.
+pub const MAX_OPERATOR_DOMAINS: usize = 256;
+
 impl Whitelist {
     /// Builds a whitelist from operator-supplied domains, refusing entries that would allow too much.
     pub fn from_operator_domains(domains: &[String]) -> Result<Whitelist, String> {
+        if domains.len() > MAX_OPERATOR_DOMAINS {
+            return Err(format!(
+                "allow_domains has {} entries; at most {MAX_OPERATOR_DOMAINS} are allowed (each entry also allows \
+                 its subdomains, so list the parent domain once)",
+                domains.len()
+            ));
+        }
         let mut whitelist = Whitelist::default();
+        let mut seen = std::collections::HashSet::new();
         for raw in domains {
             let entry = admit(raw, Provenance::Operator, None).map_err(|refused| match refused.reason.as_str() {
                 r if r.starts_with("allow_domains entry") => refused.reason,
                 r => format!("allow_domains entry {raw:?} is refused: {r}"),
             })?;
-            whitelist.add(entry);
+            if seen.insert(entry.domain.clone()) {
+                whitelist.entries.push(entry);
+            }
         }
         Ok(whitelist)
     }

@@ -15,6 +15,8 @@ pub async fn require_admin_token(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
+    // DNS rebinding would otherwise let a web page reach a daemon without a token.
+    state.mcp_hosts.check(request.uri(), request.headers())?;
     let expected = state.config.admin.token.expose();
     if expected.is_empty() {
         return Ok(next.run(request).await);

@@ -43,6 +43,8 @@ text_enum! {
         MethodNotFound = "method_not_found",
         /// The `Accept` header excludes JSON.
         NotAcceptable = "not_acceptable",
+        /// A header the request may not carry as sent (two `Host` headers, say).
+        InvalidHeader = "invalid_header",
         /// JSON that is not a JSON-RPC message the MCP endpoint can take.
         InvalidMessage = "invalid_message",
         /// A JSON-RPC batch under a protocol revision without batches, or one too large.
@@ -92,6 +94,7 @@ impl ErrorCode {
             | InvalidQuery
             | InvalidPath
             | InvalidMessage
+            | InvalidHeader
             | BatchNotSupported => StatusCode::BAD_REQUEST,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden | HostNotAllowed | OriginNotAllowed => StatusCode::FORBIDDEN,

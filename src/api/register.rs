@@ -22,6 +22,8 @@ use crate::toolset::{ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
 const MAX_PROMPT_CHARS: usize = 32 * 1024;
+/// A display name: shown in tables, logs and hosts' server lists.
+const MAX_NAME_CHARS: usize = 200;
 /// A server description is sent to MCP hosts as `instructions`; they may put it in the prompt.
 const MAX_SERVER_DESCRIPTION_CHARS: usize = 8 * 1024;
 
@@ -179,6 +181,20 @@ impl Checked {
         access_token: Option<String>,
         allow_domains: &[String],
     ) -> Result<Checked, ApiError> {
+        if let Some(name) = &name {
+            let problem = if name.trim().is_empty() {
+                Some("must not be empty; leave it out to use the id".to_string())
+            } else if name.chars().count() > MAX_NAME_CHARS {
+                Some(format!("is longer than {MAX_NAME_CHARS} characters"))
+            } else if name.chars().any(char::is_control) {
+                Some("must not contain control characters (newlines, tabs, escapes)".to_string())
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(ApiError::new(ErrorCode::InvalidField, format!("name {problem}")));
+            }
+        }
         if let Some(description) = &description {
             if description.trim().is_empty() {
                 return Err(ApiError::new(

@@ -104,7 +104,7 @@ async fn other_admin_routes_answer_4xx_with_the_error_shape() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_token_is_required_when_configured() {
     let app = spawn_app_with(AppOptions {
-        env: vec![("MCPBOOTD_ADMIN_TOKEN".into(), "s3cret-token".into())],
+        env: vec![("MCPBOOTD_ADMIN_TOKEN".into(), "s3cret-token-0123456789".into())],
         ..AppOptions::default()
     })
     .await;
@@ -112,13 +112,17 @@ async fn admin_token_is_required_when_configured() {
     let response = app.http.get(&url).send().await.unwrap();
     assert_eq!(response.status(), 401);
     assert!(error_message(&response.json().await.unwrap()).contains("Bearer"));
-    for wrong in
-        ["Bearer wrong", "Bearer s3cret-toke", "Bearer s3cret-token-longer", "Basic s3cret-token", "s3cret-token"]
-    {
+    for wrong in [
+        "Bearer wrong",
+        "Bearer s3cret-toke",
+        "Bearer s3cret-token-longer",
+        "Basic s3cret-token",
+        "s3cret-token-0123456789",
+    ] {
         let response = app.http.get(&url).header("authorization", wrong).send().await.unwrap();
         assert!(matches!(response.status().as_u16(), 401 | 403), "{wrong}");
     }
-    let response = app.http.get(&url).bearer_auth("s3cret-token").send().await.unwrap();
+    let response = app.http.get(&url).bearer_auth("s3cret-token-0123456789").send().await.unwrap();
     assert_eq!(response.status(), 200);
     // Health probes stay open.
     assert_eq!(app.http.get(app.url("/healthz")).send().await.unwrap().status(), 200);
@@ -155,4 +159,73 @@ async fn prompt_registrations_say_which_llm_setting_is_missing() {
     // Toolsets still work.
     app.register(json!({"tools": [tool("hi", "return 'hi';")]})).await;
     app.stop().await;
+}
+
+/// Answers axum or rmcp would write in plain text or with an empty body come in the error shape;
+/// requests the HTTP rules forbid are refused. (Found by an outside attack run: D12-D15.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_on_the_wire_is_json() {
+    let app = spawn_app().await;
+    app.register(json!({"id": "wired", "tools": [tool("hi", "return 1;")]})).await;
+    for (method, path, status, code) in [
+        ("PUT", "/admin/servers", 405, "method_not_allowed"),
+        ("PATCH", "/admin/servers/wired", 405, "method_not_allowed"),
+        ("GET", "/admin/servers/%ff", 400, "invalid_path"),
+        ("GET", "/admin/servers/%ff/calls", 400, "invalid_path"),
+    ] {
+        let response = app.http.request(method.parse().unwrap(), app.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), status, "{method} {path}");
+        if status == 405 {
+            assert!(response.headers().get("allow").is_some(), "{method} {path} says what is allowed");
+        }
+        let body: Value = response.json().await.unwrap_or_else(|e| panic!("{method} {path}: not JSON: {e}"));
+        assert_eq!(body["error"]["code"], code, "{method} {path}: {body}");
+    }
+    let response = app.http.post(app.url("/servers/%ff/mcp")).json(&json!({})).send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["data"]["code"], "invalid_path", "JSON-RPC on the MCP endpoint: {body}");
+
+    // Two Host headers (RFC 9112 §3.2): refused before any route sees them.
+    let mut stream = tokio::net::TcpStream::connect(app.address).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(
+            b"GET /admin/servers HTTP/1.1\r\nHost: localhost\r\nHost: rebound.example\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("\"invalid_header\""), "{answer}");
+
+    // The admin API checks the Host like the mounts do.
+    let response = app.http.get(app.url("/admin/servers")).header("host", "rebound.example").send().await.unwrap();
+    assert_eq!(response.status(), 403);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "host_not_allowed", "{body}");
+
+    // Bounded inputs: domains, names.
+    let domains: Vec<String> = (0..300).map(|i| format!("d{i}.example.com")).collect();
+    let (status, body) =
+        app.post("/admin/servers", &json!({"allow_domains": domains, "tools": [tool("hi", "return 1;")]})).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(error_message(&body).contains("at most 256"), "{body}");
+    let many_same: Vec<&str> = vec!["api.example.com"; 256];
+    let (status, body) = app
+        .post("/admin/servers", &json!({"id": "same", "allow_domains": many_same, "tools": [tool("hi", "return 1;")]}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (_, view) = app.get("/admin/servers/same").await;
+    assert_eq!(view["allow_domains"].as_array().unwrap().len(), 256, "stored as given");
+    assert_eq!(view["whitelist"].as_array().unwrap().len(), 1, "deduplicated: {view}");
+    for (name, problem) in
+        [("a\nb", "control characters"), ("  ", "must not be empty"), (&"n".repeat(201)[..], "longer than 200")]
+    {
+        let (status, body) =
+            app.post("/admin/servers", &json!({"name": name, "tools": [tool("hi", "return 1;")]})).await;
+        assert_eq!(status, 400, "{name:?}: {body}");
+        assert!(error_message(&body).contains(problem), "{name:?}: {body}");
+    }
 }

@@ -67,11 +67,12 @@ async fn the_served_document_describes_the_router() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_routes_need_the_token_and_document_it_and_errors_list_every_code() {
     let app = spawn_app_with(AppOptions {
-        env: vec![("MCPBOOTD_ADMIN_TOKEN".into(), "s3cret-token".into())],
+        env: vec![("MCPBOOTD_ADMIN_TOKEN".into(), "s3cret-token-0123456789".into())],
         ..AppOptions::default()
     })
     .await;
-    let response = app.http.get(app.url("/admin/openapi.json")).bearer_auth("s3cret-token").send().await.unwrap();
+    let response =
+        app.http.get(app.url("/admin/openapi.json")).bearer_auth("s3cret-token-0123456789").send().await.unwrap();
     let document: Value = response.json().await.unwrap();
     for (path, operations) in document["paths"].as_object().unwrap() {
         for (method, operation) in operations.as_object().unwrap() {

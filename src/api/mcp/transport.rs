@@ -84,12 +84,11 @@ impl AllowedHosts {
         Err(ApiError::new(
             ErrorCode::HostNotAllowed,
             format!(
-                "{named} is not one this daemon serves MCP for (it guards against DNS rebinding): add the \
+                "{named} is not one this daemon answers to (it guards against DNS rebinding): add the \
                  name clients use to [server] allowed_hosts (MCPBOOTD_SERVER__ALLOWED_HOSTS); allowed now: {}",
                 self.listed
             ),
-        )
-        .as_jsonrpc())
+        ))
     }
 }
 

@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::generate::{Generator, GeneratorParts};
 use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
+use crate::serve::egress::own_socket::OwnAddresses;
 use crate::serve::isolate::{AdmissionLimits, IsolatePool, PoolSettings};
 use crate::serve::registry::Registry;
 use crate::tasks::Tasks;
@@ -34,6 +35,8 @@ pub async fn run(
 pub struct Daemon {
     state: AppState,
     pool: Arc<IsolatePool>,
+    /// Where the daemon listens, for egress to refuse (set in `serve`).
+    own_addresses: OwnAddresses,
 }
 
 /// Opens the catalog and builds every part from `config`; fails on what the config cannot give
@@ -45,7 +48,8 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let catalog = Catalog::open(&config.catalog.path).await?;
     let (call_log, call_log_writer) = CallLog::new(catalog.clone(), config.catalog.max_calls_per_server);
     tasks.spawn(call_log_writer);
-    let egress = Arc::new(Egress::new(&config).context("cannot build the egress HTTP client")?);
+    let own_addresses = OwnAddresses::default();
+    let egress = Arc::new(Egress::new(&config, own_addresses.clone()).context("cannot build the egress HTTP client")?);
     let pool = Arc::new(IsolatePool::new(pool_settings(&config), tokio::runtime::Handle::current()));
     let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
@@ -87,7 +91,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         ready: Arc::new(AtomicBool::new(false)),
         mcp_hosts,
     };
-    Ok(Daemon { state, pool })
+    Ok(Daemon { state, pool, own_addresses })
 }
 
 impl Daemon {
@@ -100,9 +104,10 @@ impl Daemon {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let Daemon { state, pool } = self;
+        let Daemon { state, pool, own_addresses } = self;
         let config = state.config.clone();
         let address = listener.local_addr()?;
+        own_addresses.add(address);
         tracing::info!(%address, catalog = %config.catalog.path.display(), workers = config.worker_threads(), "mcpbootd listening");
 
         // Serve at once so /healthz answers during start-up; /readyz turns ready after the remount.

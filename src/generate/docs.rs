@@ -1096,7 +1096,7 @@ mod tests {
             ("MCPBOOTD_EGRESS__RESOLVE__docs.example.test".to_string(), "127.0.0.1".to_string()),
         ];
         let config = crate::config::Config::load(None, env, &Default::default()).unwrap();
-        Egress::new(&config).unwrap()
+        Egress::new(&config, Default::default()).unwrap()
     }
 
     fn fast() -> DocsLimits {

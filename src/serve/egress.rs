@@ -7,6 +7,7 @@
 //! checking each in full, and turns failures into what a handler may see.
 
 pub mod log;
+pub mod own_socket;
 pub mod policy;
 pub mod resolver;
 pub mod transport;
@@ -41,9 +42,11 @@ pub struct CallEgress {
 }
 
 impl Egress {
-    pub fn new(config: &Config) -> anyhow::Result<Egress> {
+    /// The engine for `config`; `own` holds the daemon's listening addresses, which no request
+    /// may connect to (see [`own_socket`]).
+    pub fn new(config: &Config, own: own_socket::OwnAddresses) -> anyhow::Result<Egress> {
         Ok(Egress {
-            transport: Transport::new(&config.egress)?,
+            transport: Transport::new(&config.egress, own)?,
             allow_private_networks: config.egress.allow_private_networks,
             max_redirects: config.egress.max_redirects,
         })

@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 
+use super::own_socket::{OwnAddressRefused, OwnAddresses, RefuseOwnAddressLayer};
 use super::policy::Failure;
 use super::resolver::{AddressRefused, VettingResolver};
 use crate::config::EgressConfig;
@@ -18,7 +19,7 @@ pub struct Transport {
 }
 
 impl Transport {
-    pub fn new(settings: &EgressConfig) -> anyhow::Result<Transport> {
+    pub fn new(settings: &EgressConfig, own: OwnAddresses) -> anyhow::Result<Transport> {
         let resolver = VettingResolver::new(&settings.resolve, settings.allow_private_networks);
         let client = reqwest::Client::builder()
             .no_proxy()
@@ -28,6 +29,7 @@ impl Transport {
             .dns_resolver(std::sync::Arc::new(resolver))
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(30))
+            .connector_layer(RefuseOwnAddressLayer::new(own))
             .build()?;
         Ok(Transport { client, read_timeout: Duration::from_millis(settings.read_timeout_ms) })
     }
@@ -123,6 +125,9 @@ fn classify(error: &reqwest::Error) -> Failure {
     while let Some(current) = source {
         if let Some(refused) = current.downcast_ref::<AddressRefused>() {
             return Failure::Denied { host: refused.host.clone(), reason: refused.reason.clone() };
+        }
+        if let Some(refused) = current.downcast_ref::<OwnAddressRefused>() {
+            return Failure::Refused(refused.to_string());
         }
         source = current.source();
     }

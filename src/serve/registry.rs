@@ -115,12 +115,11 @@ impl Registry {
     }
 
     /// Mounts (or re-mounts) a server; nothing is built until it is first used. A previous mount
-    /// of the same id is closed.
+    /// of the same id drains: requests already routed to it (a token rotation, a new generation)
+    /// finish on it, new ones go to this one, and it is dropped with its last request. (The
+    /// endpoints are stateless with JSON answers, so no stream outlives its request.)
     pub fn mount(&self, record: MountRecord) {
-        let previous = self.write().insert(record.id.clone(), Arc::new(Mount::new(record)));
-        if let Some(previous) = previous {
-            previous.cancel.cancel();
-        }
+        self.write().insert(record.id.clone(), Arc::new(Mount::new(record)));
     }
 
     /// Mounts many servers under one lock (start-up).
@@ -128,9 +127,7 @@ impl Registry {
         let mut mounts = self.write();
         mounts.reserve(records.len());
         for record in records {
-            if let Some(previous) = mounts.insert(record.id.clone(), Arc::new(Mount::new(record))) {
-                previous.cancel.cancel();
-            }
+            mounts.insert(record.id.clone(), Arc::new(Mount::new(record)));
         }
     }
 

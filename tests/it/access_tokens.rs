@@ -1,5 +1,7 @@
 //! Per-server MCP access tokens: required when set, rotatable, never forwarded upstream.
 
+use std::sync::Arc;
+
 use rmcp::ServiceExt;
 use rmcp::model::ClientConfig;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -109,4 +111,62 @@ async fn token_protected_mounts() {
         .await
         .unwrap();
     assert_eq!(response.status(), 404);
+}
+
+/// A raw `tools/call` of `tool` with `token`: the status and the JSON body.
+async fn raw_call(app: &TestApp, id: &str, tool: &str, token: Option<&str>) -> (u16, serde_json::Value) {
+    let mut request =
+        app.http.post(app.mcp_url(id)).header("accept", "application/json, text/event-stream").json(
+            &json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": tool, "arguments": {}}}),
+        );
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("{status} not JSON ({e}): {text}")))
+}
+
+/// Calls admitted before a token change finish on the mount they started on (attack run D7:
+/// rotating a token aborted every in-flight call with a 500); deleting a server mid-call answers
+/// with a JSON-RPC error, not a bare 500 (D8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_calls_survive_a_token_change_and_see_a_clean_error_on_delete() {
+    let app = Arc::new(spawn_app().await);
+    let sleeper = tool("slow", "await new Promise(r => setTimeout(r, 600)); return 'done';");
+    app.register(json!({"id": "rotating", "access_token": TOKEN, "tools": [sleeper.clone()]})).await;
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move { raw_call(&app, "rotating", "slow", Some(TOKEN)).await })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let rotated = app
+        .http
+        .put(app.url("/admin/servers/rotating/access-token"))
+        .json(&json!({"access_token": ROTATED}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rotated.status(), 200);
+    for call in calls {
+        let (status, body) = call.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["content"][0]["text"], "done", "{body}");
+    }
+    assert_eq!(raw_call(&app, "rotating", "slow", Some(TOKEN)).await.0, 401, "the old token is refused from then on");
+
+    app.register(json!({"id": "doomed", "tools": [sleeper]})).await;
+    let call = {
+        let app = app.clone();
+        tokio::spawn(async move { raw_call(&app, "doomed", "slow", None).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(app.delete("/admin/servers/doomed").await.0, 204);
+    let (status, body) = call.await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0", "{status}: {body}");
+    assert_eq!(body["id"], 9, "{status}: {body}");
+    assert!(body["error"]["message"].is_string() || body["result"].is_object(), "{status}: {body}");
 }

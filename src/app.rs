@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::api::AppState;
 use crate::api::mcp::transport::AllowedHosts;
-use crate::catalog::{CallLog, Catalog};
+use crate::catalog::{CallLog, Catalog, Retention};
 use crate::config::Config;
 use crate::generate::{Generator, GeneratorParts};
 use crate::serve::call::Caller;
@@ -46,7 +46,11 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let config = Arc::new(config);
     let tasks = Tasks::new();
     let catalog = Catalog::open(&config.catalog.path).await?;
-    let (call_log, call_log_writer) = CallLog::new(catalog.clone(), config.catalog.max_calls_per_server);
+    let retention = Retention {
+        calls: config.catalog.max_calls_per_server,
+        bytes: config.catalog.max_call_log_mb_per_server.saturating_mul(1024 * 1024),
+    };
+    let (call_log, call_log_writer) = CallLog::new(catalog.clone(), retention);
     tasks.spawn(call_log_writer);
     let own_addresses = OwnAddresses::default();
     let egress = Arc::new(Egress::new(&config, own_addresses.clone()).context("cannot build the egress HTTP client")?);

@@ -25,7 +25,7 @@ mod registrations;
 mod servers;
 mod tools;
 
-pub use calls::{CallLog, CallRecord, EgressRecord};
+pub use calls::{CallLog, CallRecord, EgressRecord, Retention};
 pub use generations::{
     CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument,
     NewPromptServer, StageTimings,
@@ -84,8 +84,16 @@ impl Catalog {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        let open =
-            |connections: u32| SqlitePoolOptions::new().max_connections(connections).connect_with(options.clone());
+        let open = |connections: u32| {
+            SqlitePoolOptions::new()
+                .max_connections(connections)
+                // A statement that fails inside a transaction (SQLITE_FULL, an I/O error) can leave
+                // SQLite rolled back while the connection still holds an open transaction, and
+                // every later write on it would sit in that transaction and never commit. Such a
+                // connection is discarded instead of going back to the pool; a fresh one replaces it.
+                .after_release(|connection, _| Box::pin(async move { Ok(in_autocommit(connection).await) }))
+                .connect_with(options.clone())
+        };
         let writer =
             open(1).await.with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
         sqlx::migrate!("./migrations").run(&writer).await.context("cannot apply catalog migrations")?;
@@ -100,11 +108,38 @@ impl Catalog {
         sqlx::query("SELECT 1").execute(&self.reader).await.is_ok()
     }
 
+    /// Whether the catalog can be written now: one small committed write (a full disk fails
+    /// only writes, so only a write tells). A writer busy for longer than `wait` counts as
+    /// writable: busy is not broken.
+    pub async fn writable(&self, wait: Duration) -> bool {
+        let probe = sqlx::query(
+            "INSERT INTO write_probe (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        )
+        .bind(now_millis())
+        .execute(&self.writer);
+        match tokio::time::timeout(wait, probe).await {
+            Ok(Ok(_)) | Err(_) => true,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "the catalog cannot be written");
+                false
+            }
+        }
+    }
+
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
         // Dropping the file releases the lock; the file stays, so the next start reuses it.
         self.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// Whether a connection is outside any transaction (SQLite's autocommit mode).
+async fn in_autocommit(connection: &mut sqlx::SqliteConnection) -> bool {
+    match connection.lock_handle().await {
+        // SAFETY: the handle is live and locked for the duration of the call, which only reads a flag.
+        Ok(mut handle) => unsafe { libsqlite3_sys::sqlite3_get_autocommit(handle.as_raw_handle().as_ptr()) != 0 },
+        Err(_) => false,
     }
 }
 

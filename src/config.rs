@@ -67,6 +67,9 @@ pub struct CatalogConfig {
     pub path: PathBuf,
     /// Calls kept in the call log per server; older ones (and their egress rows) are pruned.
     pub max_calls_per_server: u64,
+    /// Console and error text kept in the call log per server, in MiB: the oldest calls beyond it
+    /// are pruned too, so a chatty server cannot fill the disk.
+    pub max_call_log_mb_per_server: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -306,7 +309,11 @@ impl Default for ServerConfig {
 
 impl Default for CatalogConfig {
     fn default() -> Self {
-        CatalogConfig { path: PathBuf::from("./data/mcpbootd.db"), max_calls_per_server: 10_000 }
+        CatalogConfig {
+            path: PathBuf::from("./data/mcpbootd.db"),
+            max_calls_per_server: 10_000,
+            max_call_log_mb_per_server: 64,
+        }
     }
 }
 

@@ -18,7 +18,10 @@ pub async fn healthz() -> Json<Liveness> {
     Json(Liveness { status: LiveStatus::Ok })
 }
 
-/// Readiness: the catalog answers and every ready server has been mounted
+/// How long the readiness probe waits for the catalog's writer.
+const WRITE_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Readiness: the catalog answers and can be written, and every ready server has been mounted
 #[utoipa::path(
     get,
     path = "/readyz",
@@ -26,7 +29,7 @@ pub async fn healthz() -> Json<Liveness> {
 )]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let mounted = state.ready.load(Ordering::Acquire);
-    let catalog = state.catalog.ping().await;
+    let catalog = state.catalog.ping().await && state.catalog.writable(WRITE_PROBE_WAIT).await;
     let ready = mounted && catalog;
     let body = Readiness {
         status: if ready { ReadyStatus::Ready } else { ReadyStatus::NotReady },

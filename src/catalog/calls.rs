@@ -104,7 +104,11 @@ impl Catalog {
     /// same rows, but counting is one walk over the index and the deletion visits only the rows it
     /// removes, where the `OFFSET` form sorted every row of the server through a temporary B-tree
     /// (the index breaks ties by ascending rowid) and then scanned them all again to delete.
-    async fn prune_calls(&self, server: &str, keep: u64) -> Result<(), CatalogError> {
+    ///
+    /// Then keeps the newest calls whose console and error text add up to `keep_bytes`: a handler
+    /// that logs its 64 KiB on every call would otherwise hold gigabytes per server. The sizes
+    /// come from the record headers (`octet_length` of a column does not read its content).
+    async fn prune_calls(&self, server: &str, keep: u64, keep_bytes: u64) -> Result<(), CatalogError> {
         sqlx::query(
             "DELETE FROM calls WHERE rowid IN (
                  SELECT rowid FROM calls WHERE server_id = ?1 ORDER BY started_at ASC, rowid ASC
@@ -112,6 +116,18 @@ impl Catalog {
         )
         .bind(server)
         .bind(i64::try_from(keep).unwrap_or(i64::MAX))
+        .execute(&self.writer)
+        .await?;
+        sqlx::query(
+            "DELETE FROM calls WHERE rowid IN (
+                 SELECT rowid FROM (
+                     SELECT rowid, SUM(octet_length(console) + coalesce(octet_length(error), 0))
+                         OVER (ORDER BY started_at DESC, rowid DESC) AS newer_bytes
+                     FROM calls WHERE server_id = ?1)
+                 WHERE newer_bytes > ?2)",
+        )
+        .bind(server)
+        .bind(i64::try_from(keep_bytes).unwrap_or(i64::MAX))
         .execute(&self.writer)
         .await?;
         Ok(())
@@ -194,10 +210,18 @@ const CALL_LOG_BATCH: usize = 512;
 /// every batch; in between, a busy server may briefly hold up to a second's calls beyond the limit.
 const PRUNE_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How much of a server's call log is kept: the newest `calls`, within `bytes` of console and
+/// error text.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    pub calls: u64,
+    pub bytes: u64,
+}
+
 impl CallLog {
     /// The log and its writer, for the caller to spawn; the writer ends at [`CallLog::close`] or
     /// when every handle is dropped.
-    pub fn new(catalog: Catalog, max_calls_per_server: u64) -> (CallLog, impl Future<Output = ()> + Send + 'static) {
+    pub fn new(catalog: Catalog, keep: Retention) -> (CallLog, impl Future<Output = ()> + Send + 'static) {
         let (sender, mut receiver) = mpsc::channel::<LogMessage>(CALL_LOG_QUEUE);
         let writer = async move {
             let mut buffer = Vec::with_capacity(CALL_LOG_BATCH);
@@ -209,7 +233,7 @@ impl CallLog {
                 let received = tokio::select! {
                     received = receiver.recv_many(&mut buffer, CALL_LOG_BATCH) => received,
                     () = tokio::time::sleep_until(prune_due), if !unpruned.is_empty() => {
-                        prune(&catalog, &mut unpruned, max_calls_per_server).await;
+                        prune(&catalog, &mut unpruned, keep).await;
                         continue;
                     }
                 };
@@ -242,13 +266,13 @@ impl CallLog {
                     }
                 }
                 if !waiters.is_empty() {
-                    prune(&catalog, &mut unpruned, max_calls_per_server).await;
+                    prune(&catalog, &mut unpruned, keep).await;
                 }
                 for waiter in waiters {
                     let _ = waiter.send(());
                 }
             }
-            prune(&catalog, &mut unpruned, max_calls_per_server).await;
+            prune(&catalog, &mut unpruned, keep).await;
         };
         (CallLog { sender }, writer)
     }
@@ -276,9 +300,9 @@ impl CallLog {
 }
 
 /// Prunes the log of every server in `servers` to `keep` calls, and empties the list.
-async fn prune(catalog: &Catalog, servers: &mut BTreeSet<String>, keep: u64) {
+async fn prune(catalog: &Catalog, servers: &mut BTreeSet<String>, keep: Retention) {
     for server in std::mem::take(servers) {
-        if let Err(error) = catalog.prune_calls(&server, keep).await {
+        if let Err(error) = catalog.prune_calls(&server, keep.calls, keep.bytes).await {
             tracing::error!(%error, server_id = server, "could not prune the call log");
         }
     }
@@ -403,21 +427,34 @@ mod tests {
         catalog.insert_calls(&calls).await.unwrap();
         catalog.insert_calls(&[call("b0", "b", 0), call("b1", "b", 0)]).await.unwrap();
 
-        catalog.prune_calls("a", 10).await.unwrap();
+        catalog.prune_calls("a", 10, u64::MAX).await.unwrap();
         assert_eq!(ids(&catalog, "a").await.len(), 8);
         // The newest four: 9 (a4), 7 (a7), 5 (a0), then of the three at 3 the last inserted (a6).
-        catalog.prune_calls("a", 4).await.unwrap();
+        catalog.prune_calls("a", 4, u64::MAX).await.unwrap();
         assert_eq!(ids(&catalog, "a").await, ["a0", "a4", "a6", "a7"]);
-        catalog.prune_calls("a", 1).await.unwrap();
+        catalog.prune_calls("a", 1, u64::MAX).await.unwrap();
         assert_eq!(ids(&catalog, "a").await, ["a4"]);
         assert_eq!(ids(&catalog, "b").await, ["b0", "b1"], "other servers are left alone");
+    }
+
+    #[tokio::test]
+    async fn pruning_keeps_the_newest_calls_within_the_byte_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = catalog_with_servers(dir.path(), &["a"]).await;
+        let calls: Vec<CallRecord> =
+            (0..6).map(|i| CallRecord { console: "x".repeat(1000), ..call(&format!("a{i}"), "a", i) }).collect();
+        catalog.insert_calls(&calls).await.unwrap();
+        catalog.prune_calls("a", 100, 3500).await.unwrap();
+        assert_eq!(ids(&catalog, "a").await, ["a3", "a4", "a5"], "three calls of 1000 bytes fit in 3500");
+        catalog.prune_calls("a", 100, 0).await.unwrap();
+        assert!(ids(&catalog, "a").await.is_empty());
     }
 
     #[tokio::test]
     async fn the_writer_prunes_before_a_flush_and_within_the_interval_without_one() {
         let dir = tempfile::tempdir().unwrap();
         let catalog = catalog_with_servers(dir.path(), &["a"]).await;
-        let (log, writer) = CallLog::new(catalog.clone(), 2);
+        let (log, writer) = CallLog::new(catalog.clone(), Retention { calls: 2, bytes: u64::MAX });
         let task = tokio::spawn(writer);
         for i in 0..5 {
             log.record(call(&format!("a{i}"), "a", i));

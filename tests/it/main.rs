@@ -7,6 +7,7 @@ mod access_tokens;
 mod admin_errors;
 mod cli;
 mod conventions;
+mod disk_full;
 mod egress;
 mod egress_attacks;
 mod generation;

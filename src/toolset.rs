@@ -247,6 +247,23 @@ pub fn check_output_schema(schema: &Map<String, Value>) -> Result<(), String> {
     check_object_schema(schema, "results")
 }
 
+/// The validator for a tool's schema. `pattern`s run on the linear-time `regex` engine: a
+/// backtracking engine lets one argument hold a thread for seconds (`^(a*)*\1b$` against a
+/// string of `a`s), so backreferences and lookaround are refused when the schema is registered.
+pub fn validator(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options().with_pattern_options(jsonschema::PatternOptions::regex()).build(schema).map_err(|error| {
+        let message = error.to_string();
+        if message.contains("regex") || message.contains("backreference") || message.contains("look-around") {
+            format!(
+                "{message} (patterns run on a linear-time regex engine without backreferences or lookaround; \
+                     rewrite the pattern without them)"
+            )
+        } else {
+            message
+        }
+    })
+}
+
 /// An input schema must describe an object (MCP requires it) and be a valid JSON Schema.
 pub fn check_input_schema(schema: &Map<String, Value>) -> Result<(), String> {
     check_object_schema(schema, "arguments")
@@ -267,7 +284,7 @@ fn check_object_schema(schema: &Map<String, Value>, what: &str) -> Result<(), St
         let at = if path.is_empty() { String::new() } else { format!(" at {path}") };
         format!("is not a valid JSON Schema{at}: {e}")
     })?;
-    jsonschema::validator_for(&value).map_err(|e| format!("cannot be used for validation: {e}"))?;
+    validator(&value).map_err(|e| format!("cannot be used for validation: {e}"))?;
     Ok(())
 }
 
@@ -370,6 +387,25 @@ mod tests {
         }
         let specs: Vec<ToolSpec> = serde_json::from_value(json!([tool("a"), tool("b")])).unwrap();
         assert_eq!(Toolset::new(specs).unwrap().tools().len(), 2);
+    }
+
+    #[test]
+    fn patterns_run_on_a_linear_time_engine() {
+        let schema = |pattern: &str| {
+            json!({"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}}})
+                .as_object()
+                .unwrap()
+                .clone()
+        };
+        for refused in [r"^(a*)*\1b$", r"^(?=a)a$", r"^(?<!b)a$"] {
+            let error = check_input_schema(&schema(refused)).unwrap_err();
+            assert!(error.contains("linear-time regex engine"), "{refused}: {error}");
+        }
+        check_input_schema(&schema(r"^[a-z]+(-[a-z]+)*$")).unwrap();
+        // Nested quantifiers that backtrack exponentially elsewhere are linear here: this input
+        // would not finish on a backtracking engine.
+        let validator = validator(&Value::Object(schema(r"^(a*)*b$"))).unwrap();
+        assert!(!validator.is_valid(&json!({"s": format!("{}c", "a".repeat(5000))})));
     }
 
     #[test]

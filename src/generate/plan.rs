@@ -285,7 +285,7 @@ fn candidate_whitelist(domains: &[String]) -> Whitelist {
 }
 
 fn check_example_args(schema: &Map<String, Value>, args: &Value) -> Result<(), String> {
-    let validator = jsonschema::validator_for(&Value::Object(schema.clone()))
+    let validator = crate::toolset::validator(&Value::Object(schema.clone()))
         .map_err(|e| format!("input_schema cannot be used for validation: {e}"))?;
     let errors: Vec<String> = validator
         .iter_errors(args)

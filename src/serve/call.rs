@@ -63,12 +63,12 @@ pub struct Caller {
 impl CallableTool {
     /// A tool from its spec, counted under `series` (see [`Metrics::tool_series`]).
     pub fn new(spec: &ToolSpec, series: ToolSeries) -> Result<CallableTool, String> {
-        let validator = jsonschema::validator_for(&Value::Object(spec.input_schema.clone()))
+        let validator = crate::toolset::validator(&Value::Object(spec.input_schema.clone()))
             .map_err(|e| format!("input schema of tool {:?} cannot be used: {e}", spec.name))?;
         let output_validator = spec
             .output_schema
             .as_ref()
-            .map(|schema| jsonschema::validator_for(&Value::Object(schema.clone())))
+            .map(|schema| crate::toolset::validator(&Value::Object(schema.clone())))
             .transpose()
             .map_err(|e| format!("output schema of tool {:?} cannot be used: {e}", spec.name))?;
         let read_only = spec.annotations.as_ref().and_then(|a| a.get("readOnlyHint")) == Some(&Value::Bool(true));

@@ -229,3 +229,24 @@ async fn every_error_on_the_wire_is_json() {
         assert!(error_message(&body).contains(problem), "{name:?}: {body}");
     }
 }
+
+/// A backtracking pattern held a runtime thread for seconds per call (attack run D4): patterns
+/// run on a linear-time engine, and what it cannot run is refused at registration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backtracking_patterns_are_refused_and_nested_quantifiers_are_cheap() {
+    let app = spawn_app().await;
+    let with_pattern = |id: &str, pattern: &str| {
+        json!({"id": id, "tools": [{
+            "name": "t", "description": "d", "handler": "return 1;",
+            "input_schema": {"type": "object", "properties": {"xs": {"type": "array", "items": {"anyOf": [{"type": "string", "pattern": pattern}]}}}}
+        }]})
+    };
+    let (status, body) = app.post("/admin/servers", &with_pattern("backref", r"^(a*)*\1b$")).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(error_message(&body).contains("linear-time regex engine"), "{body}");
+
+    app.register(with_pattern("nested", r"^(a*)*b$")).await;
+    let attack: Vec<String> = (0..100).map(|_| format!("{}c", "a".repeat(25))).collect();
+    let (status, body) = app.admin_call("nested", "t", json!({"xs": attack})).await;
+    assert_eq!(status, 422, "the arguments do not match, and that is decided at once: {body}");
+}

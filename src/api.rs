@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod connections;
 pub mod error;
 pub mod events;
 pub mod health;

@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::api::AppState;
+use crate::api::connections::{self, ConnectionLimits, effective_max_connections};
 use crate::api::mcp::transport::AllowedHosts;
 use crate::catalog::{CallLog, Catalog, Retention};
 use crate::config::Config;
@@ -131,12 +131,12 @@ impl Daemon {
 
         let router = crate::api::router(state.clone());
         let grace = Duration::from_millis(config.server.shutdown_grace_ms);
-        // Without TCP_NODELAY, small MCP responses wait on Nagle's algorithm (~40 ms with some clients).
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
+        let limits = ConnectionLimits {
+            header_read_timeout: Duration::from_millis(config.server.header_read_timeout_ms),
+            max_connections: effective_max_connections(config.server.max_connections),
+        };
         let tasks = state.tasks.clone();
-        let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let server = connections::serve(listener, router, limits, async move {
             shutdown.await;
             tracing::info!(
                 grace_ms = grace.as_millis() as u64,
@@ -150,7 +150,7 @@ impl Daemon {
             tokio::time::sleep(grace).await;
         };
         tokio::select! {
-            served = server.into_future() => served.context("HTTP server failed")?,
+            served = server => served.context("HTTP server failed")?,
             () = deadline => tracing::warn!("requests still running after the shutdown grace period were dropped"),
         }
         // Not at shutdown start: an MCP endpoint's token also ends its requests in flight.

@@ -52,6 +52,14 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// How long in-flight calls may run after a shutdown signal.
     pub shutdown_grace_ms: u64,
+    /// How long a connection may take to send a request's headers, counted from when it is
+    /// opened or its previous response was written: silent, dripping and idle keep-alive
+    /// connections are closed after it.
+    pub header_read_timeout_ms: u64,
+    /// Connections open at once; at the cap a new one replaces the oldest connection that has not
+    /// sent a byte, or is answered 503 and closed. Lowered at start-up to leave
+    /// descriptors for the catalog and egress when the process's open-file limit is smaller.
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -303,6 +311,8 @@ impl Default for ServerConfig {
             allowed_origins: Vec::new(),
             max_body_bytes: 4 * 1024 * 1024,
             shutdown_grace_ms: 10_000,
+            header_read_timeout_ms: 10_000,
+            max_connections: 4096,
         }
     }
 }

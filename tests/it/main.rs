@@ -6,6 +6,7 @@ mod helpers;
 mod access_tokens;
 mod admin_errors;
 mod cli;
+mod connections;
 mod conventions;
 mod disk_full;
 mod egress;

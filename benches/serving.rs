@@ -259,7 +259,44 @@ async fn main() -> anyhow::Result<()> {
         _ => println!("{:<44} n/a (no successful B call in one of the windows)", "B p99 beside A / B p99 alone"),
     }
     print_left_queued(&http, daemon.address).await;
-    daemon.stop().await
+    daemon.stop().await?;
+
+    // 7. What running isolates in supervised worker processes costs against threads in the daemon:
+    //    the same pure and one-fetch calls from 64 clients, alternating, two rounds each.
+    println!();
+    let fast_url = format!("http://api.bench.test:{}/item", upstream.port());
+    let mut rates: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
+    for _round in 0..2 {
+        for isolation in ["thread", "process"] {
+            let mut env = loaded_daemon_env();
+            env.push(("MCPBOOTD_SANDBOX__ISOLATION", isolation.to_string()));
+            let daemon = support::start_daemon(env).await?;
+            register(&http, daemon.address, "pure", "return { sum: args.a + args.b };").await?;
+            register(
+                &http,
+                daemon.address,
+                "fetch",
+                &format!("const r = await fetch('{fast_url}'); return await r.json();"),
+            )
+            .await?;
+            for tool in ["pure", "fetch"] {
+                let window = Window::after(warmup, throughput_window);
+                let report =
+                    Report::collect(window, spawn_raw_clients(&RawCall::new(daemon.address, tool), 64, window)).await?;
+                report.print(&format!("{tool} calls, 64 clients, isolation = {isolation}"), "");
+                rates.entry((tool, isolation)).or_default().push(report.rate());
+            }
+            daemon.stop().await?;
+        }
+    }
+    for tool in ["pure", "fetch"] {
+        let mean = |isolation| {
+            let r = &rates[&(tool, isolation)];
+            r.iter().sum::<f64>() / r.len() as f64
+        };
+        println!("{:<44} {:>9.2}x", format!("{tool}: process rate / thread rate"), mean("process") / mean("thread"));
+    }
+    Ok(())
 }
 
 /// A fresh daemon for the loaded sections: the queue is raised so a pool that holds a worker per

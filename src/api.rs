@@ -64,7 +64,8 @@ pub fn router(state: AppState) -> Router {
             TraceLayer::new_for_http()
                 .make_span_with(telemetry::http_span)
                 .on_request(())
-                .on_response(telemetry::http_on_response()),
+                .on_response(telemetry::http_on_response())
+                .on_failure(telemetry::http_on_failure),
         )
         .with_state(state)
 }

@@ -13,11 +13,12 @@ use crate::api::connections::{self, ConnectionLimits, effective_max_connections}
 use crate::api::mcp::transport::AllowedHosts;
 use crate::catalog::{CallLog, Catalog, Retention};
 use crate::config::Config;
+use crate::config::Isolation;
 use crate::generate::{Generator, GeneratorParts};
 use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
 use crate::serve::egress::own_socket::OwnAddresses;
-use crate::serve::isolate::{AdmissionLimits, IsolatePool, PoolSettings};
+use crate::serve::isolate::{AdmissionLimits, IsolatePool, Isolates, PoolSettings, ProcessPool, ProcessSettings};
 use crate::serve::registry::Registry;
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
@@ -34,7 +35,7 @@ pub async fn run(
 /// A built daemon: the catalog is open and migrated, every part is wired, nothing is served yet.
 pub struct Daemon {
     state: AppState,
-    pool: Arc<IsolatePool>,
+    pool: Arc<Isolates>,
     /// Where the daemon listens, for egress to refuse (set in `serve`).
     own_addresses: OwnAddresses,
 }
@@ -54,7 +55,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     tasks.spawn(call_log_writer);
     let own_addresses = OwnAddresses::default();
     let egress = Arc::new(Egress::new(&config, own_addresses.clone()).context("cannot build the egress HTTP client")?);
-    let pool = Arc::new(IsolatePool::new(pool_settings(&config), tokio::runtime::Handle::current()));
+    let pool = Arc::new(isolates(&config)?);
     let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
     let registry = Arc::new(Registry::new(&config, caller.clone(), catalog.clone()));
@@ -118,10 +119,8 @@ impl Daemon {
         // Mounting reads one row per server; each server's tools are loaded and compiled on first use.
         let remount_state = state.clone();
         state.tasks.spawn(async move {
-            match remount_state.catalog.mount_records().await {
-                Ok(records) => {
-                    let servers = records.len();
-                    remount_state.registry.mount_all(records);
+            match remount_state.registry.mount_from_catalog().await {
+                Ok(servers) => {
                     tracing::info!(servers, "servers mounted from the catalog");
                     remount_state.ready.store(true, Ordering::Release);
                 }
@@ -165,6 +164,35 @@ impl Daemon {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// The isolate workers `[sandbox]` asks for.
+fn isolates(config: &Config) -> anyhow::Result<Isolates> {
+    let sandbox = &config.sandbox;
+    let runtime = tokio::runtime::Handle::current();
+    let PoolSettings { workers, admission, memory_budget_bytes } = pool_settings(config);
+    Ok(match sandbox.isolation {
+        Isolation::Thread => Isolates::Threads(IsolatePool::new(pool_settings(config), runtime)),
+        Isolation::Process => {
+            let executable = match sandbox.worker_executable.as_str() {
+                "" => std::env::current_exe().context("cannot find this program to start isolate worker processes")?,
+                path => std::path::PathBuf::from(path),
+            };
+            // Each process's allocators draw on its share; a share always holds one call.
+            let per_call = usize::try_from(sandbox.memory_mb.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
+            let share = (memory_budget_bytes / workers.max(1)).max(per_call.saturating_mul(2)).min(memory_budget_bytes);
+            Isolates::Processes(ProcessPool::new(
+                ProcessSettings {
+                    executable,
+                    processes: workers,
+                    admission,
+                    memory_budget_bytes,
+                    process_budget_bytes: share,
+                },
+                &runtime,
+            ))
+        }
+    })
 }
 
 /// How the isolate pool is sized, from `[sandbox]`.

@@ -43,6 +43,12 @@ enum Command {
     },
     /// Print the documented example configuration (every key with its default).
     PrintConfig,
+    /// An isolate worker process, started and spoken to by the daemon (not for direct use).
+    #[command(hide = true)]
+    IsolateWorker {
+        #[arg(long)]
+        memory_budget_bytes: usize,
+    },
     /// Register a server: generate it from a prompt, or load a toolset file.
     #[command(
         group(ArgGroup::new("source").required(true).args(["prompt", "toolset"])),
@@ -158,6 +164,9 @@ pub fn main() -> ExitCode {
             print!("{EXAMPLE_CONFIG}");
             ExitCode::SUCCESS
         }
+        Command::IsolateWorker { memory_budget_bytes } => {
+            crate::serve::isolate::worker_process::main(memory_budget_bytes)
+        }
         Command::Serve { config, listen } => {
             let config = match Config::load(config.as_deref(), std::env::vars(), &CliOverrides { listen }) {
                 Ok(config) => config,
@@ -229,7 +238,9 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
         Command::Regenerate { id, force, dry_run, wait, .. } => {
             commands::regenerate(session, &id, force, dry_run, wait).await
         }
-        Command::Serve { .. } | Command::PrintConfig => unreachable!("not a client command"),
+        Command::Serve { .. } | Command::PrintConfig | Command::IsolateWorker { .. } => {
+            unreachable!("not a client command")
+        }
     }
 }
 

@@ -93,8 +93,15 @@ pub struct SandboxConfig {
     pub max_result_bytes: usize,
     pub max_argument_bytes: usize,
     pub max_console_bytes: usize,
-    /// Isolate worker threads; 0 means one per CPU.
+    /// Isolate workers (one thread each, in a process of its own by default); 0 means one per CPU.
     pub workers: usize,
+    /// Where isolates run: `process` (supervised worker processes, restarted when a call
+    /// overruns its wall limit inside an uninterruptible operation) or `thread` (in the daemon;
+    /// such a call then holds its worker until the operation ends).
+    pub isolation: Isolation,
+    /// The program started for worker processes as `<program> isolate-worker`; empty means
+    /// this one. For running the daemon from another program (an embedding, a test harness).
+    pub worker_executable: String,
     /// Calls in flight (running or waiting on a fetch or timer), daemon-wide and per server.
     pub max_in_flight: usize,
     pub max_in_flight_per_server: usize,
@@ -105,6 +112,14 @@ pub struct SandboxConfig {
     pub queue_timeout_ms: u64,
     /// Memory all isolates in flight may use together.
     pub memory_budget_mb: u64,
+}
+
+/// `[sandbox] isolation`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    Process,
+    Thread,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -341,6 +356,8 @@ impl Default for SandboxConfig {
             max_argument_bytes: 1024 * 1024,
             max_console_bytes: 64 * 1024,
             workers: 0,
+            isolation: Isolation::Process,
+            worker_executable: String::new(),
             max_in_flight: 4096,
             max_in_flight_per_server: 1024,
             queue: 256,

@@ -213,6 +213,7 @@ impl Inner {
         self.metrics.record_generation(outcome, &stage_millis, finished.input_tokens, finished.output_tokens);
         // Mount before announcing `ready`, so a client that reacts to the event finds the server.
         if outcome == GenerationOutcome::Ready {
+            let _change = self.registry.serialize(&job.server).await;
             match self.catalog.mount_record(&job.server).await {
                 Ok(Some(record)) => self.registry.mount(record),
                 Ok(None) => tracing::info!("server was deleted while it was being generated"),

@@ -75,3 +75,20 @@ pub fn http_span(request: &Request<axum::body::Body>) -> tracing::Span {
 pub fn http_on_response() -> DefaultOnResponse {
     DefaultOnResponse::new().level(Level::DEBUG)
 }
+
+/// Server errors are logged at error level, except 503: a `/readyz` probe during start-up or a
+/// call refused as busy is the daemon working as designed (the refusals are counted in metrics).
+pub fn http_on_failure(
+    class: tower_http::classify::ServerErrorsFailureClass,
+    latency: std::time::Duration,
+    _span: &tracing::Span,
+) {
+    use tower_http::classify::ServerErrorsFailureClass;
+    let latency_ms = latency.as_millis() as u64;
+    match class {
+        ServerErrorsFailureClass::StatusCode(status) if status.as_u16() == 503 => {
+            tracing::debug!(%status, latency_ms, "service unavailable");
+        }
+        class => tracing::error!(classification = %class, latency_ms, "response failed"),
+    }
+}

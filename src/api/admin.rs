@@ -55,10 +55,13 @@ pub async fn get_server(State(state): State<AppState>, Path(id): Path<String>) -
 )]
 pub async fn delete_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     let id = parse_id(&id)?;
-    // Unmount first: from here on the mount answers 404 even while the rows are being deleted.
+    // Deleted in the catalog first, then unmounted: a delete that fails leaves the server whole
+    // and served. Serialized with registration and token changes of the same id.
+    let _change = state.registry.serialize(&id).await;
+    let deleted = state.catalog.delete_server(&id).await?;
     state.registry.unmount(&id);
     state.metrics.forget_server(id.as_str());
-    if state.catalog.delete_server(&id).await? {
+    if deleted {
         tracing::info!(server_id = %id, "server deleted");
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -186,6 +189,7 @@ pub async fn delete_access_token(
 }
 
 async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>) -> Result<(), ApiError> {
+    let _change = state.registry.serialize(id).await;
     if !state.catalog.set_access_token(id, digest).await? {
         return Err(not_found(id));
     }

@@ -47,6 +47,8 @@ text_enum! {
         InvalidHeader = "invalid_header",
         /// JSON that is not a JSON-RPC message the MCP endpoint can take.
         InvalidMessage = "invalid_message",
+        /// A JSON-RPC request whose `params` do not fit its method (`tools/call` without a name).
+        InvalidParams = "invalid_params",
         /// A JSON-RPC batch under a protocol revision without batches, or one too large.
         BatchNotSupported = "batch_not_supported",
         RouteNotFound = "route_not_found",
@@ -94,6 +96,7 @@ impl ErrorCode {
             | InvalidQuery
             | InvalidPath
             | InvalidMessage
+            | InvalidParams
             | InvalidHeader
             | BatchNotSupported => StatusCode::BAD_REQUEST,
             Unauthorized => StatusCode::UNAUTHORIZED,
@@ -114,7 +117,7 @@ impl ErrorCode {
 
 impl ErrorCode {
     /// The JSON-RPC error code an MCP client sees for this error: the standard codes where one
-    /// fits (parse error, invalid request, internal error), and two from the range JSON-RPC
+    /// fits (parse error, invalid request, method not found, invalid params, internal error), and two from the range JSON-RPC
     /// leaves to servers for what it has no code for: -32001 for a missing or wrong access token,
     /// -32000 for a server that cannot answer now.
     pub const fn jsonrpc_code(self) -> i64 {
@@ -122,6 +125,7 @@ impl ErrorCode {
         match self {
             MalformedJson => -32700,
             MethodNotFound => -32601,
+            InvalidParams => -32602,
             Unauthorized => -32001,
             Internal => -32603,
             Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => -32000,

@@ -58,6 +58,8 @@ pub async fn metrics(State(state): State<AppState>) -> impl axum::response::Into
         memory_bytes: pool.memory_bytes,
         memory_budget_bytes: pool.memory_budget_bytes,
         mounted_servers: state.registry.len(),
+        isolate_overruns: pool.overruns,
+        isolate_restarts: pool.restarts,
     };
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.render(&gauges))
 }

@@ -145,9 +145,10 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
     state
         .tasks
         .spawn(async move {
+            let (id, name, access_token_sha256) = record;
+            let _change = registry.serialize(&id).await;
             let generation_id = catalog.create_toolset_server(new).await?;
             // Everything the mount needs is at hand; its validators are built on first use.
-            let (id, name, access_token_sha256) = record;
             registry.mount(MountRecord { id, name, generation_id, access_token_sha256 });
             Ok::<_, CatalogError>(())
         })

@@ -268,14 +268,17 @@ impl Catalog {
         Ok(())
     }
 
-    pub(super) async fn generation_documents(&self, generation_id: i64) -> Result<Vec<DocumentRef>, CatalogError> {
+    async fn generation_documents(
+        conn: &mut sqlx::SqliteConnection,
+        generation_id: i64,
+    ) -> Result<Vec<DocumentRef>, CatalogError> {
         let rows = sqlx::query(
             "SELECT url, source_url, final_url, content_type, sha256, bytes, chars, truncated, summarised,
                     discovered_urls, fetched_at
              FROM generation_documents WHERE generation_id = ? ORDER BY position",
         )
         .bind(generation_id)
-        .fetch_all(&self.reader)
+        .fetch_all(&mut *conn)
         .await?;
         rows.into_iter()
             .map(|row| {
@@ -322,7 +325,8 @@ impl Catalog {
         .await?;
         let Some(row) = row else { return Ok(None) };
         let id: i64 = row.get("id");
-        let record = self.generation(id).await?;
+        let mut conn = self.reader.acquire().await?;
+        let Some(record) = Catalog::generation(&mut conn, id).await? else { return Ok(None) };
         let tools = record.tools.tools().iter().cloned().zip(record.tool_extras.iter().cloned()).collect();
         Ok(Some(CachedGeneration {
             id,
@@ -459,23 +463,31 @@ async fn insert_generation(
 }
 
 impl Catalog {
-    pub(crate) async fn generation(&self, id: i64) -> Result<GenerationRecord, CatalogError> {
-        let row = sqlx::query(
+    /// One generation with its tools, read on `conn` so a caller can keep its reads in one
+    /// snapshot. `None` if it does not exist (its server was deleted meanwhile).
+    pub(crate) async fn generation(
+        conn: &mut sqlx::SqliteConnection,
+        id: i64,
+    ) -> Result<Option<GenerationRecord>, CatalogError> {
+        let Some(row) = sqlx::query(
             "SELECT id, source, status, error, generator_version, whitelist, created_at, finished_at,
                     dry_run, force, prompt_hash, content_hash, model, plan, cache_hit, cached_from,
                     input_tokens, output_tokens, llm_requests, timings, warnings, refused_domains
              FROM generations WHERE id = ?",
         )
         .bind(id)
-        .fetch_one(&self.reader)
-        .await?;
+        .fetch_optional(&mut *conn)
+        .await?
+        else {
+            return Ok(None);
+        };
         let tool_rows = sqlx::query(
             "SELECT name, title, description, input_schema, output_schema, handler, annotations, needs_network,
                     self_test
              FROM tools WHERE generation_id = ? ORDER BY position",
         )
         .bind(id)
-        .fetch_all(&self.reader)
+        .fetch_all(&mut *conn)
         .await?;
         let mut tools = Vec::with_capacity(tool_rows.len());
         let mut tool_extras = Vec::with_capacity(tool_rows.len());
@@ -487,7 +499,7 @@ impl Catalog {
             });
             tools.push(tool_from_row(&t, t.get("name"))?);
         }
-        Ok(GenerationRecord {
+        Ok(Some(GenerationRecord {
             id: row.get("id"),
             source: row.get("source"),
             status: row.get("status"),
@@ -513,8 +525,8 @@ impl Catalog {
                 timings: from_json(&row.get::<String, _>("timings"))?,
                 warnings: from_json(&row.get::<String, _>("warnings"))?,
                 refused_domains: from_json(&row.get::<String, _>("refused_domains"))?,
-                documents: self.generation_documents(id).await?,
+                documents: Catalog::generation_documents(conn, id).await?,
             },
-        })
+        }))
     }
 }

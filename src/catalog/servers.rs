@@ -86,19 +86,24 @@ impl Catalog {
             .collect()
     }
 
+    /// One server as the admin view shows it, read in one snapshot: a server deleted or
+    /// regenerated meanwhile is seen whole before or whole after, never half.
     pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerRecord>, CatalogError> {
+        let mut snapshot = self.reader.begin().await?;
         let row = sqlx::query(
             "SELECT id, name, description, kind, prompt, allow_domains, status, active_generation_id, created_at,
                     updated_at, access_token_sha256
              FROM servers WHERE id = ?",
         )
         .bind(id.as_str())
-        .fetch_optional(&self.reader)
+        .fetch_optional(&mut *snapshot)
         .await?;
-        match row {
-            Some(row) => Ok(Some(self.server_from_row(row).await?)),
-            None => Ok(None),
-        }
+        let server = match row {
+            Some(row) => Some(server_from_row(&mut snapshot, row).await?),
+            None => None,
+        };
+        snapshot.rollback().await?;
+        Ok(server)
     }
 
     /// Every server with a generation to serve, in one query: what start-up mounts.
@@ -180,38 +185,42 @@ impl Catalog {
         tx.commit().await?;
         Ok(deleted.rows_affected() > 0)
     }
+}
 
-    async fn server_from_row(&self, row: sqlx::sqlite::SqliteRow) -> Result<ServerRecord, CatalogError> {
-        let id: String = row.get("id");
-        let id = ServerId::parse(&id).map_err(CatalogError::Corrupt)?;
-        let generation_id: Option<i64> = row.get("active_generation_id");
-        let generation = match generation_id {
-            Some(generation_id) => Some(self.generation(generation_id).await?),
-            None => None,
-        };
-        let latest_id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM generations WHERE server_id = ?")
-            .bind(id.as_str())
-            .fetch_one(&self.reader)
-            .await?;
-        let latest_generation = match latest_id {
-            Some(latest) if Some(latest) != generation_id => Some(self.generation(latest).await?),
-            _ => None,
-        };
-        Ok(ServerRecord {
-            id,
-            name: row.get("name"),
-            description: row.get("description"),
-            kind: row.get("kind"),
-            prompt: row.get("prompt"),
-            allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
-            status: row.get("status"),
-            created_at: row.get("created_at"),
-            updated_at: row.get("updated_at"),
-            access_token_sha256: row.get("access_token_sha256"),
-            generation,
-            latest_generation,
-        })
-    }
+/// The rest of a server's admin view, read in the caller's snapshot so the rows agree.
+async fn server_from_row(
+    snapshot: &mut sqlx::SqliteConnection,
+    row: sqlx::sqlite::SqliteRow,
+) -> Result<ServerRecord, CatalogError> {
+    let id: String = row.get("id");
+    let id = ServerId::parse(&id).map_err(CatalogError::Corrupt)?;
+    let generation_id: Option<i64> = row.get("active_generation_id");
+    let generation = match generation_id {
+        Some(generation_id) => Some(present(Catalog::generation(snapshot, generation_id).await?)?),
+        None => None,
+    };
+    let latest_id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM generations WHERE server_id = ?")
+        .bind(id.as_str())
+        .fetch_one(&mut *snapshot)
+        .await?;
+    let latest_generation = match latest_id {
+        Some(latest) if Some(latest) != generation_id => Some(present(Catalog::generation(snapshot, latest).await?)?),
+        _ => None,
+    };
+    Ok(ServerRecord {
+        id,
+        name: row.get("name"),
+        description: row.get("description"),
+        kind: row.get("kind"),
+        prompt: row.get("prompt"),
+        allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
+        status: row.get("status"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+        access_token_sha256: row.get("access_token_sha256"),
+        generation,
+        latest_generation,
+    })
 }
 
 fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogError> {
@@ -221,4 +230,9 @@ fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogErro
         generation_id: row.get("active_generation_id"),
         access_token_sha256: row.get("access_token_sha256"),
     })
+}
+
+/// A generation the server row points at; within one snapshot it must be there.
+fn present(generation: Option<GenerationRecord>) -> Result<GenerationRecord, CatalogError> {
+    generation.ok_or_else(|| CatalogError::Corrupt("a server refers to a generation that does not exist".into()))
 }

@@ -840,7 +840,8 @@ mod tests {
     #[test]
     fn is_linear_on_large_inputs() {
         // 1 MB of markup, including pathological shapes: many unclosed `<`, many `&`, long
-        // attribute lists, a huge comment. Quadratic scanning would take seconds here.
+        // attribute lists, a huge comment. Quadratic scanning would take minutes here; linear takes
+        // milliseconds, so the bound is far from both and holds on a loaded machine.
         let mut page = String::new();
         while page.len() < 1_000_000 {
             page.push_str("<div class=\"row\"><p>Some <b>text</b> &amp; more &#x41; <a href=\"/p?q=1\">link</a> < 3 & 4</p></div>\n");
@@ -855,7 +856,7 @@ mod tests {
             let links = extract_links(input, &base);
             let took = started.elapsed();
             println!("{} bytes → {} chars, {} links in {took:?}", input.len(), text.len(), links.len());
-            assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
+            assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
         }
     }
 }

@@ -12,7 +12,7 @@ use tracing::Instrument;
 use crate::catalog::{CallLog, CallRecord, now_millis};
 use crate::config::SandboxConfig;
 use crate::serve::egress::{Egress, ServerPolicy};
-use crate::serve::isolate::{Invocation, IsolatePool, Outcome, PoolError, SandboxLimits, ToolResult};
+use crate::serve::isolate::{Invocation, Isolates, Outcome, PoolError, SandboxLimits, ToolResult};
 use crate::states::{CallOutcome, Via};
 use crate::telemetry::metrics::{EgressOutcome, Metrics, ToolSeries};
 use crate::toolset::{ServerId, ToolSpec};
@@ -53,7 +53,7 @@ pub struct CallOutput {
 /// Runs calls for every mounted server; cheap to clone.
 #[derive(Clone)]
 pub struct Caller {
-    pool: Arc<IsolatePool>,
+    pool: Arc<Isolates>,
     egress: Arc<Egress>,
     call_log: CallLog,
     limits: Arc<SandboxConfig>,
@@ -132,7 +132,7 @@ fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(),
 
 impl Caller {
     pub fn new(
-        pool: Arc<IsolatePool>,
+        pool: Arc<Isolates>,
         egress: Arc<Egress>,
         call_log: CallLog,
         limits: SandboxConfig,
@@ -145,7 +145,7 @@ impl Caller {
         &self.metrics
     }
 
-    pub fn pool(&self) -> &IsolatePool {
+    pub fn pool(&self) -> &Isolates {
         &self.pool
     }
 

@@ -58,9 +58,11 @@
 //!   call's turns, so neither time parked nor time the OS gives other processes counts;
 //!   enforced by QuickJS's interrupt handler, which the interpreter polls regularly (also
 //!   inside regular-expression backtracking). It also bounds how long one turn can keep the
-//!   other calls on its worker waiting, except for a single native operation, which cannot
-//!   be interrupted: the slowest found is `toString()` of a BigInt at QuickJS's 1 Mbit cap,
-//!   about 2.8 s.
+//!   other calls on its worker waiting, except for a native operation that does not poll the
+//!   interrupt handler (`toString()` of a BigInt at QuickJS's 1 Mbit cap takes about 2.5 s;
+//!   array built-ins walking a huge array-like would never return, which the prelude refuses).
+//!   Past the wall deadline plus [`OVERRUN_GRACE`] the pool's watchdog reports such a call;
+//!   in a worker process (`process.rs`) that ends the process and the daemon replaces it.
 //! * **Wall** — a deadline from call start, parked time included; enforced by the interrupt
 //!   handler and by never parking past it. Outcome [`Outcome::Timeout`].
 //! * **Memory** — the runtime's allocator refuses allocations beyond
@@ -117,19 +119,71 @@ use crate::states::text_enum;
 
 mod admission;
 mod engine;
+mod ipc;
 mod natives;
 mod normalize;
 mod pool;
+mod process;
 mod quickjs;
 mod scan;
 mod stack_guard;
 #[cfg(test)]
 mod tests;
+pub mod worker_process;
 
 pub use admission::{AdmissionLimits, Blocked, Busy};
 pub use engine::{Engine, HostContext};
-pub use pool::{IsolatePool, PoolError, PoolSettings, PoolStats};
+pub use pool::{IsolatePool, OVERRUN_GRACE, Overrun, PoolError, PoolSettings, PoolStats};
+pub use process::{ProcessPool, ProcessSettings};
 pub use quickjs::{PreludeLoad, QuickJsEngine};
+
+/// Where the daemon runs isolates: worker processes it supervises (the default, and the only
+/// way to recover a worker held by an uninterruptible operation), or threads of its own.
+pub enum Isolates {
+    Processes(ProcessPool),
+    Threads(IsolatePool),
+}
+
+impl Isolates {
+    /// See [`IsolatePool::run`].
+    pub async fn run(&self, tenant: &str, invocation: Invocation) -> Result<Completion, PoolError> {
+        match self {
+            Isolates::Processes(pool) => pool.run(tenant, invocation).await,
+            Isolates::Threads(pool) => pool.run(tenant, invocation).await,
+        }
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        match self {
+            Isolates::Processes(pool) => pool.stats(),
+            Isolates::Threads(pool) => pool.stats(),
+        }
+    }
+
+    pub fn admission_limits(&self) -> &AdmissionLimits {
+        match self {
+            Isolates::Processes(pool) => pool.admission_limits(),
+            Isolates::Threads(pool) => pool.admission_limits(),
+        }
+    }
+
+    pub fn close(&self) {
+        match self {
+            Isolates::Processes(pool) => pool.close(),
+            Isolates::Threads(pool) => pool.close(),
+        }
+    }
+}
+
+impl fmt::Debug for Isolates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self {
+            Isolates::Processes(_) => "processes",
+            Isolates::Threads(_) => "threads",
+        };
+        f.debug_struct("Isolates").field("in", &kind).field("stats", &self.stats()).finish()
+    }
+}
 
 /// Largest handler source accepted by [`check_handler`] (and by the engine at run time): the
 /// toolset limit, so a handler that registered always runs.
@@ -174,6 +228,13 @@ impl IsolateMemory {
 
     fn give_back(&self, bytes: usize) {
         self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Sets the use to what the worker processes report (their allocators draw on budgets of
+    /// their own; this copy is what admission looks at).
+    fn record_used(&self, bytes: usize) {
+        self.used.store(bytes, Ordering::Relaxed);
+        self.peak.fetch_max(bytes, Ordering::Relaxed);
     }
 
     /// The peak since the last call, resetting it to the current use.

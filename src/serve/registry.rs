@@ -10,15 +10,21 @@
 //! A mount that cannot be built (a stored schema that no longer compiles) is logged once and
 //! answers every request with that error until it is remounted; a catalog read that fails is
 //! reported to the caller and retried on the next request.
+//!
+//! Whoever changes what an id serves (registration, a finished generation, a token change,
+//! deletion) holds [`Registry::serialize`] for that id across its catalog write and the mount
+//! change that follows, so the mount always ends up agreeing with the catalog: a `DELETE` racing
+//! a registration or a token rotation cannot leave a deleted server mounted.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::{Catalog, MountRecord, ServedGeneration};
+use crate::catalog::{Catalog, CatalogError, MountRecord, ServedGeneration};
 use crate::config::Config;
 use crate::serve::call::{CallError, CallOutput, CallableTool, Caller};
 use crate::serve::egress::ServerPolicy;
@@ -26,6 +32,8 @@ use crate::serve::mount::{McpMount, McpSettings};
 use crate::states::Via;
 use crate::telemetry::metrics::Metrics;
 use crate::toolset::ServerId;
+
+const CHANGE_STRIPES: usize = 64;
 
 /// A ready server as the serving path sees it, built on first use.
 pub struct MountedServer {
@@ -40,6 +48,10 @@ pub struct MountedServer {
 
 pub struct Registry {
     mounts: RwLock<HashMap<ServerId, Arc<Mount>>>,
+    /// Striped per-id locks for [`Registry::serialize`]; two ids may share a stripe, which
+    /// only orders them.
+    changes: Box<[tokio::sync::Mutex<()>]>,
+    stripe_hasher: std::hash::RandomState,
     catalog: Catalog,
     mcp: McpSettings,
     metrics: Arc<Metrics>,
@@ -107,11 +119,20 @@ impl Registry {
     pub fn new(config: &Config, caller: Caller, catalog: Catalog) -> Registry {
         Registry {
             mounts: RwLock::new(HashMap::new()),
+            changes: (0..CHANGE_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            stripe_hasher: std::hash::RandomState::new(),
             max_response_bytes: caller.max_response_bytes(),
             metrics: caller.metrics().clone(),
             mcp: McpSettings::new(config, caller),
             catalog,
         }
+    }
+
+    /// Held across a catalog change to `id` and the mount change that follows it (see the
+    /// module doc). Not held while serving: calls never wait on it.
+    pub async fn serialize(&self, id: &ServerId) -> tokio::sync::MutexGuard<'_, ()> {
+        let stripe = self.stripe_hasher.hash_one(id.as_str()) as usize % self.changes.len();
+        self.changes[stripe].lock().await
     }
 
     /// Mounts (or re-mounts) a server; nothing is built until it is first used. A previous mount
@@ -122,13 +143,21 @@ impl Registry {
         self.write().insert(record.id.clone(), Arc::new(Mount::new(record)));
     }
 
-    /// Mounts many servers under one lock (start-up).
-    pub fn mount_all(&self, records: Vec<MountRecord>) {
+    /// Mounts every server the catalog serves (start-up), holding every change lock so a
+    /// registration, token change or deletion made meanwhile is seen whole or applied after.
+    pub async fn mount_from_catalog(&self) -> Result<usize, CatalogError> {
+        let mut held = Vec::with_capacity(self.changes.len());
+        for stripe in self.changes.iter() {
+            held.push(stripe.lock().await);
+        }
+        let records = self.catalog.mount_records().await?;
+        let servers = records.len();
         let mut mounts = self.write();
         mounts.reserve(records.len());
         for record in records {
             mounts.insert(record.id.clone(), Arc::new(Mount::new(record)));
         }
+        Ok(servers)
     }
 
     /// Unmounts a server; its open MCP streams are closed at once.

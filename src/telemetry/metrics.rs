@@ -164,6 +164,9 @@ pub struct Gauges {
     pub memory_bytes: usize,
     pub memory_budget_bytes: usize,
     pub mounted_servers: usize,
+    /// Running totals from the isolate pool, rendered as counters.
+    pub isolate_overruns: u64,
+    pub isolate_restarts: u64,
 }
 
 #[derive(Default)]
@@ -175,6 +178,8 @@ struct GaugeHandles {
     busy_workers: Gauge,
     workers: Gauge,
     mounted_servers: Gauge,
+    overruns: Counter,
+    restarts: Counter,
 }
 
 impl Default for Metrics {
@@ -267,6 +272,17 @@ impl Metrics {
             g.busy_workers.clone(),
         );
         registry.register("mcpbootd_isolate_workers", "Isolate worker threads", g.workers.clone());
+        registry.register(
+            "mcpbootd_isolate_overruns",
+            "Calls that ran past their wall limit plus 1 s inside an uninterruptible operation (their \
+             worker process was replaced)",
+            g.overruns.clone(),
+        );
+        registry.register(
+            "mcpbootd_isolate_process_restarts",
+            "Isolate worker processes replaced after an overrun or an unexpected exit",
+            g.restarts.clone(),
+        );
         registry.register(
             "mcpbootd_egress_requests",
             "Outbound requests from handlers by outcome",
@@ -402,6 +418,10 @@ impl Metrics {
         ] {
             gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
         }
+        // The pool keeps the totals; the counters catch up with them.
+        for (counter, total) in [(&g.overruns, gauges.isolate_overruns), (&g.restarts, gauges.isolate_restarts)] {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
         let mut out = String::with_capacity(4096);
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
@@ -450,6 +470,8 @@ mod tests {
             memory_bytes: n,
             memory_budget_bytes: n,
             mounted_servers: n,
+            isolate_overruns: n as u64,
+            isolate_restarts: n as u64,
         }
     }
 

@@ -178,3 +178,80 @@ async fn the_call_log_keeps_the_newest_calls_per_server() {
     let calls = calls["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 3, "{calls:?}");
 }
+
+/// The status `/servers/{id}/mcp` answers a `tools/list` with (404: nothing mounted there).
+async fn mount_status(app: &TestApp, id: &str) -> u16 {
+    app.http
+        .post(app.mcp_url(id))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Registration, token rotation, deletion and reads of one id, raced (attack run D5, D9): the
+/// mount always ends up agreeing with the catalog, and no racer gets a 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_changes_to_one_id_leave_the_mount_agreeing_with_the_catalog() {
+    let app = spawn_app().await;
+    let body = json!({"id": "raced", "tools": [tool("hi", "return 'hi';")]});
+    let token = json!({"access_token": "raced-token-0123456789"});
+    let mut deleted_but_served = 0;
+    for round in 0..40 {
+        let (status, _) = app.post("/admin/servers", &body).await;
+        assert!(status == 201 || status == 409, "round {round}: register answered {status}");
+        let put_token = async {
+            let response =
+                app.http.put(app.url("/admin/servers/raced/access-token")).json(&token).send().await.unwrap();
+            ("PUT token", response.status().as_u16())
+        };
+        let register = async { ("POST", app.post("/admin/servers", &body).await.0) };
+        let delete = async { ("DELETE", app.delete("/admin/servers/raced").await.0) };
+        let get = async { ("GET", app.get("/admin/servers/raced").await.0) };
+        let get_again = async {
+            tokio::task::yield_now().await;
+            ("GET", app.get("/admin/servers/raced").await.0)
+        };
+        let answers = tokio::join!(put_token, register, delete, get, get_again);
+        for (what, status) in [answers.0, answers.1, answers.2, answers.3, answers.4] {
+            assert!(matches!(status, 200 | 201 | 204 | 404 | 409), "round {round}: {what} answered {status}");
+        }
+        let in_catalog = app.get("/admin/servers/raced").await.0 == 200;
+        let mounted = mount_status(&app, "raced").await != 404;
+        if !in_catalog && mounted {
+            deleted_but_served += 1;
+        }
+        assert_eq!(mounted, in_catalog, "round {round}: catalog says {in_catalog}, mount says {mounted}");
+        app.delete("/admin/servers/raced").await;
+    }
+    assert_eq!(deleted_but_served, 0);
+}
+
+/// A delete the catalog refuses (attack run D10; here a trigger stands in for immutable files)
+/// leaves the server whole and served; once the catalog allows it, the delete goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_that_fails_in_the_catalog_leaves_the_server_served() {
+    let app = spawn_app().await;
+    app.register(json!({"id": "kept", "tools": [tool("hi", "return 'still here';")]})).await;
+    let catalog =
+        sqlx::SqlitePool::connect(&format!("sqlite://{}", catalog_path(app.data_dir.path()).display())).await.unwrap();
+    sqlx::query("CREATE TRIGGER refuse_deletes BEFORE DELETE ON servers BEGIN SELECT RAISE(ABORT, 'read-only'); END")
+        .execute(&catalog)
+        .await
+        .unwrap();
+
+    let (status, body) = app.delete("/admin/servers/kept").await;
+    assert_eq!(status, 500, "{body}");
+    error_message(&body);
+    let (status, view) = app.get("/admin/servers/kept").await;
+    assert_eq!((status, view["status"].as_str()), (200, Some("ready")), "{view}");
+    assert_eq!(text_of(&mcp_call(&app.mcp("kept").await, "hi", json!({})).await), "still here");
+
+    sqlx::query("DROP TRIGGER refuse_deletes").execute(&catalog).await.unwrap();
+    catalog.close().await;
+    assert_eq!(app.delete("/admin/servers/kept").await.0, 204);
+    assert_eq!(mount_status(&app, "kept").await, 404);
+}

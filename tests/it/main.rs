@@ -18,6 +18,7 @@ mod load;
 mod mcp_transport;
 mod observability;
 mod openapi;
+mod overruns;
 mod sandbox_escapes;
 mod scripted_llm;
 mod sdk_clients;

@@ -87,6 +87,21 @@ async fn malformed_requests_get_jsonrpc_errors_that_say_what_to_send() {
     assert_eq!(status, 413);
     assert!(jsonrpc_error(&body, Value::Null, -32600, "body_too_large").contains("[server] max_body_bytes"));
 
+    // A known method whose params do not fit is -32602 with the reason, not "method not found"
+    // (attack run D16).
+    for (params, said) in [
+        (r#""params": {"name": "hi", "arguments": [1]}"#, "params.arguments must be an object"),
+        (r#""params": {"name": "hi", "arguments": "x=1"}"#, "not a string"),
+        (r#""params": {"arguments": {}}"#, "params.name is missing"),
+        (r#""params": ["hi"]"#, "params must be an object"),
+    ] {
+        let call = format!(r#"{{"jsonrpc": "2.0", "id": 5, "method": "tools/call", {params}}}"#);
+        let (status, _, body) = send(&app, "POST", mcp, &[JSON, ACCEPT_BOTH], &call).await;
+        assert_eq!(status, 400, "{params}: {body}");
+        let message = jsonrpc_error(&body, json!(5), -32602, "invalid_params");
+        assert!(message.contains(said), "{params}: {message}");
+    }
+
     // Unknown servers answer the request's id, so clients match the error to their request.
     let (status, _, body) = send(&app, "POST", "/servers/nobody/mcp", &[JSON, ACCEPT_BOTH], LIST).await;
     assert_eq!(status, 404);
@@ -125,6 +140,7 @@ async fn batches_are_answered_under_2025_03_26_and_refused_with_the_reason_after
         {"jsonrpc": "2.0", "id": "list", "method": "tools/list"},
         call(2),
         {"jsonrpc": "2.0", "id": 9, "method": "no/such/method"},
+        {"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "hi", "arguments": [1]}},
     ])
     .to_string();
     for revision in [None, Some("2025-03-26")] {
@@ -133,12 +149,13 @@ async fn batches_are_answered_under_2025_03_26_and_refused_with_the_reason_after
         let (status, _, body) = send(&app, "POST", mcp, &headers, &batch).await;
         assert_eq!(status, 200, "{revision:?}: {body}");
         let answers = body.as_array().unwrap_or_else(|| panic!("an array: {body}"));
-        assert_eq!(answers.len(), 4, "the notification gets no answer: {body}");
+        assert_eq!(answers.len(), 5, "the notification gets no answer: {body}");
         let by_id = |id: Value| answers.iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("{id} in {body}"));
         assert_eq!(by_id(json!(1))["result"]["content"][0]["text"], "hi 1");
         assert_eq!(by_id(json!(2))["result"]["content"][0]["text"], "hi 2");
         assert_eq!(by_id(json!("list"))["result"]["tools"][0]["name"], "hi");
         assert_eq!(by_id(json!(9))["error"]["code"], -32601, "unknown method: {body}");
+        assert_eq!(by_id(json!(10))["error"]["code"], -32602, "params that do not fit: {body}");
     }
     let notifications = json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}]).to_string();
     let (status, _, _) = send(&app, "POST", mcp, &[JSON, ACCEPT_BOTH], &notifications).await;

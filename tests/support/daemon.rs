@@ -21,6 +21,9 @@ pub struct RunningDaemon {
 /// embedded defaults, runs the daemon on `127.0.0.1:0` and returns once `/readyz` says ready.
 pub async fn start(env: Vec<(String, String)>) -> anyhow::Result<RunningDaemon> {
     mcpbootd::install_crypto_provider();
+    // Isolate worker processes run the mcpbootd binary, not this test or bench executable.
+    let worker = ("MCPBOOTD_SANDBOX__WORKER_EXECUTABLE".to_string(), env!("CARGO_BIN_EXE_mcpbootd").to_string());
+    let env = std::iter::once(worker).chain(env).collect::<Vec<_>>();
     let config = Config::load(None, env, &CliOverrides::default())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;

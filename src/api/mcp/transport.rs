@@ -27,6 +27,7 @@ use futures_util::future::join_all;
 use serde_json::Value;
 
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::mcp::params;
 use crate::serve::mount::McpMount;
 
 /// The protocol revision assumed when a request names none (the MCP specification's rule),
@@ -121,6 +122,9 @@ pub async fn answer(mount: &McpMount, request: Request, max_body_bytes: usize) -
     let origin = parts.headers.get(ORIGIN).cloned();
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
         return answer_batch(mount, parts, &body).await;
+    }
+    if let Some(error) = params::misfit(&body) {
+        return error.in_reply_to(id_of(&body)).into_response();
     }
     let response = mount.handle(Request::from_parts(parts, Body::from(body.clone()))).await;
     explain_refusal(response, origin.as_ref(), &body).await
@@ -266,6 +270,9 @@ async fn answer_batch(mount: &McpMount, parts: Parts, body: &Bytes) -> Response 
         let request = request.body(Body::from(body.clone())).expect("parts of a valid request");
         let origin = origin.clone();
         async move {
+            if let Some(error) = params::misfit(&body) {
+                return batch_answer(error.in_reply_to(id_of(&body)).into_response(), &message).await;
+            }
             let response = explain_refusal(mount.handle(request).await, origin.as_ref(), &body).await;
             batch_answer(response, &message).await
         }

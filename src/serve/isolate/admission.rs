@@ -52,6 +52,19 @@ impl Default for AdmissionLimits {
     }
 }
 
+impl AdmissionLimits {
+    /// No limit but memory: for a worker process, whose calls the daemon already admitted.
+    pub fn unlimited() -> Self {
+        Self {
+            max_in_flight: usize::MAX,
+            max_in_flight_per_tenant: usize::MAX,
+            max_queued: usize::MAX,
+            max_queued_per_tenant: usize::MAX,
+            queue_timeout: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
 /// Why a call was refused instead of started. The message names the setting to raise.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Busy {

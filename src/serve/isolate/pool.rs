@@ -19,10 +19,10 @@ use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio::sync::{Notify, oneshot};
@@ -41,6 +41,25 @@ pub(super) const WORKER_STACK_BYTES: usize = 8 * 1024 * 1024;
 /// have been freed since the last time for it to be worth the walk over the heap.
 const TRIM_INTERVAL: Duration = Duration::from_secs(2);
 const TRIM_THRESHOLD: usize = 32 * 1024 * 1024;
+
+/// How long past its wall deadline a call may keep its worker inside one turn before the
+/// watchdog reports it, and how often the watchdog looks.
+pub const OVERRUN_GRACE: Duration = Duration::from_secs(1);
+const WATCHDOG_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A call still running JavaScript past its wall deadline plus [`OVERRUN_GRACE`]: inside a
+/// native operation that does not poll the interrupt handler. A thread cannot be stopped
+/// safely, so only the process running it can end it (see `process.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overrun {
+    /// The tag given to [`IsolatePool::run_tagged`].
+    pub tag: u64,
+    pub worker: usize,
+    /// How far past the wall deadline it is.
+    pub over_by: Duration,
+}
+
+type OverrunHandler = Box<dyn Fn(Overrun) + Send + Sync>;
 
 /// Why [`IsolatePool::run`] did not run the invocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,9 +111,14 @@ pub struct PoolStats {
     /// Isolate memory in use, daemon-wide, and the budget.
     pub memory_bytes: usize,
     pub memory_budget_bytes: usize,
+    /// Calls that overran their wall deadline inside an uninterruptible operation, since start.
+    pub overruns: u64,
+    /// Isolate worker processes restarted (after an overrun or an unexpected exit), since start.
+    pub restarts: u64,
 }
 
 struct Job {
+    tag: u64,
     invocation: Invocation,
     reply: oneshot::Sender<Completion>,
     permit: Permit,
@@ -107,6 +131,9 @@ struct WorkerLoad {
     calls: AtomicUsize,
     /// The worker is inside a call's turn (running JavaScript).
     running: AtomicBool,
+    /// The tag and wall deadline (nanoseconds after the pool's epoch) of the call in the turn.
+    turn_tag: AtomicU64,
+    turn_deadline: AtomicU64,
 }
 
 struct Worker {
@@ -194,6 +221,20 @@ pub struct IsolatePool {
     admission: Arc<Admission>,
     memory: Arc<IsolateMemory>,
     trimmer: tokio::task::JoinHandle<()>,
+    watchdog: Arc<Watchdog>,
+}
+
+/// What the watchdog thread shares with the pool.
+struct Watchdog {
+    epoch: Instant,
+    on_overrun: OnceLock<OverrunHandler>,
+    overruns: AtomicU64,
+}
+
+impl Watchdog {
+    fn nanos_since_epoch(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
 }
 
 impl fmt::Debug for IsolatePool {
@@ -215,6 +256,8 @@ impl IsolatePool {
     /// If the operating system refuses to create a worker thread.
     pub fn with_engine(engine: Arc<dyn Engine>, settings: PoolSettings, runtime: tokio::runtime::Handle) -> Self {
         let memory = IsolateMemory::new(settings.memory_budget_bytes);
+        let watchdog =
+            Arc::new(Watchdog { epoch: Instant::now(), on_overrun: OnceLock::new(), overruns: AtomicU64::new(0) });
         let mut workers = Vec::new();
         for index in 0..settings.workers.max(1) {
             let inbox = Arc::new(Inbox::default());
@@ -224,6 +267,7 @@ impl IsolatePool {
                 runtime: runtime.clone(),
                 memory: Arc::clone(&memory),
                 load: Arc::clone(&load),
+                watchdog: Arc::clone(&watchdog),
             };
             // Detached: workers exit on their own once the pool is closed and drained.
             std::thread::Builder::new()
@@ -237,13 +281,29 @@ impl IsolatePool {
             workers.push(Worker { inbox, load });
         }
         let trimmer = runtime.spawn(trim_freed_memory(Arc::clone(&memory)));
+        let loads: Vec<_> = workers.iter().map(|w| Arc::clone(&w.load)).collect();
+        std::thread::Builder::new()
+            .name("mcpbootd-isolate-watchdog".into())
+            .spawn({
+                let loads = loads.clone();
+                let watchdog = Arc::downgrade(&watchdog);
+                move || watch_turns(&loads, &watchdog)
+            })
+            .expect("failed to spawn the isolate watchdog thread");
         Self {
-            loads: workers.iter().map(|w| Arc::clone(&w.load)).collect(),
+            loads,
             workers: Mutex::new(workers),
             admission: Admission::new(settings.admission, Arc::clone(&memory)),
             memory,
             trimmer,
+            watchdog,
         }
+    }
+
+    /// What to do when a call overruns (see [`Overrun`]); set once, before calls run. Without
+    /// it the overrun is logged and counted, and the worker stays held until the operation ends.
+    pub fn on_overrun(&self, handler: impl Fn(Overrun) + Send + Sync + 'static) {
+        let _ = self.watchdog.on_overrun.set(Box::new(handler));
     }
 
     /// Runs an invocation for `tenant` (the server the tool belongs to). Waits in the fair
@@ -253,6 +313,11 @@ impl IsolatePool {
     /// Dropping the returned future abandons the call: a queued call leaves the queue, a
     /// running one is stopped at its next await with its fetches and timers dropped.
     pub async fn run(&self, tenant: &str, invocation: Invocation) -> Result<Completion, PoolError> {
+        self.run_tagged(tenant, 0, invocation).await
+    }
+
+    /// [`IsolatePool::run`], naming the call with `tag` in an [`Overrun`] report.
+    pub async fn run_tagged(&self, tenant: &str, tag: u64, invocation: Invocation) -> Result<Completion, PoolError> {
         let permit = self.admission.acquire(tenant).await.map_err(|refused| match refused {
             Refused::Busy(busy) => PoolError::Busy(busy),
             Refused::Closed => PoolError::Closed,
@@ -262,7 +327,7 @@ impl IsolatePool {
             let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
             let worker = least_loaded(&workers).ok_or(PoolError::Closed)?;
             worker.load.calls.fetch_add(1, Ordering::SeqCst);
-            let job = Job { invocation, reply, permit };
+            let job = Job { tag, invocation, reply, permit };
             if !worker.inbox.push(job) {
                 worker.load.calls.fetch_sub(1, Ordering::SeqCst);
                 return Err(PoolError::Closed);
@@ -280,6 +345,8 @@ impl IsolatePool {
             queued,
             memory_bytes: self.memory.used(),
             memory_budget_bytes: self.memory.limit(),
+            overruns: self.watchdog.overruns.load(Ordering::Relaxed),
+            restarts: 0,
         }
     }
 
@@ -318,6 +385,7 @@ struct WorkerHost {
     runtime: tokio::runtime::Handle,
     memory: Arc<IsolateMemory>,
     load: Arc<WorkerLoad>,
+    watchdog: Arc<Watchdog>,
 }
 
 fn worker(inbox: &Inbox, host: WorkerHost) {
@@ -344,11 +412,12 @@ fn worker(inbox: &Inbox, host: WorkerHost) {
 }
 
 async fn run_job(job: Job, host: Arc<WorkerHost>) {
-    let Job { invocation, reply, permit } = job;
+    let Job { tag, invocation, reply, permit } = job;
     let mut reply = reply;
     if !reply.is_closed() {
+        let deadline = host.watchdog.nanos_since_epoch(Instant::now() + invocation.limits.wall);
         let context = HostContext { runtime: host.runtime.clone(), memory: Arc::clone(&host.memory) };
-        let call = Turns { call: host.engine.execute(invocation, context), load: &host.load };
+        let call = Turns { call: host.engine.execute(invocation, context), load: &host.load, tag, deadline };
         // An engine bug must cost one call, not the worker thread.
         let call = AssertUnwindSafe(call).catch_unwind();
         let finished = tokio::select! {
@@ -372,6 +441,8 @@ async fn run_job(job: Job, host: Arc<WorkerHost>) {
 struct Turns<'a, F> {
     call: F,
     load: &'a WorkerLoad,
+    tag: u64,
+    deadline: u64,
 }
 
 impl<F: Future + Unpin> Future for Turns<'_, F> {
@@ -385,9 +456,45 @@ impl<F: Future + Unpin> Future for Turns<'_, F> {
                 self.0.store(false, Ordering::Relaxed);
             }
         }
-        self.load.running.store(true, Ordering::Relaxed);
+        self.load.turn_tag.store(self.tag, Ordering::Relaxed);
+        self.load.turn_deadline.store(self.deadline, Ordering::Relaxed);
+        self.load.running.store(true, Ordering::Release);
         let _running = Running(&self.load.running);
         Pin::new(&mut self.call).poll(cx)
+    }
+}
+
+/// The watchdog thread: reports each call found inside a turn past its wall deadline plus
+/// [`OVERRUN_GRACE`], once. Runs until the pool is dropped.
+fn watch_turns(loads: &[Arc<WorkerLoad>], watchdog: &Weak<Watchdog>) {
+    let mut reported = vec![None; loads.len()];
+    loop {
+        std::thread::sleep(WATCHDOG_INTERVAL);
+        let Some(watchdog) = watchdog.upgrade() else { return };
+        let now = watchdog.nanos_since_epoch(Instant::now());
+        for (worker, load) in loads.iter().enumerate() {
+            if !load.running.load(Ordering::Acquire) {
+                continue;
+            }
+            let (tag, deadline) = (load.turn_tag.load(Ordering::Relaxed), load.turn_deadline.load(Ordering::Relaxed));
+            let over_by = Duration::from_nanos(now.saturating_sub(deadline));
+            if over_by <= OVERRUN_GRACE || reported[worker] == Some((tag, deadline)) {
+                continue;
+            }
+            reported[worker] = Some((tag, deadline));
+            watchdog.overruns.fetch_add(1, Ordering::Relaxed);
+            let overrun = Overrun { tag, worker, over_by };
+            match watchdog.on_overrun.get() {
+                Some(handler) => handler(overrun),
+                None => tracing::error!(
+                    worker,
+                    over_by_ms = over_by.as_millis() as u64,
+                    "a call is running past its wall limit inside an operation that cannot be interrupted; \
+                     its worker thread stays held until the operation ends (run isolates in worker processes \
+                     to recover at once: [sandbox] isolation = \"process\")"
+                ),
+            }
+        }
     }
 }
 

@@ -16,6 +16,40 @@
   // QuickJS-ng adds this non-ECMAScript global; the isolate exposes exactly the documented set.
   delete G.queueMicrotask;
 
+  // ---- array built-ins on huge lengths ---------------------------------------------------
+  // QuickJS does not poll its interrupt handler inside the loops of these built-ins, which walk
+  // indices 0..length of any array-like: `Array.prototype.reverse.call({length: 2 ** 53 - 1})`
+  // would hold the worker past every limit. No array a call can hold is longer than its memory
+  // allows, so a longer length can only be a sparse array or an array-like that lies; refuse it
+  // before the walk. (The worker-process watchdog backs this up for anything not listed.)
+  {
+    const AP = Array.prototype, max = native.maxElements;
+    const lengthOf = (o) => { const n = Math.trunc(Number(o.length)); return n > 0 ? n : 0; };
+    const refuse = (name, n) => {
+      throw new RangeError(`Array.prototype.${name}: a length of ${n} is more elements than this sandbox's memory can hold (at most ${max}); an array-like's length must match its contents`);
+    };
+    const guard = (name, checkArgs) => {
+      const original = AP[name];
+      const guarded = {
+        [name](...args) {
+          if (this != null) {
+            const n = lengthOf(Object(this));
+            if (n > max) refuse(name, n);
+          }
+          if (checkArgs) for (const a of args) if (a !== null && typeof a === 'object' && lengthOf(a) > max) refuse(name, lengthOf(a));
+          return apply(original, this, args);
+        },
+      }[name];
+      Object.defineProperty(guarded, 'length', { value: original.length });
+      def(AP, name, guarded);
+    };
+    for (const name of ['copyWithin', 'every', 'fill', 'filter', 'find', 'findIndex', 'findLast', 'findLastIndex',
+      'flat', 'flatMap', 'forEach', 'includes', 'indexOf', 'join', 'lastIndexOf', 'map', 'reduce', 'reduceRight',
+      'reverse', 'shift', 'slice', 'some', 'sort', 'splice', 'toLocaleString', 'toReversed', 'toSorted',
+      'toSpliced', 'unshift', 'with']) guard(name, false);
+    guard('concat', true);
+  }
+
   // ---- console -------------------------------------------------------------------------
   function fmt(v) {
     switch (typeof v) {

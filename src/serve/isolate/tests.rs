@@ -427,6 +427,74 @@ fn busy_loop_hits_the_cpu_limit() {
     assert_limit(&c, "`cpu`");
 }
 
+/// Every array built-in whose loop walks `0..length` without polling the interrupt handler, on
+/// a length no memory can back: refused at once instead of holding the worker (attack run D1).
+#[test]
+fn array_builtins_refuse_lengths_no_memory_can_hold() {
+    const HUGE: &str = "{length: 2 ** 53 - 1}";
+    let calls = [
+        ("reverse", ""),
+        ("copyWithin", "0, 1"),
+        ("join", "','"),
+        ("splice", "0, 1"),
+        ("shift", ""),
+        ("unshift", "1"),
+        ("sort", ""),
+        ("fill", "0"),
+        ("includes", "1"),
+        ("indexOf", "1"),
+        ("lastIndexOf", "1"),
+        ("slice", "1"),
+        ("toLocaleString", ""),
+        ("flat", ""),
+        ("flatMap", "x => x"),
+        ("forEach", "x => x"),
+        ("map", "x => x"),
+        ("filter", "x => x"),
+        ("some", "x => x"),
+        ("every", "x => !x"),
+        ("find", "x => x"),
+        ("findIndex", "x => x"),
+        ("findLast", "x => x"),
+        ("findLastIndex", "x => x"),
+        ("reduce", "(a, x) => x, 0"),
+        ("reduceRight", "(a, x) => x, 0"),
+        ("toReversed", ""),
+        ("toSorted", ""),
+        ("toSpliced", "0, 1"),
+        ("with", "0, 1"),
+    ];
+    let mut cases: Vec<(String, String)> = calls
+        .iter()
+        .map(|(name, args)| {
+            let args = if args.is_empty() { String::new() } else { format!(", {args}") };
+            (name.to_string(), format!("return Array.prototype.{name}.call({HUGE}{args});"))
+        })
+        .collect();
+    cases.push(("sort".into(), "return new Array(2 ** 32 - 1).sort().length;".into()));
+    cases.push(("join".into(), "return new Array(2 ** 32 - 1).join(',').length;".into()));
+    cases.push(("join".into(), "const a = []; a.length = 2 ** 32 - 1; return String(a).length;".into()));
+    cases.push((
+        "concat".into(),
+        format!("const o = {HUGE}; o[Symbol.isConcatSpreadable] = true; return [].concat(o).length;"),
+    ));
+    for (name, handler) in cases {
+        let started = Instant::now();
+        let c = run_with(&handler, SandboxLimits { wall: Duration::from_secs(10), ..fast_limits() });
+        assert_eq!(c.outcome, Outcome::Error, "{handler}: {c:?}");
+        let error = c.error.as_deref().unwrap_or("");
+        assert!(error.contains(&format!("RangeError: Array.prototype.{name}: a length of")), "{handler}: {error}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{handler} took {:?}", started.elapsed());
+    }
+    // Arrays a call can hold, and array-likes that tell the truth, work as before.
+    let c = run(
+        "const a = new Array(100000).fill(1); return [a.reverse().length, Array.prototype.join.call({length: 3, 0: 'a', 2: 'c'}, '-'), [3, 1, 2].sort().concat([4]).join(''), Array.prototype.map.name, Array.prototype.map.length];",
+    );
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    assert_eq!(c.result.structured_content, None);
+    assert_eq!(text(&c).split_whitespace().collect::<String>(), r#"[100000,"a--c","1234","map",1]"#);
+}
+
 #[test]
 fn catching_a_limit_does_not_help() {
     let c = run_with("try { while (true) {} } catch (e) {}\nreturn 'survived';", fast_limits());

@@ -508,8 +508,17 @@ fn install<'js>(ctx: &Ctx<'js>, state: &Rc<CallState>, prelude: Option<&[u8]>) -
         })?,
     )?;
 
+    // No array this call can hold has more elements than its memory allows (a JS value takes 16
+    // bytes); longer array-likes are refused before a built-in walks them (see the prelude).
+    let max_elements = (state.limits.memory_bytes / 16).max(MIN_WALKABLE_ELEMENTS);
+    bindings.set("maxElements", max_elements as f64)?;
+
     load_prelude(ctx, prelude)?.call((bindings,))
 }
+
+/// The smallest `maxElements` whatever the memory limit (lengths this small are walked in
+/// milliseconds).
+const MIN_WALKABLE_ELEMENTS: usize = 1 << 20;
 
 /// Runs one invocation in a fresh runtime, parking at every await (see the module doc).
 ///

@@ -12,6 +12,7 @@ pub mod model;
 pub mod oauth;
 pub mod openapi;
 pub mod register;
+mod unread_body;
 pub mod wire;
 
 use std::sync::Arc;
@@ -59,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .merge(Router::from(open_routes()))
         .fallback(error::route_not_found)
         .layer(middleware::from_fn(wire::json_errors))
+        .layer(middleware::from_fn(unread_body::drain_unread))
         .layer(DefaultBodyLimit::max(state.config.server.max_body_bytes))
         .layer(
             TraceLayer::new_for_http()

@@ -120,7 +120,6 @@ use crate::states::text_enum;
 mod admission;
 mod engine;
 mod ipc;
-mod natives;
 mod normalize;
 mod pool;
 mod process;

@@ -27,6 +27,7 @@ use super::{CompileError, Completion, Invocation};
 
 mod call;
 mod memory;
+mod natives;
 
 const PRELUDE_SOURCE: &str = include_str!("prelude.js");
 const PRELUDE_FILE: &CStr = c"prelude";

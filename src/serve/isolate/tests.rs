@@ -527,6 +527,30 @@ fn memory_blowup_hits_the_memory_limit() {
     assert_limit(&c, "memory_bytes");
 }
 
+/// Natives' copies outside the JS heap count against the call's memory (attack run D11): a
+/// TextEncoder cannot be used to keep memory the budget does not see, nor a TextDecoder to
+/// build text three times the size of its input on the side.
+#[test]
+fn natives_copies_count_against_the_memory_limit() {
+    let limits = SandboxLimits { cpu: Duration::from_secs(5), memory_bytes: 32 * 1024 * 1024, ..fast_limits() };
+    let keep_encoded = "const text = 'a'.repeat(4 << 20); const kept = [];\n\
+                        for (let i = 0; i < 20; i++) kept.push(new TextEncoder().encode(text));\n\
+                        return kept.length;";
+    assert_limit(&run_with(keep_encoded, limits.clone()), "memory_bytes");
+    let decode_invalid = "return new TextDecoder().decode(new Uint8Array(8 << 20).fill(255)).length;";
+    assert_limit(&run_with(decode_invalid, limits.clone()), "memory_bytes");
+    let log_huge = "const line = 'x'.repeat(12 << 20); const also = line + 'y'; console.log(also); return 1;";
+    assert_limit(&run_with(log_huge, limits.clone()), "memory_bytes");
+    // What fits is unchanged: the same operations on sizes the budget covers.
+    let fits = "const bytes = new TextEncoder().encode('h\\u00e9llo '.repeat(100000));\n\
+                const text = new TextDecoder().decode(bytes);\n\
+                const lossy = new TextDecoder().decode(new Uint8Array(1000).fill(255));\n\
+                const url = new URL('https://api.example.test/' + 'p'.repeat(100000) + '?q=1');\n\
+                return [bytes.length, text.length, lossy.length, url.searchParams.get('q')].join();";
+    let c = run_with(fits, limits);
+    assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "700000,600000,1000,1"), "{c:?}");
+}
+
 #[test]
 fn infinite_recursion_hits_the_stack_limit() {
     let c = run_with("function f(n) { return f(n + 1) + 1; }\nreturn f(0);", fast_limits());

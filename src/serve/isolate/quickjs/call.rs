@@ -23,14 +23,15 @@ use tokio::task::JoinHandle;
 use url::Url;
 
 use super::super::engine::HostContext;
-use super::super::natives::{self, typed_bytes, value_to_string};
 use super::super::normalize::{normalise, preview};
 use super::super::stack_guard::{self, StackCanary};
 use super::super::{
     Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, MAX_HANDLER_BYTES, Outcome,
     SandboxLimits, ToolResult,
 };
+use super::memory::Charge;
 use super::memory::{BudgetAllocator, MemoryBudget};
+use super::natives::{self, Copies, typed_bytes, typed_length, value_to_string};
 use super::{compile_handler, handler_line, load_prelude, new_context};
 
 /// QuickJS stack limit on threads whose native stack size we do not know (not pool
@@ -177,6 +178,9 @@ struct Fetches {
     running: HashMap<u32, JoinHandle<()>>,
     /// Waiting for a slot under `max_concurrent_fetches`.
     queued: VecDeque<(u32, FetchRequest)>,
+    /// The copies each unfinished fetch's request holds (URL, headers, body), charged to the
+    /// call until the fetch finishes.
+    charges: HashMap<u32, Vec<Charge>>,
 }
 
 impl Drop for Fetches {
@@ -230,6 +234,8 @@ struct CallState {
     turn_started: Cell<Option<Duration>>,
     limit: Cell<Option<LimitHit>>,
     memory: Rc<MemoryBudget>,
+    /// Natives' copies outside the JS heap, charged to `memory`.
+    copies: Copies,
     canary: Cell<Option<StackCanary>>,
     console: RefCell<Console>,
     fetches: RefCell<Fetches>,
@@ -306,6 +312,7 @@ impl CallState {
     fn fetch_finished(&self, id: u32) {
         let mut fetches = self.fetches.borrow_mut();
         fetches.running.remove(&id);
+        fetches.charges.remove(&id);
         while fetches.running.len() < self.limits.max_concurrent_fetches as usize {
             let Some((next, request)) = fetches.queued.pop_front() else {
                 break;
@@ -328,11 +335,12 @@ impl CallState {
             self.hit(LimitHit::Fetches);
             return Err(Exception::throw_range(ctx, &LimitHit::Fetches.message(&self.limits)));
         }
-        let request = build_request(ctx, args)?;
+        let (request, charges) = build_request(ctx, &self.copies, args)?;
         let mut fetches = self.fetches.borrow_mut();
         fetches.accepted += 1;
         let id = fetches.next_id;
         fetches.next_id += 1;
+        fetches.charges.insert(id, charges);
         if fetches.running.len() < self.limits.max_concurrent_fetches as usize {
             let handle = self.spawn_fetch(id, request);
             fetches.running.insert(id, handle);
@@ -400,10 +408,17 @@ struct FetchArgs<'js> {
 
 /// Validates what the prelude passed to `fetchStart`. The prelude already checks all of
 /// this; the checks are repeated here because the request leaves the sandbox.
-fn build_request<'js>(ctx: &Ctx<'js>, args: &FetchArgs<'js>) -> rquickjs::Result<FetchRequest> {
+/// The copies the request holds (URL, header values, body) are charged to the call first.
+fn build_request<'js>(
+    ctx: &Ctx<'js>,
+    copies: &Copies,
+    args: &FetchArgs<'js>,
+) -> rquickjs::Result<(FetchRequest, Vec<Charge>)> {
     let FetchArgs { url, method, headers, body, redirect } = args;
     let type_error = |message: String| Exception::throw_type(ctx, &message);
-    let url = value_to_string(ctx, url).ok_or_else(|| type_error("fetch: the URL must be a string".into()))?;
+    let mut charges = Vec::new();
+    let (url, charge) = copies.string(ctx, url)?.ok_or_else(|| type_error("fetch: the URL must be a string".into()))?;
+    charges.push(charge);
     // Normalised when it parses; otherwise passed on as given, so that the host (the
     // egress policy) refuses and logs it like any other disallowed destination.
     let url = Url::parse(&url).map(String::from).unwrap_or(url);
@@ -418,7 +433,9 @@ fn build_request<'js>(ctx: &Ctx<'js>, args: &FetchArgs<'js>) -> rquickjs::Result
     };
     let mut flat = Vec::with_capacity(list.len());
     for item in list.iter::<Value<'js>>() {
-        flat.push(value_to_string(ctx, &item?).unwrap_or_default());
+        let (text, charge) = copies.text(ctx, &item?)?;
+        charges.extend(charge);
+        flat.push(text);
     }
     let mut header_pairs = Vec::with_capacity(flat.len() / 2);
     for pair in flat.chunks_exact(2) {
@@ -431,10 +448,12 @@ fn build_request<'js>(ctx: &Ctx<'js>, args: &FetchArgs<'js>) -> rquickjs::Result
     let body = if body.is_undefined() || body.is_null() {
         None
     } else {
+        let length = typed_length(body).ok_or_else(|| type_error("fetch: invalid body".into()))?;
+        charges.push(copies.charge(ctx, length)?);
         let bytes = typed_bytes(body).ok_or_else(|| type_error("fetch: invalid body".into()))?;
         Some(Bytes::from(bytes))
     };
-    Ok(FetchRequest { url, method, headers: header_pairs, body, redirect })
+    Ok((FetchRequest { url, method, headers: header_pairs, body, redirect }, charges))
 }
 
 /// The prelude's hooks.
@@ -462,7 +481,7 @@ impl<'js> Hooks<'js> {
 /// Installs the natives and runs the prelude, returning its list of hooks.
 fn install<'js>(ctx: &Ctx<'js>, state: &Rc<CallState>, prelude: Option<&[u8]>) -> rquickjs::Result<Array<'js>> {
     let bindings = Object::new(ctx.clone())?;
-    natives::install(ctx, &bindings)?;
+    natives::install(ctx, &bindings, &state.copies)?;
 
     let st = Rc::clone(state);
     bindings.set(
@@ -503,8 +522,8 @@ fn install<'js>(ctx: &Ctx<'js>, state: &Rc<CallState>, prelude: Option<&[u8]>) -
                 Some(level @ ("log" | "info" | "warn" | "error" | "debug")) => level.to_owned(),
                 _ => "log".to_owned(),
             };
-            let line = value_to_string(&ctx, &line).unwrap_or_default();
-            st.console.borrow_mut().push(&level, &line)
+            let (line, _copy) = st.copies.text(&ctx, &line)?;
+            Ok::<_, rquickjs::Error>(st.console.borrow_mut().push(&level, &line))
         })?,
     )?;
 
@@ -532,13 +551,15 @@ pub(super) async fn execute(prelude: Option<&'static [u8]>, invocation: Invocati
     limits.max_concurrent_fetches = limits.max_concurrent_fetches.max(1);
 
     let (events, mut inbox) = mpsc::unbounded_channel();
+    let memory = MemoryBudget::new(limits.memory_bytes, host.memory);
     let state = Rc::new(CallState {
         started,
         deadline: started + limits.wall,
         cpu: Cell::new(Duration::ZERO),
         turn_started: Cell::new(None),
         limit: Cell::new(None),
-        memory: MemoryBudget::new(limits.memory_bytes, host.memory),
+        copies: Copies(Rc::clone(&memory)),
+        memory,
         canary: Cell::new(None),
         console: RefCell::new(Console { text: String::new(), cap: limits.max_console_bytes, full: false }),
         fetches: RefCell::new(Fetches::default()),
@@ -913,15 +934,15 @@ fn deliver<'js>(ctx: &Ctx<'js>, state: &CallState, hooks: &Hooks<'js>, done: Fet
 fn serialise<'js>(ctx: &Ctx<'js>, state: &CallState, hooks: &Hooks<'js>, value: Value<'js>, body: &str) -> RunEnd {
     match ctx.json_stringify(value) {
         Ok(None) => RunEnd::Returned(None),
-        Ok(Some(json)) => {
-            let json = natives::lossy_string(ctx, &json);
-            if json.len() > state.limits.max_result_bytes {
-                state.hit(LimitHit::Result(json.len()));
+        // Measured before it is copied: the copy is the result, at most `max_result_bytes`.
+        Ok(Some(json)) => natives::with_wtf8(ctx, &json, |bytes| {
+            if bytes.len() > state.limits.max_result_bytes {
+                state.hit(LimitHit::Result(bytes.len()));
                 RunEnd::Limit
             } else {
-                RunEnd::Returned(Some(json))
+                RunEnd::Returned(Some(natives::wtf8_lossy(bytes)))
             }
-        }
+        }),
         Err(e) => match exception_end(ctx, state, Some(hooks), e, body) {
             RunEnd::Threw(text) => RunEnd::Unserialisable(text),
             end => end,

@@ -109,6 +109,28 @@ impl MemoryBudget {
     }
 }
 
+impl MemoryBudget {
+    /// Charges `bytes` that a native is about to hold outside QuickJS's heap (a Rust copy of a
+    /// string, a decoded text, a request body) to this call until the charge is dropped, so
+    /// natives cannot be used to hold memory the budget does not see. `None` when the budget
+    /// cannot cover them: the call is then over its limit exactly as if QuickJS had asked.
+    pub(super) fn charge(self: &Rc<Self>, bytes: usize) -> Option<Charge> {
+        self.reserve(bytes).then(|| Charge { budget: Rc::clone(self), bytes })
+    }
+}
+
+/// Memory a native holds outside QuickJS's heap, counted in the call's budget while it lives.
+pub(super) struct Charge {
+    budget: Rc<MemoryBudget>,
+    bytes: usize,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes);
+    }
+}
+
 impl Drop for MemoryBudget {
     fn drop(&mut self) {
         self.daemon.give_back(self.held.get());

@@ -96,8 +96,10 @@ pub struct PromptRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub id: Option<String>,
-    /// A display name; the id when absent. MCP hosts get it as the server's `title`.
+    /// A display name; the id when absent. MCP hosts get it as the server's `title`. Not blank,
+    /// without control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*\S[^\x00-\x1f\x7f-\x9f]*$")]
     pub name: Option<String>,
     /// What the server is for and how to use its tools; MCP hosts get it as the server's
     /// `instructions` and may give it to the model.
@@ -105,6 +107,7 @@ pub struct PromptRegistration {
     #[schema(max_length = 8192)]
     pub description: Option<String>,
     /// What the tools should do, with links to the API's documentation.
+    #[schema(min_length = 1, max_length = 32768, pattern = r"\S")]
     pub prompt: String,
     /// Domains the handlers may fetch besides those the prompt and its documents name.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
@@ -114,7 +117,7 @@ pub struct PromptRegistration {
     pub dry_run: bool,
     /// The bearer token MCP clients must present on the server's mount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 16, max_length = 512)]
+    #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
     pub access_token: Option<String>,
 }
 
@@ -127,8 +130,10 @@ pub struct ToolsetRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
     pub id: Option<String>,
-    /// A display name; the id when absent. MCP hosts get it as the server's `title`.
+    /// A display name; the id when absent. MCP hosts get it as the server's `title`. Not blank,
+    /// without control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200, pattern = r"^[^\x00-\x1f\x7f-\x9f]*\S[^\x00-\x1f\x7f-\x9f]*$")]
     pub name: Option<String>,
     /// What the server is for and how to use its tools; MCP hosts get it as the server's
     /// `instructions` and may give it to the model.
@@ -141,7 +146,7 @@ pub struct ToolsetRegistration {
     pub tools: Vec<ToolSpec>,
     /// The bearer token MCP clients must present on the server's mount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 16, max_length = 512)]
+    #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
     pub access_token: Option<String>,
 }
 
@@ -208,7 +213,7 @@ pub struct RegenerateRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccessTokenRequest {
-    #[schema(min_length = 16, max_length = 512)]
+    #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
     pub access_token: String,
 }
 

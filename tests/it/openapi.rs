@@ -200,3 +200,40 @@ async fn a_generated_python_client_lists_shows_and_calls() {
     assert_eq!(summary["call"]["result"]["structuredContent"], json!({"sum": 42}));
     assert_eq!(summary["missing"]["code"], "server_not_found");
 }
+
+/// The registration schema in the document accepts exactly the bodies the daemon accepts, on
+/// the edges the attack run found described wrongly: `prompt` and `tools` together, a blank
+/// prompt, access tokens of the wrong length or with spaces, names with control characters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registration_schema_accepts_what_the_daemon_accepts() {
+    let app = spawn_app().await;
+    let (_, mut document) = app.get("/admin/openapi.json").await;
+    document["$ref"] = json!("#/components/schemas/Registration");
+    let schema = jsonschema::validator_for(&document).expect("the document's schemas compile");
+    let hi = tool("hi", "return 1;");
+    let bodies = [
+        json!({"prompt": "Create tools for the weather API"}),
+        json!({"prompt": ""}),
+        json!({"prompt": "  \n "}),
+        json!({"prompt": "x", "tools": [hi]}),
+        json!({"id": "t1", "tools": [hi], "access_token": "good-token-0123456789"}),
+        json!({"id": "t2", "tools": [hi], "access_token": "too-short"}),
+        json!({"id": "t3", "tools": [hi], "access_token": "has a space 0123456789"}),
+        json!({"id": "t4", "tools": [hi], "access_token": "x".repeat(513)}),
+        json!({"id": "t5", "tools": [hi], "name": "Weather"}),
+        json!({"id": "t6", "tools": [hi], "name": "two\nlines"}),
+        json!({"id": "t7", "tools": [hi], "name": "   "}),
+        json!({"id": "t8", "tools": [hi], "name": "n".repeat(201)}),
+    ];
+    for body in bodies {
+        let (status, answer) = app.post("/admin/servers", &body).await;
+        // Without an LLM a valid prompt registration is refused for that reason alone.
+        let accepted = (200..300).contains(&status) || answer["error"]["code"] == "llm_not_configured";
+        assert!(status < 500, "{body}: {status} {answer}");
+        assert_eq!(
+            schema.is_valid(&body),
+            accepted,
+            "the document and the daemon disagree on {body}: {status} {answer}"
+        );
+    }
+}

@@ -17,37 +17,54 @@
   delete G.queueMicrotask;
 
   // ---- array built-ins on huge lengths ---------------------------------------------------
-  // QuickJS does not poll its interrupt handler inside the loops of these built-ins, which walk
-  // indices 0..length of any array-like: `Array.prototype.reverse.call({length: 2 ** 53 - 1})`
-  // would hold the worker past every limit. No array a call can hold is longer than its memory
-  // allows, so a longer length can only be a sparse array or an array-like that lies; refuse it
-  // before the walk. (The worker-process watchdog backs this up for anything not listed.)
+  // Some of QuickJS's array built-ins walk indices 0..length of any array-like without polling
+  // the interrupt handler: `Array.prototype.reverse.call({length: 2 ** 53 - 1})` would hold the
+  // worker past every limit. (The ones that poll, like `indexOf`, `every`, `map`, `find` and
+  // `reduce`, end at the CPU limit and are left alone.) No array a call can hold is longer than
+  // its memory allows, so a longer length can only be a sparse array or an array-like that lies:
+  // the methods below refuse it before the walk. The worker-process watchdog backs this up for
+  // anything not listed. This runs for every call, so it takes the cheapest form: one object
+  // literal of methods (methods get no `prototype` object) and plain assignments; the price is
+  // that these methods' `length` is 0.
   {
-    const AP = Array.prototype, max = native.maxElements;
+    const AP = Array.prototype, max = native.maxElements, originals = {};
     const lengthOf = (o) => { const n = Math.trunc(Number(o.length)); return n > 0 ? n : 0; };
     const refuse = (name, n) => {
       throw new RangeError(`Array.prototype.${name}: a length of ${n} is more elements than this sandbox's memory can hold (at most ${max}); an array-like's length must match its contents`);
     };
-    const guard = (name, checkArgs) => {
-      const original = AP[name];
-      const guarded = {
-        [name](...args) {
-          if (this != null) {
-            const n = lengthOf(Object(this));
-            if (n > max) refuse(name, n);
-          }
-          if (checkArgs) for (const a of args) if (a !== null && typeof a === 'object' && lengthOf(a) > max) refuse(name, lengthOf(a));
-          return apply(original, this, args);
-        },
-      }[name];
-      Object.defineProperty(guarded, 'length', { value: original.length });
-      def(AP, name, guarded);
+    const walk = (name, self, args) => {
+      if (self != null) {
+        const n = lengthOf(Object(self));
+        if (n > max) refuse(name, n);
+      }
+      return apply(originals[name], self, args);
     };
-    for (const name of ['copyWithin', 'every', 'fill', 'filter', 'find', 'findIndex', 'findLast', 'findLastIndex',
-      'flat', 'flatMap', 'forEach', 'includes', 'indexOf', 'join', 'lastIndexOf', 'map', 'reduce', 'reduceRight',
-      'reverse', 'shift', 'slice', 'some', 'sort', 'splice', 'toLocaleString', 'toReversed', 'toSorted',
-      'toSpliced', 'unshift', 'with']) guard(name, false);
-    guard('concat', true);
+    const guarded = {
+      copyWithin(...a) { return walk('copyWithin', this, a); },
+      fill(...a) { return walk('fill', this, a); },
+      flat(...a) { return walk('flat', this, a); },
+      flatMap(...a) { return walk('flatMap', this, a); },
+      join(...a) { return walk('join', this, a); },
+      reverse(...a) { return walk('reverse', this, a); },
+      shift(...a) { return walk('shift', this, a); },
+      slice(...a) { return walk('slice', this, a); },
+      sort(...a) { return walk('sort', this, a); },
+      splice(...a) { return walk('splice', this, a); },
+      toLocaleString(...a) { return walk('toLocaleString', this, a); },
+      toReversed(...a) { return walk('toReversed', this, a); },
+      toSorted(...a) { return walk('toSorted', this, a); },
+      toSpliced(...a) { return walk('toSpliced', this, a); },
+      unshift(...a) { return walk('unshift', this, a); },
+      with(...a) { return walk('with', this, a); },
+      concat(...a) {
+        for (const x of a) if (x !== null && typeof x === 'object' && lengthOf(x) > max) refuse('concat', lengthOf(x));
+        return walk('concat', this, a);
+      },
+    };
+    for (const name in guarded) {
+      originals[name] = AP[name];
+      AP[name] = guarded[name];
+    }
   }
 
   // ---- console -------------------------------------------------------------------------

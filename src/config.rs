@@ -21,6 +21,8 @@ const ENV_PREFIX: &str = "MCPBOOTD_";
 const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 /// Short form accepted for the admin token so one variable configures the daemon and the CLI client.
 const ENV_ADMIN_TOKEN_SHORT: &str = "MCPBOOTD_ADMIN_TOKEN";
+/// Short form for the credentials key, as the operator's documentation names it.
+const ENV_CREDENTIALS_KEY_SHORT: &str = "MCPBOOTD_CREDENTIALS_KEY";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -29,6 +31,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub admin: AdminConfig,
     pub catalog: CatalogConfig,
+    pub credentials: CredentialsConfig,
     pub sandbox: SandboxConfig,
     pub egress: EgressConfig,
     pub llm: LlmConfig,
@@ -78,6 +81,16 @@ pub struct CatalogConfig {
     /// Console and error text kept in the call log per server, in MiB: the oldest calls beyond it
     /// are pruned too, so a chatty server cannot fill the disk.
     pub max_call_log_mb_per_server: u64,
+}
+
+/// Where the key that encrypts upstream API credentials at rest comes from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CredentialsConfig {
+    /// The key itself, 64 hex characters (MCPBOOTD_CREDENTIALS_KEY); wins over `key_file`.
+    pub key: Secret,
+    /// A file holding the key. Empty: `<catalog path>.key`, created (mode 0600) when missing.
+    pub key_file: PathBuf,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -473,6 +486,7 @@ impl Config {
         // The serialised default shows the redacted placeholder; an unset token is empty.
         set_path(&mut merged, &["admin", "token"], toml::Value::String(String::new()));
         set_path(&mut merged, &["llm", "api_key"], toml::Value::String(String::new()));
+        set_path(&mut merged, &["credentials", "key"], toml::Value::String(String::new()));
 
         if let Some(path) = file {
             let text = std::fs::read_to_string(path)
@@ -490,7 +504,7 @@ impl Config {
         let openai_key = provider_key("OPENAI_API_KEY");
         let mut env: Vec<(String, String)> = env.into_iter().filter(|(name, _)| name.starts_with(ENV_PREFIX)).collect();
         // The long form must win over the short form whatever order the environment lists them in.
-        env.sort_by_key(|(name, _)| name != ENV_ADMIN_TOKEN_SHORT);
+        env.sort_by_key(|(name, _)| name != ENV_ADMIN_TOKEN_SHORT && name != ENV_CREDENTIALS_KEY_SHORT);
         let sections: Vec<String> = merged.keys().cloned().collect();
         for (name, value) in env {
             let Some(path) = env_key_path(&name, &sections)? else { continue };
@@ -635,6 +649,9 @@ impl Config {
 fn env_key_path(name: &str, sections: &[String]) -> Result<Option<Vec<String>>, ConfigError> {
     if name == ENV_ADMIN_TOKEN_SHORT {
         return Ok(Some(vec!["admin".into(), "token".into()]));
+    }
+    if name == ENV_CREDENTIALS_KEY_SHORT {
+        return Ok(Some(vec!["credentials".into(), "key".into()]));
     }
     let rest = &name[ENV_PREFIX.len()..];
     if !rest.contains("__") {

@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod credentials;
 pub mod generate;
 pub mod llm;
 pub mod serve;

@@ -19,7 +19,7 @@ use futures_util::future::BoxFuture;
 
 use self::log::{EgressLog, Hop};
 use self::policy::{CREDENTIAL_HEADERS, Failure};
-pub use self::policy::{HostRule, MAX_REQUEST_BODY_BYTES, MAX_URL_BYTES, ServerPolicy, is_global};
+pub use self::policy::{HostRule, MAX_REQUEST_BODY_BYTES, MAX_URL_BYTES, ServerPolicy, is_forbidden_header, is_global};
 use self::transport::Transport;
 use crate::catalog::EgressRecord;
 use crate::config::Config;

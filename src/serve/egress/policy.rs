@@ -169,12 +169,16 @@ fn check_method(raw: &str) -> Result<reqwest::Method, Failure> {
     reqwest::Method::from_bytes(upper.as_bytes()).map_err(|_| Failure::Network(format!("invalid HTTP method {raw:?}")))
 }
 
+/// A request header only the daemon sets (`name` in lower case).
+pub fn is_forbidden_header(name: &str) -> bool {
+    FORBIDDEN_HEADERS.contains(&name) || name.starts_with("proxy-") && name != "proxy-authorization"
+}
+
 fn check_headers(raw: &[(String, String)]) -> Result<HeaderMap, Failure> {
     let mut headers = HeaderMap::new();
     for (name, value) in raw {
         let lower = name.to_ascii_lowercase();
-        if FORBIDDEN_HEADERS.contains(&lower.as_str()) || lower.starts_with("proxy-") && lower != "proxy-authorization"
-        {
+        if is_forbidden_header(&lower) {
             return Err(Failure::Refused(format!("request header {name:?} is set by the daemon, not by handlers")));
         }
         let name = HeaderName::from_bytes(lower.as_bytes())

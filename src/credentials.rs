@@ -1,0 +1,315 @@
+//! Credentials for upstream APIs: what the operator registers for a server, checked.
+//!
+//! A credential is a secret value bound to domains and to a way of adding it to a request (a
+//! header with a format, a query parameter, or HTTP basic auth). Values are sealed at rest by
+//! [`vault`]; the egress module adds them to requests whose host matches, after the policy check
+//! and on every redirect hop (`serve::egress::inject`); handlers, agents, logs and exports only
+//! ever see names. Everything a handler could return or log is scrubbed of the values
+//! ([`Redactor`]).
+
+pub mod vault;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::whitelist::{CanonicalHost, Whitelist, canonical_whitelist_domain};
+
+/// Longest credential value accepted.
+pub const MAX_VALUE_BYTES: usize = 8 * 1024;
+/// Credentials per server at most.
+pub const MAX_PER_SERVER: usize = 32;
+/// Values shorter than this are not scrubbed from output (too likely to match by chance); they
+/// are also refused, so every stored value is scrubbed.
+pub const MIN_VALUE_CHARS: usize = 8;
+
+/// How a credential is added to a matching request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, untagged)]
+pub enum Injection {
+    /// A header, its value written from `format` with `{value}` replaced (default `{value}`).
+    Header {
+        header: String,
+        #[serde(default = "plain_format")]
+        format: String,
+    },
+    /// A query parameter on the URL, replacing one of the same name.
+    Query { query: String },
+    /// HTTP basic authentication with this user name and the value as password.
+    Basic { basic: BasicUser },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BasicUser {
+    pub username: String,
+}
+
+fn plain_format() -> String {
+    "{value}".to_string()
+}
+
+/// A credential's binding as stored: everything but the value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    pub domains: Vec<String>,
+    pub inject: Injection,
+}
+
+/// A credential ready to be injected: its binding and its value, in memory only.
+#[derive(Clone)]
+pub struct Credential {
+    pub name: String,
+    pub binding: Binding,
+    pub value: String,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential").field("name", &self.name).field("binding", &self.binding).finish_non_exhaustive()
+    }
+}
+
+/// Checks a credential's name.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && name.as_bytes()[0].is_ascii_alphanumeric();
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "credential name {name:?} must be 1-64 characters of a-z, A-Z, 0-9, '-' and '_', starting with a letter or digit"
+        ))
+    }
+}
+
+/// Checks a credential's value.
+pub fn check_value(value: &str) -> Result<(), String> {
+    if value.chars().count() < MIN_VALUE_CHARS || value.len() > MAX_VALUE_BYTES {
+        return Err(format!("value must be {MIN_VALUE_CHARS} characters to {MAX_VALUE_BYTES} bytes long"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err("value must not contain control characters (a trailing newline from a file, say)".into());
+    }
+    Ok(())
+}
+
+impl Binding {
+    /// Checks the injection rule and that every domain is one the server may reach. Domains are
+    /// returned canonical.
+    pub fn check(domains: &[String], inject: Injection, whitelist: &Whitelist) -> Result<Binding, String> {
+        if domains.is_empty() {
+            return Err("domains must name at least one domain the credential is sent to".into());
+        }
+        let mut canonical = Vec::with_capacity(domains.len());
+        for domain in domains {
+            let host = canonical_whitelist_domain(domain).map_err(|e| e.replace("allow_domains entry", "domain"))?;
+            let parsed = match host.parse::<std::net::IpAddr>() {
+                Ok(ip) => CanonicalHost::Ip(ip),
+                Err(_) => CanonicalHost::Domain(host.clone()),
+            };
+            if !whitelist.allows(&parsed) {
+                return Err(format!(
+                    "domain {domain:?} is not on the server's whitelist ({}): a credential can only be sent where the handlers may fetch",
+                    whitelist.domains().join(", ")
+                ));
+            }
+            if !canonical.contains(&host) {
+                canonical.push(host);
+            }
+        }
+        match &inject {
+            Injection::Header { header, format } => {
+                let name = reqwest::header::HeaderName::from_bytes(header.as_bytes())
+                    .map_err(|_| format!("inject.header {header:?} is not a valid header name"))?;
+                if crate::serve::egress::is_forbidden_header(name.as_str()) {
+                    return Err(format!("inject.header {header:?} is a header the daemon sets itself"));
+                }
+                if format.matches("{value}").count() != 1 {
+                    return Err(format!("inject.format {format:?} must contain {{value}} exactly once"));
+                }
+                if format.chars().any(char::is_control) {
+                    return Err("inject.format must not contain control characters".into());
+                }
+            }
+            Injection::Query { query } => {
+                if query.is_empty()
+                    || query.len() > 128
+                    || query.chars().any(|c| c.is_control() || c == '&' || c == '=')
+                {
+                    return Err(format!(
+                        "inject.query {query:?} must be a parameter name without '&', '=' or control characters"
+                    ));
+                }
+            }
+            Injection::Basic { basic } => {
+                if basic.username.contains(':') || basic.username.chars().any(char::is_control) {
+                    return Err("inject.basic.username must not contain ':' or control characters".into());
+                }
+            }
+        }
+        Ok(Binding { domains: canonical, inject })
+    }
+
+    /// Whether a request to `host` gets this credential: the host is one of the domains or a
+    /// subdomain of one, as for the whitelist.
+    pub fn matches(&self, host: &str) -> bool {
+        self.domains.iter().any(|domain| {
+            host == domain
+                || (host.len() > domain.len()
+                    && host.ends_with(domain.as_str())
+                    && host.as_bytes()[host.len() - domain.len() - 1] == b'.')
+        })
+    }
+}
+
+/// The first 8 hex digits of the value's sha256: enough to tell two values apart in a listing,
+/// too little to recover or confirm a guess of a real key.
+pub fn fingerprint(value: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(value.as_bytes())[..4])
+}
+
+/// Replaces credential values in text a handler produced (results, console, errors) with
+/// `[redacted:NAME]`, so an upstream that echoes a key cannot hand it to the agent or the logs.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    values: Vec<(String, String)>,
+}
+
+impl Redactor {
+    pub fn new(credentials: &[Credential]) -> Redactor {
+        let mut values: Vec<(String, String)> = Vec::new();
+        for credential in credentials {
+            let marker = format!("[redacted:{}]", credential.name);
+            let mut forms = vec![credential.value.clone()];
+            // The forms a value takes on the wire: as sent in a basic header, percent-encoded in
+            // a query, and JSON-escaped inside a string.
+            if let Injection::Basic { basic } = &credential.binding.inject {
+                use base64::Engine;
+                forms.push(
+                    base64::engine::general_purpose::STANDARD
+                        .encode(format!("{}:{}", basic.username, credential.value)),
+                );
+            }
+            forms.push(url::form_urlencoded::byte_serialize(credential.value.as_bytes()).collect());
+            let json = serde_json::to_string(&credential.value).unwrap_or_default();
+            forms.push(json[1..json.len().saturating_sub(1)].to_string());
+            for form in forms {
+                if form.chars().count() >= MIN_VALUE_CHARS && !values.iter().any(|(v, _)| *v == form) {
+                    values.push((form, marker.clone()));
+                }
+            }
+        }
+        // Longer forms first, so a value that contains another is replaced whole.
+        values.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
+        Redactor { values }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// `text` with every value replaced; borrowed when there is nothing to replace.
+    pub fn text<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        let mut out = std::borrow::Cow::Borrowed(text);
+        for (value, marker) in &self.values {
+            if out.contains(value.as_str()) {
+                out = std::borrow::Cow::Owned(out.replace(value.as_str(), marker));
+            }
+        }
+        out
+    }
+
+    /// Every string in a JSON value (keys too), scrubbed in place.
+    pub fn json(&self, value: &mut serde_json::Value) {
+        if self.is_empty() {
+            return;
+        }
+        match value {
+            serde_json::Value::String(text) => {
+                if let std::borrow::Cow::Owned(scrubbed) = self.text(text) {
+                    *text = scrubbed;
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|item| self.json(item)),
+            serde_json::Value::Object(map) => {
+                let entries = std::mem::take(map);
+                for (key, mut item) in entries {
+                    self.json(&mut item);
+                    map.insert(self.text(&key).into_owned(), item);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn credential(name: &str, value: &str, inject: Injection) -> Credential {
+        Credential {
+            name: name.into(),
+            binding: Binding { domains: vec!["api.example.test".into()], inject },
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn bindings_match_their_domains_and_subdomains_only() {
+        let binding = Binding { domains: vec!["example.test".into()], inject: Injection::Query { query: "k".into() } };
+        for host in ["example.test", "api.example.test", "a.b.example.test"] {
+            assert!(binding.matches(host), "{host}");
+        }
+        for host in ["badexample.test", "example.test.evil", "test", "xample.test"] {
+            assert!(!binding.matches(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn redaction_covers_the_forms_a_value_takes_on_the_wire() {
+        let redactor = Redactor::new(&[
+            credential(
+                "gh",
+                "ghp_secret/value+1",
+                Injection::Header { header: "authorization".into(), format: "token {value}".into() },
+            ),
+            credential("basic", "hunter2hunter2", Injection::Basic { basic: BasicUser { username: "me".into() } }),
+        ]);
+        let text = "a ghp_secret/value+1 b ghp_secret%2Fvalue%2B1 c bWU6aHVudGVyMmh1bnRlcjI= d";
+        assert_eq!(redactor.text(text), "a [redacted:gh] b [redacted:gh] c [redacted:basic] d");
+        let mut json = serde_json::json!({"echo": ["x ghp_secret/value+1"], "ghp_secret/value+1": 1});
+        redactor.json(&mut json);
+        assert_eq!(json, serde_json::json!({"echo": ["x [redacted:gh]"], "[redacted:gh]": 1}));
+        assert!(matches!(redactor.text("nothing here"), std::borrow::Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn names_values_and_injections_are_checked() {
+        assert!(check_name("github").is_ok() && check_name("GH_token-2").is_ok());
+        for bad in ["", "-x", "a b", "x".repeat(65).as_str(), "é"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_value("short").is_err());
+        assert!(check_value("long-enough\n").is_err());
+        assert!(check_value("long-enough-value").is_ok());
+        let whitelist = Whitelist::from_operator_domains(&["api.example.test".to_string()]).unwrap();
+        let domains = vec!["API.example.test.".to_string()];
+        let header = |header: &str, format: &str| Injection::Header { header: header.into(), format: format.into() };
+        let binding = Binding::check(&domains, header("Authorization", "Bearer {value}"), &whitelist).unwrap();
+        assert_eq!(binding.domains, ["api.example.test"]);
+        for (inject, said) in [
+            (header("Authorization", "Bearer"), "{value} exactly once"),
+            (header("bad header", "{value}"), "not a valid header name"),
+            (header("Host", "{value}"), "the daemon sets itself"),
+            (Injection::Query { query: "a=b".into() }, "inject.query"),
+        ] {
+            let error = Binding::check(&domains, inject, &whitelist).unwrap_err();
+            assert!(error.contains(said), "{error}");
+        }
+        let error = Binding::check(&["other.test".into()], header("x-key", "{value}"), &whitelist).unwrap_err();
+        assert!(error.contains("not on the server's whitelist"), "{error}");
+    }
+}

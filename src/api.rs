@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod auth;
 pub mod connections;
+pub mod credentials;
 pub mod error;
 pub mod events;
 pub mod health;
@@ -27,6 +28,7 @@ use utoipa_axum::routes;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::credentials::vault::Vault;
 use crate::generate::Generator;
 use crate::serve::call::Caller;
 use crate::serve::registry::Registry;
@@ -40,6 +42,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub catalog: Catalog,
     pub registry: Arc<Registry>,
+    /// Seals credential values before they are stored.
+    pub vault: Vault,
     pub caller: Caller,
     pub generator: Generator,
     pub metrics: Arc<Metrics>,
@@ -85,6 +89,8 @@ pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::regenerate_server))
         .routes(routes!(events::server_events))
         .routes(routes!(admin::put_access_token, admin::delete_access_token))
+        .routes(routes!(credentials::list_credentials))
+        .routes(routes!(credentials::put_credential, credentials::delete_credential))
         .routes(routes!(admin::call_tool))
         .routes(routes!(admin::list_calls))
         .routes(routes!(admin::export_server))

@@ -14,6 +14,7 @@ use crate::api::mcp::transport::AllowedHosts;
 use crate::catalog::{CallLog, Catalog, Retention};
 use crate::config::Config;
 use crate::config::Isolation;
+use crate::credentials::vault::Vault;
 use crate::generate::{Generator, GeneratorParts};
 use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
@@ -58,7 +59,9 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let pool = Arc::new(isolates(&config)?);
     let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
-    let registry = Arc::new(Registry::new(&config, caller.clone(), catalog.clone()));
+    let vault = Vault::open(&config).context("cannot set up the key for credentials")?;
+    check_credentials_open(&catalog, &vault).await?;
+    let registry = Arc::new(Registry::new(&config, caller.clone(), catalog.clone(), vault.clone()));
     let mut llm = crate::llm::LlmSettings::from_config(&config.llm)
         .and_then(|settings| settings.map(crate::llm::build_client).transpose())
         .map_err(|e| anyhow::anyhow!("[llm]: {e}"))?;
@@ -89,6 +92,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         config,
         catalog,
         registry,
+        vault,
         caller,
         generator,
         metrics,
@@ -97,6 +101,16 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         mcp_hosts,
     };
     Ok(Daemon { state, pool, own_addresses })
+}
+
+/// Refuses to start on a catalog whose credentials the configured key cannot open (a catalog
+/// moved without its key, or the wrong key file), with the error naming the key in use, instead
+/// of serving those servers without them.
+async fn check_credentials_open(catalog: &Catalog, vault: &Vault) -> anyhow::Result<()> {
+    if let Some((server, name, sealed)) = catalog.any_credential().await? {
+        vault.open_value(&server, &name, &sealed)?;
+    }
+    Ok(())
 }
 
 impl Daemon {

@@ -6,7 +6,8 @@
 //! [`CallLog`]) so that tool calls never wait for the disk.
 //!
 //! One submodule per entity: [`servers`], [`generations`] (the life of a prompt generation),
-//! [`tools`], [`calls`] (the call log) and [`registrations`] (the batched toolset writer). This
+//! [`tools`], [`calls`] (the call log), [`credentials`] (sealed upstream API credentials) and
+//! [`registrations`] (the batched toolset writer). This
 //! file opens the catalog and holds what they share.
 
 use std::path::{Path, PathBuf};
@@ -20,12 +21,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use tokio::sync::mpsc;
 
 mod calls;
+mod credentials;
 mod generations;
 mod registrations;
 mod servers;
 mod tools;
 
 pub use calls::{CallLog, CallRecord, EgressRecord, Retention};
+pub use credentials::CredentialRecord;
 pub use generations::{
     CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument,
     NewPromptServer, StageTimings,

@@ -120,11 +120,8 @@ impl Binding {
         }
         match &inject {
             Injection::Header { header, format } => {
-                let name = reqwest::header::HeaderName::from_bytes(header.as_bytes())
+                reqwest::header::HeaderName::from_bytes(header.as_bytes())
                     .map_err(|_| format!("inject.header {header:?} is not a valid header name"))?;
-                if crate::serve::egress::is_forbidden_header(name.as_str()) {
-                    return Err(format!("inject.header {header:?} is a header the daemon sets itself"));
-                }
                 if format.matches("{value}").count() != 1 {
                     return Err(format!("inject.format {format:?} must contain {{value}} exactly once"));
                 }
@@ -303,7 +300,6 @@ mod tests {
         for (inject, said) in [
             (header("Authorization", "Bearer"), "{value} exactly once"),
             (header("bad header", "{value}"), "not a valid header name"),
-            (header("Host", "{value}"), "the daemon sets itself"),
             (Injection::Query { query: "a=b".into() }, "inject.query"),
         ] {
             let error = Binding::check(&domains, inject, &whitelist).unwrap_err();

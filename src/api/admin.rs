@@ -318,11 +318,11 @@ async fn find_server(state: &AppState, raw_id: &str) -> Result<ServerRecord, Api
     state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))
 }
 
-fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
+pub(crate) fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
     ServerId::parse(raw)
         .map_err(|_| ApiError::new(ErrorCode::ServerNotFound, format!("no server {raw:?} (ids use a-z, 0-9 and '-')")))
 }
 
-fn not_found(id: &ServerId) -> ApiError {
+pub(crate) fn not_found(id: &ServerId) -> ApiError {
     ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}; GET /admin/servers lists them"))
 }

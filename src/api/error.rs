@@ -62,6 +62,9 @@ text_enum! {
         UnsupportedMediaType = "unsupported_media_type",
         InvalidId = "invalid_id",
         InvalidAccessToken = "invalid_access_token",
+        /// A credential whose name, value, domains or injection rule is refused.
+        InvalidCredential = "invalid_credential",
+        CredentialNotFound = "credential_not_found",
         InvalidDomain = "invalid_domain",
         InvalidTool = "invalid_tool",
         HandlerCompileError = "handler_compile_error",
@@ -101,14 +104,18 @@ impl ErrorCode {
             | BatchNotSupported => StatusCode::BAD_REQUEST,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden | HostNotAllowed | OriginNotAllowed => StatusCode::FORBIDDEN,
-            RouteNotFound | ServerNotFound | ToolNotFound | OauthNotSupported | MethodNotFound => StatusCode::NOT_FOUND,
+            RouteNotFound | ServerNotFound | ToolNotFound | CredentialNotFound | OauthNotSupported | MethodNotFound => {
+                StatusCode::NOT_FOUND
+            }
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             ServerExists | NotGenerated | GenerationRunning | NothingToExport => StatusCode::CONFLICT,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            InvalidBody | InvalidId | InvalidAccessToken | InvalidDomain | InvalidTool | HandlerCompileError
-            | PromptTooLong | InvalidArguments | LlmNotConfigured => StatusCode::UNPROCESSABLE_ENTITY,
+            InvalidBody | InvalidId | InvalidAccessToken | InvalidCredential | InvalidDomain | InvalidTool
+            | HandlerCompileError | PromptTooLong | InvalidArguments | LlmNotConfigured => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }

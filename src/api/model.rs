@@ -14,6 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::api::error::ErrorCode;
 use crate::catalog::{self, GenerationRecord, ServerRecord, format_millis};
+use crate::credentials::Injection;
 use crate::generate::StatusEvent;
 use crate::serve::isolate::{Outcome, ToolResult};
 use crate::states::{CallOutcome, GenerationSource, ServerKind, Status, Via, text_enum};
@@ -580,6 +581,9 @@ pub struct EgressEntry {
     pub duration_us: i64,
     /// Why it was denied or failed.
     pub reason: Option<String>,
+    /// Names of the credentials the daemon added to the request (never their values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
 }
 
 impl From<catalog::EgressRecord> for EgressEntry {
@@ -593,6 +597,54 @@ impl From<catalog::EgressRecord> for EgressEntry {
             bytes: e.bytes,
             duration_us: e.duration_us,
             reason: e.reason,
+            credentials: e.credentials,
+        }
+    }
+}
+
+// Credentials: `/admin/servers/{id}/credentials`.
+
+/// A credential for an upstream API: its value, where it may be sent, and how it is added.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialRequest {
+    /// The secret. Stored encrypted; no response, log or export ever shows it again.
+    #[schema(min_length = 8, max_length = 8192)]
+    pub value: String,
+    /// Hosts that get it (and their subdomains); each must be on the server's whitelist.
+    pub domains: Vec<String>,
+    /// `{"header": "Authorization", "format": "Bearer {value}"}`, `{"query": "api_key"}` or
+    /// `{"basic": {"username": "..."}}`.
+    pub inject: Injection,
+}
+
+/// A credential as listed: never its value.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CredentialView {
+    pub name: String,
+    pub domains: Vec<String>,
+    pub inject: Injection,
+    /// The first 8 hex digits of the value's sha256, to tell values apart.
+    pub fingerprint: String,
+    pub created_at: i64,
+    pub rotated_at: i64,
+}
+
+/// A server's credentials, by name.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CredentialList {
+    pub credentials: Vec<CredentialView>,
+}
+
+impl From<catalog::CredentialRecord> for CredentialView {
+    fn from(record: catalog::CredentialRecord) -> CredentialView {
+        CredentialView {
+            name: record.name,
+            domains: record.binding.domains,
+            inject: record.binding.inject,
+            fingerprint: record.fingerprint,
+            created_at: record.created_at,
+            rotated_at: record.rotated_at,
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct EgressRecord {
     pub bytes: i64,
     pub duration_us: i64,
     pub reason: Option<String>,
+    /// Names of the credentials added to the request.
+    pub credentials: Vec<String>,
 }
 
 impl Catalog {
@@ -54,7 +56,7 @@ impl Catalog {
         // All egress rows of those calls in one query, rather than one query per call.
         let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
         let egress_rows = sqlx::query(
-            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason FROM egress
+            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials FROM egress
              WHERE execution_id IN (
                  SELECT execution_id FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?)
              ORDER BY execution_id, seq",
@@ -73,6 +75,10 @@ impl Catalog {
                 bytes: e.get("bytes"),
                 duration_us: e.get("duration_us"),
                 reason: e.get("reason"),
+                credentials: e
+                    .get::<Option<String>, _>("credentials")
+                    .map(|names| names.split(',').map(str::to_string).collect())
+                    .unwrap_or_default(),
             });
         }
         let mut calls = Vec::with_capacity(rows.len());
@@ -160,8 +166,9 @@ impl Catalog {
             }
             for (seq, egress) in call.egress.iter().enumerate() {
                 sqlx::query(
-                    "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason,
+                                         credentials)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(&call.execution_id)
                 .bind(seq as i64)
@@ -173,6 +180,7 @@ impl Catalog {
                 .bind(egress.bytes)
                 .bind(egress.duration_us)
                 .bind(&egress.reason)
+                .bind((!egress.credentials.is_empty()).then(|| egress.credentials.join(",")))
                 .execute(&mut *tx)
                 .await?;
             }

@@ -65,7 +65,7 @@ impl Vault {
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound && default => {
                 let key = create_key_file(&path)?;
-                tracing::warn!(
+                tracing::info!(
                     key_file = %path.display(),
                     "created a new key for credentials; back it up with the catalog (a catalog without its key cannot use its credentials)"
                 );

@@ -11,8 +11,9 @@ use tracing::Instrument;
 
 use crate::catalog::{CallLog, CallRecord, now_millis};
 use crate::config::SandboxConfig;
+use crate::credentials::Redactor;
 use crate::serve::egress::{Egress, ServerPolicy};
-use crate::serve::isolate::{Invocation, Isolates, Outcome, PoolError, SandboxLimits, ToolResult};
+use crate::serve::isolate::{Completion, Invocation, Isolates, Outcome, PoolError, SandboxLimits, ToolResult};
 use crate::states::{CallOutcome, Via};
 use crate::telemetry::metrics::{EgressOutcome, Metrics, ToolSeries};
 use crate::toolset::{ServerId, ToolSpec};
@@ -216,6 +217,7 @@ impl Caller {
                 return Err(call_error);
             }
         };
+        scrub(&policy.redactor, &mut completion);
         if completion.outcome == Outcome::Ok
             && let Err(problem) = tool.check_result(&completion.result)
         {
@@ -289,6 +291,24 @@ impl Drop for CallEntry<'_> {
         if !self.written {
             let cancelled = "cancelled: the client went away before the call finished";
             self.write(CallOutcome::Cancelled, Some(cancelled.into()), 0, String::new());
+        }
+    }
+}
+
+/// Takes the server's credential values out of everything the call hands back or logs: an
+/// upstream that echoes a key (in a body, a header, an error) must not pass it to the agent.
+fn scrub(redactor: &Redactor, completion: &mut Completion) {
+    if redactor.is_empty() {
+        return;
+    }
+    completion.result.content.iter_mut().for_each(|item| redactor.json(item));
+    if let Some(structured) = completion.result.structured_content.as_mut() {
+        redactor.json(structured);
+    }
+    let texts: [Option<&mut String>; 2] = [completion.error.as_mut(), Some(&mut completion.console)];
+    for text in texts.into_iter().flatten() {
+        if let std::borrow::Cow::Owned(scrubbed) = redactor.text(text) {
+            *text = scrubbed;
         }
     }
 }

@@ -3,9 +3,10 @@
 //! The rules are in [`policy`] (its module doc is the specification, its checks need no I/O);
 //! [`resolver`] vets every address a name resolves to before the client may connect to it;
 //! [`transport`] sends one request and reads the response under the limits; [`log`] records
-//! every hop for the operator. This module ties them together: it follows redirects hop by hop,
+//! every hop for the operator; [`inject`] adds the server's credentials to the hops they match. This module ties them together: it follows redirects hop by hop,
 //! checking each in full, and turns failures into what a handler may see.
 
+pub mod inject;
 pub mod log;
 pub mod own_socket;
 pub mod policy;
@@ -68,7 +69,12 @@ impl Egress {
         max_bytes: u64,
         deadline: Instant,
     ) -> Result<FetchResponse, String> {
-        let policy = ServerPolicy { hosts: HostRule::AnyHost, max_response_bytes: max_bytes };
+        let policy = ServerPolicy {
+            hosts: HostRule::AnyHost,
+            max_response_bytes: max_bytes,
+            credentials: Vec::new(),
+            redactor: Default::default(),
+        };
         let request = FetchRequest {
             url: url.to_string(),
             method: "GET".to_string(),
@@ -94,17 +100,31 @@ impl Egress {
         let (mut method, mut headers, mut url) = policy::prepare(&request, read_only).inspect_err(|failure| {
             let url = url::Url::parse(&request.url).ok();
             let (host, path) = url.as_ref().map(|u| (u.host_str().unwrap_or(""), u.path())).unwrap_or_default();
-            log.failed(&Hop { method: &request.method, host, path, started: Instant::now() }, failure);
+            log.failed(
+                &Hop { method: &request.method, host, path, started: Instant::now(), credentials: &[] },
+                failure,
+            );
         })?;
         let mut body = request.body;
         let mut redirected = false;
         let mut hops = 0u32;
         loop {
-            let hop = Hop::of(method.as_str(), &url, Instant::now());
+            let mut hop = Hop::of(method.as_str(), &url, Instant::now());
+            let applied;
             let answered = match policy::check_url(policy, self.allow_private_networks, &url) {
                 Ok(_) => {
-                    let sent =
-                        self.transport.send(policy.max_response_bytes, &method, &url, &headers, body.clone(), deadline);
+                    // Credentials go on this hop only, after the policy allowed it.
+                    let (hop_url, hop_headers, names) = inject::apply(&policy.credentials, &url, &headers);
+                    applied = names;
+                    hop.credentials = &applied;
+                    let sent = self.transport.send(
+                        policy.max_response_bytes,
+                        &method,
+                        &hop_url,
+                        &hop_headers,
+                        body.clone(),
+                        deadline,
+                    );
                     sent.await
                 }
                 Err(failure) => Err(failure),

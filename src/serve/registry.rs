@@ -24,8 +24,10 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::{Catalog, CatalogError, MountRecord, ServedGeneration};
+use crate::catalog::{Catalog, CatalogError, CredentialRecord, MountRecord, ServedGeneration};
 use crate::config::Config;
+use crate::credentials::Credential;
+use crate::credentials::vault::Vault;
 use crate::serve::call::{CallError, CallOutput, CallableTool, Caller};
 use crate::serve::egress::ServerPolicy;
 use crate::serve::mount::{McpMount, McpSettings};
@@ -53,6 +55,8 @@ pub struct Registry {
     changes: Box<[tokio::sync::Mutex<()>]>,
     stripe_hasher: std::hash::RandomState,
     catalog: Catalog,
+    /// Opens the server's credentials when a mount is built.
+    vault: Vault,
     mcp: McpSettings,
     metrics: Arc<Metrics>,
     max_response_bytes: u64,
@@ -116,7 +120,7 @@ impl Mount {
 }
 
 impl Registry {
-    pub fn new(config: &Config, caller: Caller, catalog: Catalog) -> Registry {
+    pub fn new(config: &Config, caller: Caller, catalog: Catalog, vault: Vault) -> Registry {
         Registry {
             mounts: RwLock::new(HashMap::new()),
             changes: (0..CHANGE_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
@@ -125,6 +129,7 @@ impl Registry {
             metrics: caller.metrics().clone(),
             mcp: McpSettings::new(config, caller),
             catalog,
+            vault,
         }
     }
 
@@ -198,7 +203,14 @@ impl Registry {
                         return Err(MountError::Catalog { id: mount.id.clone() });
                     }
                 };
-                let built = self.assemble(mount, generation);
+                let credentials = match self.catalog.credentials(&mount.id).await {
+                    Ok(records) => records,
+                    Err(error) => {
+                        tracing::error!(server_id = %mount.id, %error, "cannot load the server's credentials");
+                        return Err(MountError::Catalog { id: mount.id.clone() });
+                    }
+                };
+                let built = self.open_credentials(mount, credentials).and_then(|c| self.assemble(mount, generation, c));
                 if let Err(message) = &built {
                     tracing::error!(server_id = %mount.id, generation_id = mount.generation_id, error = %message, "cannot mount server");
                 }
@@ -211,7 +223,27 @@ impl Registry {
         }
     }
 
-    fn assemble(&self, mount: &Mount, generation: ServedGeneration) -> Result<Arc<Mounted>, String> {
+    /// The server's credentials, opened; a value that does not open makes the mount unusable,
+    /// with the reason (which names the key in use), rather than send requests without it.
+    fn open_credentials(&self, mount: &Mount, records: Vec<CredentialRecord>) -> Result<Vec<Credential>, String> {
+        records
+            .into_iter()
+            .map(|record| {
+                let value = self
+                    .vault
+                    .open_value(mount.id.as_str(), &record.name, &record.sealed)
+                    .map_err(|e| e.to_string())?;
+                Ok(Credential { name: record.name, binding: record.binding, value })
+            })
+            .collect()
+    }
+
+    fn assemble(
+        &self,
+        mount: &Mount,
+        generation: ServedGeneration,
+        credentials: Vec<Credential>,
+    ) -> Result<Arc<Mounted>, String> {
         let tools = generation
             .tools
             .iter()
@@ -222,7 +254,9 @@ impl Registry {
             name: mount.name.clone(),
             description: generation.description,
             generation_id: mount.generation_id,
-            policy: Arc::new(ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes)),
+            policy: Arc::new(
+                ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes).with_credentials(credentials),
+            ),
             tools,
         });
         let mcp = McpMount::new(server.clone(), generation.tools, &self.mcp, mount.cancel.clone());

@@ -8,6 +8,7 @@ mod admin_errors;
 mod cli;
 mod connections;
 mod conventions;
+mod credentials;
 mod disk_full;
 mod egress;
 mod egress_attacks;

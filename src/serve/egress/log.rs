@@ -20,11 +20,13 @@ pub struct Hop<'a> {
     pub host: &'a str,
     pub path: &'a str,
     pub started: Instant,
+    /// Names of the credentials added to this hop.
+    pub credentials: &'a [String],
 }
 
 impl<'a> Hop<'a> {
     pub fn of(method: &'a str, url: &'a url::Url, started: Instant) -> Hop<'a> {
-        Hop { method, host: url.host_str().unwrap_or(""), path: url.path(), started }
+        Hop { method, host: url.host_str().unwrap_or(""), path: url.path(), started, credentials: &[] }
     }
 }
 
@@ -55,6 +57,7 @@ impl EgressLog {
             bytes: bytes as i64,
             duration_us: hop.started.elapsed().as_micros() as i64,
             reason: failure.map(|f| f.reason().to_string()),
+            credentials: hop.credentials.to_vec(),
         };
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     }

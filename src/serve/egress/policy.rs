@@ -34,6 +34,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::credentials::{Credential, Redactor};
 use crate::serve::isolate::FetchRequest;
 use crate::whitelist::{CanonicalHost, Whitelist};
 
@@ -52,6 +53,10 @@ pub const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie", "proxy-auth
 pub struct ServerPolicy {
     pub hosts: HostRule,
     pub max_response_bytes: u64,
+    /// Credentials added to the hops whose host they match (see `inject`).
+    pub credentials: Vec<Credential>,
+    /// Takes those credentials' values out of what calls return and log.
+    pub redactor: Redactor,
 }
 
 /// Which hosts requests may go to (every other rule of the policy applies either way).
@@ -66,8 +71,20 @@ pub enum HostRule {
 
 impl ServerPolicy {
     /// The policy for a server's handlers.
+    /// The same policy with credentials to inject (and to scrub from output).
+    pub fn with_credentials(mut self, credentials: Vec<Credential>) -> ServerPolicy {
+        self.redactor = Redactor::new(&credentials);
+        self.credentials = credentials;
+        self
+    }
+
     pub fn whitelisted(whitelist: Whitelist, max_response_bytes: u64) -> ServerPolicy {
-        ServerPolicy { hosts: HostRule::Whitelist(whitelist), max_response_bytes }
+        ServerPolicy {
+            hosts: HostRule::Whitelist(whitelist),
+            max_response_bytes,
+            credentials: Vec::new(),
+            redactor: Redactor::default(),
+        }
     }
 }
 
@@ -254,7 +271,8 @@ mod tests {
     use crate::whitelist::{Provenance, WhitelistEntry};
 
     fn decide(hosts: HostRule, allow_private_networks: bool, url: &str) -> Result<String, String> {
-        let policy = ServerPolicy { hosts, max_response_bytes: 1 };
+        let policy =
+            ServerPolicy { hosts, max_response_bytes: 1, credentials: Vec::new(), redactor: Redactor::default() };
         let url = url::Url::parse(url).unwrap();
         check_url(&policy, allow_private_networks, &url).map(|host| host.to_string()).map_err(|failure| match failure {
             Failure::Denied { host, reason } => format!("denied {host}: {reason}"),

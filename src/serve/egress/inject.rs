@@ -1,0 +1,116 @@
+//! Credentials added to a request on its way out: after the policy allowed the hop, to that hop
+//! only, and only when its host matches a credential's domains. A redirect to another host is a
+//! new hop and gets only what matches it, so a credential never follows a request off its
+//! domains. A header the handler set with the same name is replaced, never merged, and a query
+//! parameter of the same name is replaced.
+
+use std::borrow::Cow;
+
+use base64::Engine;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+
+use crate::credentials::{Credential, Injection};
+use crate::whitelist::CanonicalHost;
+
+/// One hop's URL and headers with the matching credentials added, and their names; borrowed
+/// unchanged when none matches.
+pub fn apply<'a>(
+    credentials: &[Credential],
+    url: &'a url::Url,
+    headers: &'a HeaderMap,
+) -> (Cow<'a, url::Url>, Cow<'a, HeaderMap>, Vec<String>) {
+    let (mut url, mut headers, mut applied) = (Cow::Borrowed(url), Cow::Borrowed(headers), Vec::new());
+    let Some(host) = CanonicalHost::of_url(&url).map(|host| host.to_string()) else {
+        return (url, headers, applied);
+    };
+    for credential in credentials.iter().filter(|c| c.binding.matches(&host)) {
+        let added = match &credential.binding.inject {
+            Injection::Header { header, format } => {
+                let value = format.replacen("{value}", &credential.value, 1);
+                set_header(headers.to_mut(), header, &value)
+            }
+            Injection::Basic { basic } => {
+                let pair = format!("{}:{}", basic.username, credential.value);
+                let value = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair));
+                set_header(headers.to_mut(), AUTHORIZATION.as_str(), &value)
+            }
+            Injection::Query { query } => {
+                let url = url.to_mut();
+                let kept: Vec<(String, String)> = url
+                    .query_pairs()
+                    .filter(|(name, _)| name != query)
+                    .map(|(n, v)| (n.into_owned(), v.into_owned()))
+                    .collect();
+                url.query_pairs_mut().clear().extend_pairs(kept).append_pair(query, &credential.value);
+                true
+            }
+        };
+        if added {
+            applied.push(credential.name.clone());
+        }
+    }
+    (url, headers, applied)
+}
+
+fn set_header(headers: &mut HeaderMap, name: &str, value: &str) -> bool {
+    let (Ok(name), Ok(mut value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) else {
+        // Checked when the credential was stored; a value that no longer fits is left out.
+        return false;
+    };
+    value.set_sensitive(true);
+    headers.insert(name, value);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::{BasicUser, Binding};
+
+    fn credential(name: &str, domain: &str, inject: Injection) -> Credential {
+        Credential {
+            name: name.into(),
+            binding: Binding { domains: vec![domain.into()], inject },
+            value: format!("{name}-secret-value"),
+        }
+    }
+
+    #[test]
+    fn only_matching_hosts_get_credentials_and_handler_headers_are_replaced() {
+        let credentials = [
+            credential(
+                "gh",
+                "api.github.test",
+                Injection::Header { header: "authorization".into(), format: "Bearer {value}".into() },
+            ),
+            credential("weather", "weather.test", Injection::Query { query: "appid".into() }),
+            credential("svc", "svc.test", Injection::Basic { basic: BasicUser { username: "me".into() } }),
+        ];
+        let mut handler_headers = HeaderMap::new();
+        handler_headers.insert("authorization", HeaderValue::from_static("Bearer handler-made"));
+
+        let url = url::Url::parse("https://API.github.test./repos").unwrap();
+        let (out_url, out_headers, applied) = apply(&credentials, &url, &handler_headers);
+        assert_eq!(applied, ["gh"]);
+        assert_eq!(out_headers.get_all("authorization").iter().count(), 1, "replaced, not merged");
+        assert_eq!(out_headers["authorization"], "Bearer gh-secret-value");
+        assert!(matches!(out_url, Cow::Borrowed(_)));
+
+        let url = url::Url::parse("https://eu.weather.test/now?appid=guess&q=Oslo").unwrap();
+        let none = HeaderMap::new();
+        let (out_url, _, applied) = apply(&credentials, &url, &none);
+        assert_eq!(applied, ["weather"]);
+        assert_eq!(out_url.query(), Some("q=Oslo&appid=weather-secret-value"));
+
+        let url = url::Url::parse("https://svc.test/").unwrap();
+        let (_, out_headers, _) = apply(&credentials, &url, &none);
+        assert_eq!(out_headers["authorization"], "Basic bWU6c3ZjLXNlY3JldC12YWx1ZQ==");
+
+        for elsewhere in ["https://github.test/", "https://api.github.test.evil.test/", "https://notweather.test/"] {
+            let url = url::Url::parse(elsewhere).unwrap();
+            let (out_url, out_headers, applied) = apply(&credentials, &url, &handler_headers);
+            assert!(applied.is_empty(), "{elsewhere}");
+            assert!(matches!((out_url, out_headers), (Cow::Borrowed(_), Cow::Borrowed(_))), "{elsewhere}");
+        }
+    }
+}

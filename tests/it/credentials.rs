@@ -1,0 +1,165 @@
+//! Upstream credentials through the real fetch path (issue: credentials injected at egress):
+//! the upstream sees the value; the handler, the agent, the call log, the egress log, the admin
+//! API and the catalog file never do; a redirect off its domains drops it; another server
+//! cannot use it; a catalog opened with another key refuses to start, naming the key.
+
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+const SECRET: &str = "ghp_TestSecretValue0123456789";
+
+/// A handler that fetches `args.url` (with the headers it is given) and returns the upstream's
+/// JSON, logging it too: the most a handler can do to leak what the upstream echoes.
+fn echo_tool() -> Value {
+    tool(
+        "fetch",
+        "const r = await fetch(args.url, {headers: args.headers || {}});\n\
+         const body = await r.text();\n\
+         console.log(body);\n\
+         if (!r.ok) throw new Error('upstream said ' + r.status + ': ' + body);\n\
+         return JSON.parse(body);",
+    )
+}
+
+fn register_body(id: &str) -> Value {
+    json!({"id": id, "allow_domains": [WEATHER_HOST, OTHER_HOST], "tools": [echo_tool()]})
+}
+
+async fn put(app: &TestApp, path: &str, body: &Value) -> (u16, Value) {
+    let response = app.http.put(app.url(path)).json(body).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The Authorization headers the upstream saw, in order.
+fn seen_authorization(app: &TestApp) -> Vec<String> {
+    app.upstream
+        .requests()
+        .iter()
+        .map(|r| r.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_reach_the_upstream_and_nothing_else() {
+    let app = spawn_app().await;
+    app.register(register_body("gh")).await;
+    app.register(register_body("neighbour")).await;
+    let credential = json!({
+        "value": SECRET,
+        "domains": [WEATHER_HOST],
+        "inject": {"header": "Authorization", "format": "Bearer {value}"},
+    });
+
+    // Refusals say what is wrong.
+    let (status, body) = put(
+        &app,
+        "/admin/servers/gh/credentials/token",
+        &json!({
+            "value": SECRET, "domains": ["api.elsewhere.test"], "inject": {"header": "Authorization"}
+        }),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(error_message(&body).contains("not on the server's whitelist"), "{body}");
+    let (status, body) = put(&app, "/admin/servers/gh/credentials/bad%20name", &credential).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_credential")), "{body}");
+    assert_eq!(put(&app, "/admin/servers/nobody/credentials/token", &credential).await.0, 404);
+    let host = json!({"value": SECRET, "domains": [WEATHER_HOST], "inject": {"header": "Host"}});
+    let (status, body) = put(&app, "/admin/servers/gh/credentials/token", &host).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(error_message(&body).contains("a header the daemon sets itself"), "{body}");
+
+    let (status, view) = put(&app, "/admin/servers/gh/credentials/token", &credential).await;
+    assert_eq!(status, 201, "{view}");
+    assert_eq!(view["domains"], json!([WEATHER_HOST]));
+    assert_eq!(view["fingerprint"].as_str().map(str::len), Some(8));
+    assert!(!view.to_string().contains(SECRET));
+    let (status, _) = put(&app, "/admin/servers/gh/credentials/token", &credential).await;
+    assert_eq!(status, 200, "setting it again rotates it");
+
+    // The upstream gets the value, replacing the header the handler set; the handler gets the
+    // echo back with the value taken out.
+    let echo = format!("{}/echo", app.upstream_url(WEATHER_HOST));
+    let (status, body) =
+        app.admin_call("gh", "fetch", json!({"url": echo, "headers": {"Authorization": "Bearer handler-made"}})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(seen_authorization(&app), [format!("Bearer {SECRET}")], "one header, replaced");
+    let result = body["result"].to_string();
+    assert!(!result.contains(SECRET), "{result}");
+    assert!(result.contains("Bearer [redacted:token]"), "{result}");
+
+    // Not to another host, not after a redirect to one, not for another server.
+    let other_echo = format!("{}/echo", app.upstream_url(OTHER_HOST));
+    app.admin_call("gh", "fetch", json!({"url": other_echo})).await;
+    let redirect = format!("{}/redirect?to={}", app.upstream_url(WEATHER_HOST), other_echo);
+    app.admin_call("gh", "fetch", json!({"url": redirect})).await;
+    app.admin_call("neighbour", "fetch", json!({"url": echo})).await;
+    assert_eq!(&seen_authorization(&app)[1..], ["", "", ""], "{:?}", app.upstream.requests());
+
+    // Not in the call log (console, results), which names the credential on the hop it went on.
+    let (_, calls) = app.get("/admin/servers/gh/calls").await;
+    assert!(!calls.to_string().contains(SECRET));
+    let first = calls["calls"].as_array().unwrap().last().unwrap();
+    assert_eq!(first["egress"][0]["credentials"], json!(["token"]), "{first}");
+    assert!(first["console"].as_str().unwrap().contains("[redacted:token]"), "{first}");
+
+    // Not in the admin views or the export.
+    for path in ["/admin/servers/gh", "/admin/servers/gh/credentials", "/admin/servers/gh/export"] {
+        let (status, body) = app.get(path).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(!body.to_string().contains(SECRET), "{path}: {body}");
+    }
+    let (_, list) = app.get("/admin/servers/gh/credentials").await;
+    assert_eq!(list["credentials"][0]["name"], "token");
+
+    // Not in the catalog file, in any form.
+    let mut raw = Vec::new();
+    for entry in std::fs::read_dir(app.data_dir.path()).unwrap() {
+        raw.extend(std::fs::read(entry.unwrap().path()).unwrap());
+    }
+    assert!(!raw.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()), "the catalog holds the value in clear");
+
+    // Deleted: the next call goes without it.
+    assert_eq!(app.delete("/admin/servers/gh/credentials/token").await.0, 204);
+    assert_eq!(app.delete("/admin/servers/gh/credentials/token").await.0, 404);
+    app.admin_call("gh", "fetch", json!({"url": echo})).await;
+    assert_eq!(seen_authorization(&app).last().unwrap(), "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_survive_a_restart_and_a_wrong_key_refuses_to_start() {
+    let app = spawn_app().await;
+    app.register(register_body("keyed")).await;
+    let credential = json!({"value": SECRET, "domains": [WEATHER_HOST], "inject": {"basic": {"username": "me"}}});
+    assert_eq!(put(&app, "/admin/servers/keyed/credentials/basic", &credential).await.0, 201);
+    let key_file = app.data_dir.path().join("catalog.db.key");
+    assert!(key_file.exists(), "the key is created beside the catalog");
+    let (data_dir, upstream) = (app.data_dir.clone(), app.upstream.clone());
+    app.stop().await;
+
+    let app = spawn_app_with(AppOptions {
+        data_dir: Some(data_dir.clone()),
+        upstream: Some(upstream),
+        ..AppOptions::default()
+    })
+    .await;
+    let echo = format!("{}/echo", app.upstream_url(WEATHER_HOST));
+    let (status, body) = app.admin_call("keyed", "fetch", json!({"url": echo})).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(seen_authorization(&app).last().unwrap().starts_with("Basic "), "basic auth added after a restart");
+    assert!(body.to_string().contains("[redacted:basic]"), "{body}");
+    app.stop().await;
+
+    let env = vec![
+        ("MCPBOOTD_CATALOG__PATH".to_string(), catalog_path(data_dir.path()).display().to_string()),
+        ("MCPBOOTD_CREDENTIALS_KEY".to_string(), "11".repeat(32)),
+    ];
+    let config = mcpbootd::config::Config::load(None, env, &mcpbootd::config::CliOverrides::default()).unwrap();
+    let error = match mcpbootd::app::build(config).await {
+        Ok(_) => panic!("a catalog whose credentials the key cannot open must not start"),
+        Err(error) => format!("{error:#}"),
+    };
+    assert!(error.contains("[credentials] key") && error.contains("cannot be decrypted"), "{error}");
+}

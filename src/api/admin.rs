@@ -309,6 +309,8 @@ pub async fn export_server(
         description: record.description,
         allow_domains: generation.whitelist.domains(),
         tools: generation.tools.tools().to_vec(),
+        // Neither the token nor credential values leave the daemon.
+        credentials: Default::default(),
         access_token: None,
     }))
 }

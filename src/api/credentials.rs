@@ -11,9 +11,12 @@ use crate::api::AppState;
 use crate::api::admin::{not_found, parse_id};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{CredentialList, CredentialRequest, CredentialView, ErrorBody};
+use crate::catalog::NewCredential;
+use crate::credentials::vault::Vault;
 use crate::credentials::{self, Binding, Injection, MAX_PER_SERVER};
 use crate::serve::egress::is_forbidden_header;
 use crate::toolset::ServerId;
+use crate::whitelist::Whitelist;
 
 /// Set or rotate a credential
 ///
@@ -40,33 +43,20 @@ pub async fn put_credential(
 ) -> Result<(StatusCode, Json<CredentialView>), ApiError> {
     let Json(body) = body?;
     let id = parse_id(&id)?;
-    let invalid = |message: String| ApiError::new(ErrorCode::InvalidCredential, message);
-    credentials::check_name(&name).map_err(invalid)?;
-    credentials::check_value(&body.value).map_err(|m| invalid(format!("credential {name:?}: {m}")))?;
     let record = state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))?;
     let whitelist = match &record.generation {
         Some(generation) => generation.whitelist.clone(),
-        None => crate::whitelist::Whitelist::from_operator_domains(&record.allow_domains).map_err(invalid)?,
+        None => Whitelist::from_operator_domains(&record.allow_domains).map_err(invalid)?,
     };
-    if let Injection::Header { header, .. } = &body.inject
-        && is_forbidden_header(&header.to_ascii_lowercase())
-    {
-        return Err(invalid(format!(
-            "credential {name:?}: inject.header {header:?} is a header the daemon sets itself"
-        )));
-    }
-    let binding = Binding::check(&body.domains, body.inject, &whitelist)
-        .map_err(|m| invalid(format!("credential {name:?}: {m}")))?;
+    let new = seal(&state.vault, &id, name.clone(), body, &whitelist)?;
     let existing = state.catalog.credentials(&id).await?;
     if existing.len() >= MAX_PER_SERVER && !existing.iter().any(|c| c.name == name) {
         return Err(invalid(format!("server {id:?} has {MAX_PER_SERVER} credentials already; delete one first")));
     }
-    let sealed = state.vault.seal(id.as_str(), &name, &body.value);
-    let fingerprint = credentials::fingerprint(&body.value);
     let _change = state.registry.serialize(&id).await;
     let created = state
         .catalog
-        .put_credential(&id, &name, &binding, &sealed, &fingerprint)
+        .put_credential(&id, &name, &new.binding, &new.sealed, &new.fingerprint)
         .await?
         .ok_or_else(|| not_found(&id))?;
     remount(&state, &id).await?;
@@ -126,6 +116,38 @@ pub async fn delete_credential(
     remount(&state, &id).await?;
     tracing::info!(server_id = %id, credential = %name, "credential deleted");
     Ok(StatusCode::NO_CONTENT)
+}
+
+fn invalid(message: String) -> ApiError {
+    ApiError::new(ErrorCode::InvalidCredential, message)
+}
+
+/// Checks a credential for server `id` (name, value, injection rule, domains within
+/// `whitelist`) and seals its value: what is stored, at `PUT` or inline at registration.
+pub(crate) fn seal(
+    vault: &Vault,
+    id: &ServerId,
+    name: String,
+    request: CredentialRequest,
+    whitelist: &Whitelist,
+) -> Result<NewCredential, ApiError> {
+    credentials::check_name(&name).map_err(invalid)?;
+    credentials::check_value(&request.value).map_err(|m| invalid(format!("credential {name:?}: {m}")))?;
+    if let Injection::Header { header, .. } = &request.inject
+        && is_forbidden_header(&header.to_ascii_lowercase())
+    {
+        return Err(invalid(format!(
+            "credential {name:?}: inject.header {header:?} is a header the daemon sets itself"
+        )));
+    }
+    let binding = Binding::check(&request.domains, request.inject, whitelist)
+        .map_err(|m| invalid(format!("credential {name:?}: {m}")))?;
+    Ok(NewCredential {
+        sealed: vault.seal(id.as_str(), &name, &request.value),
+        fingerprint: credentials::fingerprint(&request.value),
+        name,
+        binding,
+    })
 }
 
 /// Rebuilds a mounted server so its next call uses the credentials as they are now.

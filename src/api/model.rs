@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::api::error::ErrorCode;
@@ -116,6 +117,10 @@ pub struct PromptRegistration {
     /// Stop after planning: store the plan, mount nothing (status `planned`).
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "is_false")]
     pub dry_run: bool,
+    /// Credentials for the upstream API, by name (see `PUT .../credentials/{name}`). Their
+    /// domains are added to `allow_domains`. Never returned, logged or exported.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing)]
+    pub credentials: BTreeMap<String, CredentialRequest>,
     /// The bearer token MCP clients must present on the server's mount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
@@ -145,6 +150,10 @@ pub struct ToolsetRegistration {
     #[serde(default, deserialize_with = "null_as_default")]
     pub allow_domains: Vec<String>,
     pub tools: Vec<ToolSpec>,
+    /// Credentials for the upstream API, by name (see `PUT .../credentials/{name}`); their
+    /// domains must be in `allow_domains`. Never returned, logged or exported.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing)]
+    pub credentials: BTreeMap<String, CredentialRequest>,
     /// The bearer token MCP clients must present on the server's mount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
@@ -605,7 +614,7 @@ impl From<catalog::EgressRecord> for EgressEntry {
 // Credentials: `/admin/servers/{id}/credentials`.
 
 /// A credential for an upstream API: its value, where it may be sent, and how it is added.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialRequest {
     /// The secret. Stored encrypted; no response, log or export ever shows it again.
@@ -616,6 +625,15 @@ pub struct CredentialRequest {
     /// `{"header": "Authorization", "format": "Bearer {value}"}`, `{"query": "api_key"}` or
     /// `{"basic": {"username": "..."}}`.
     pub inject: Injection,
+}
+
+impl std::fmt::Debug for CredentialRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CredentialRequest")
+            .field("domains", &self.domains)
+            .field("inject", &self.inject)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A credential as listed: never its value.

@@ -1,6 +1,8 @@
 //! `POST /admin/servers`: registration of a prompt (tools generated in the background) or of a
 //! ready toolset, one function each behind a dispatcher that tells them apart.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
@@ -12,9 +14,11 @@ use crate::access_token;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{
-    ErrorBody, GenerationStarted, PromptRegistration, Registered, Registration, ToolsetRegistered, ToolsetRegistration,
+    CredentialRequest, ErrorBody, GenerationStarted, PromptRegistration, Registered, Registration, ToolsetRegistered,
+    ToolsetRegistration,
 };
-use crate::catalog::{CatalogError, MountRecord, NewPromptServer, NewToolsetServer};
+use crate::catalog::{CatalogError, MountRecord, NewCredential, NewPromptServer, NewToolsetServer};
+use crate::credentials::MAX_PER_SERVER;
 use crate::generate::Job;
 use crate::serve::isolate::{check_handler, handler_warnings};
 use crate::states::Status;
@@ -74,7 +78,13 @@ pub async fn create_server(
 
 /// Stores the server with a pending generation and starts generating.
 async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<Registered, ApiError> {
-    let server = Checked::new(body.id, body.name, body.description, body.access_token, &body.allow_domains)?;
+    // The operator named where each credential goes: those hosts are meant to be reachable.
+    let mut allow_domains = body.allow_domains;
+    for credential in body.credentials.values() {
+        allow_domains
+            .extend(credential.domains.iter().filter(|d| !allow_domains.contains(d)).cloned().collect::<Vec<_>>());
+    }
+    let server = Checked::new(body.id, body.name, body.description, body.access_token, &allow_domains)?;
     let prompt = body.prompt;
     if prompt.trim().is_empty() {
         return Err(ApiError::new(ErrorCode::InvalidField, "prompt must be a non-empty string"));
@@ -90,7 +100,8 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
     if !state.generator.llm_configured() {
         return Err(llm_not_configured(&state.config.llm));
     }
-    let Checked { id, name, description, access_token_sha256, .. } = server;
+    let Checked { id, name, description, access_token_sha256, whitelist } = server;
+    let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
     let dry_run = body.dry_run;
     let generation_id = state
         .catalog
@@ -99,19 +110,13 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
             name: &name,
             description: description.as_deref(),
             prompt: &prompt,
-            allow_domains: &body.allow_domains,
+            allow_domains: &allow_domains,
+            credentials: &credentials,
             dry_run,
             access_token_sha256: access_token_sha256.as_deref(),
         })
         .await?;
-    state.generator.spawn(Job {
-        server: id.clone(),
-        generation_id,
-        prompt,
-        allow_domains: body.allow_domains,
-        dry_run,
-        force: false,
-    });
+    state.generator.spawn(Job { server: id.clone(), generation_id, prompt, allow_domains, dry_run, force: false });
     tracing::info!(server_id = %id, generation_id, dry_run, "prompt server registered; generation started");
     Ok(Registered::Prompt(GenerationStarted {
         mcp_path: id.mcp_path(),
@@ -126,6 +131,7 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
 async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result<Registered, ApiError> {
     let Checked { id, name, description, access_token_sha256, whitelist } =
         Checked::new(body.id, body.name, body.description, body.access_token, &body.allow_domains)?;
+    let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
     let toolset = Toolset::new(body.tools).map_err(|e| ApiError::new(ErrorCode::InvalidTool, e.to_string()))?;
     let (toolset, warnings) = check_handlers(toolset).await?;
     let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
@@ -137,6 +143,7 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
         allow_domains: body.allow_domains,
         whitelist,
         toolset,
+        credentials,
     };
     // Stored and mounted in a task of its own, so a client that hangs up while the write is
     // queued cannot leave a stored server unmounted.
@@ -163,6 +170,25 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
         tools: tool_names,
         warnings,
     }))
+}
+
+/// Inline credentials of a registration, checked and sealed before anything is stored.
+fn seal_credentials(
+    state: &AppState,
+    id: &ServerId,
+    credentials: BTreeMap<String, CredentialRequest>,
+    whitelist: &Whitelist,
+) -> Result<Vec<NewCredential>, ApiError> {
+    if credentials.len() > MAX_PER_SERVER {
+        return Err(ApiError::new(
+            ErrorCode::InvalidCredential,
+            format!("{} credentials given; a server holds at most {MAX_PER_SERVER}", credentials.len()),
+        ));
+    }
+    credentials
+        .into_iter()
+        .map(|(name, request)| crate::api::credentials::seal(&state.vault, id, name, request, whitelist))
+        .collect()
 }
 
 /// What both kinds of registration have, checked.

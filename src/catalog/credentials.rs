@@ -18,6 +18,40 @@ pub struct CredentialRecord {
     pub rotated_at: i64,
 }
 
+/// A credential to store with a new server, in its registration's transaction.
+#[derive(Debug, Clone)]
+pub struct NewCredential {
+    pub name: String,
+    pub binding: Binding,
+    pub sealed: Vec<u8>,
+    pub fingerprint: String,
+}
+
+/// Inserts a new server's credentials inside its registration transaction.
+pub(super) async fn insert_credentials(
+    tx: &mut sqlx::SqliteConnection,
+    server: &ServerId,
+    credentials: &[NewCredential],
+    now: i64,
+) -> Result<(), CatalogError> {
+    for credential in credentials {
+        sqlx::query(
+            "INSERT INTO credentials (server_id, name, binding, sealed, fingerprint, created_at, rotated_at)
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(server.as_str())
+        .bind(&credential.name)
+        .bind(to_json(&credential.binding))
+        .bind(&credential.sealed)
+        .bind(&credential.fingerprint)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(())
+}
+
 impl Catalog {
     /// Stores (or rotates) a credential. `Ok(None)` if the server does not exist; otherwise
     /// whether it was new.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use sqlx::Row;
 
+use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools, tool_from_row};
 use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status};
@@ -140,6 +141,7 @@ pub struct NewPromptServer<'a> {
     pub allow_domains: &'a [String],
     pub dry_run: bool,
     pub access_token_sha256: Option<&'a str>,
+    pub credentials: &'a [NewCredential],
 }
 
 impl Catalog {
@@ -167,6 +169,7 @@ impl Catalog {
         if inserted.rows_affected() == 0 {
             return Err(CatalogError::Conflict(new.id.to_string()));
         }
+        insert_credentials(&mut tx, new.id, new.credentials, now).await?;
         let generation_id = insert_generation(&mut tx, new.id, new.dry_run, false, now).await?;
         tx.commit().await?;
         Ok(generation_id)

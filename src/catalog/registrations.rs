@@ -11,6 +11,7 @@
 use sqlx::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
 
+use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools};
 use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, now_millis, to_json};
 use crate::states::{GenerationSource, ServerKind, Status};
@@ -31,6 +32,7 @@ pub struct NewToolsetServer {
     pub allow_domains: Vec<String>,
     pub whitelist: Whitelist,
     pub toolset: Toolset,
+    pub credentials: Vec<NewCredential>,
 }
 
 /// A registration as the writer stores it, JSON columns already serialised by the caller.
@@ -42,6 +44,7 @@ pub(super) struct Pending {
     allow_domains: String,
     whitelist: String,
     tools: Vec<ToolRow>,
+    credentials: Vec<NewCredential>,
     done: oneshot::Sender<Result<i64, CatalogError>>,
 }
 
@@ -59,6 +62,7 @@ impl Catalog {
             name: new.name,
             description: new.description,
             access_token_sha256: new.access_token_sha256,
+            credentials: new.credentials,
             done,
         };
         let stopped = || CatalogError::WriteFailed("the catalog writer has stopped".into());
@@ -128,6 +132,7 @@ async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64,
         .fetch_one(&mut *tx)
         .await?;
         insert_tools(&mut tx, generation_id, &new.tools).await?;
+        insert_credentials(&mut tx, &new.id, &new.credentials, now).await?;
         sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
             .bind(generation_id)
             .bind(new.id.as_str())

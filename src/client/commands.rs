@@ -89,6 +89,7 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
             allow_domains: register.allow_domains.clone(),
             dry_run: register.dry_run,
             access_token: None,
+            credentials: Default::default(),
         }),
         (None, None) => return Err(Failure::Local("register needs a prompt or --toolset FILE".into())),
     };
@@ -293,6 +294,13 @@ fn toolset_body(path: &Path, register: &Register) -> Result<ToolsetRegistration,
         if !body.allow_domains.contains(domain) {
             body.allow_domains.push(domain.clone());
         }
+    }
+    if !body.credentials.is_empty() {
+        // Secret values are not relayed from files by the CLI (it would keep them in a file
+        // next to the toolset); they are set one by one, read from stdin.
+        return Err(Failure::Local(format!(
+            "{shown} holds credentials; remove them from the file and set each after registering with              `mcpbootd credentials set <server> <name> --domain ... --header ...` (the value is read from stdin)"
+        )));
     }
     Ok(body)
 }

@@ -163,3 +163,32 @@ async fn credentials_survive_a_restart_and_a_wrong_key_refuses_to_start() {
     };
     assert!(error.contains("[credentials] key") && error.contains("cannot be decrypted"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_given_at_registration_are_stored_with_the_server_or_not_at_all() {
+    let app = spawn_app().await;
+    let mut body = register_body("inline");
+    body["credentials"] = json!({
+        "weather": {"value": SECRET, "domains": [WEATHER_HOST], "inject": {"header": "X-Api-Key"}},
+    });
+    let mut refused = body.clone();
+    refused["id"] = json!("refused");
+    refused["credentials"]["elsewhere"] =
+        json!({"value": SECRET, "domains": ["api.elsewhere.test"], "inject": {"query": "key"}});
+    let (status, answer) = app.post("/admin/servers", &refused).await;
+    assert_eq!(status, 422, "{answer}");
+    assert!(error_message(&answer).contains("\"elsewhere\""), "{answer}");
+    assert_eq!(app.get("/admin/servers/refused").await.0, 404, "nothing of a refused registration is stored");
+
+    app.register(body).await;
+    let (_, list) = app.get("/admin/servers/inline/credentials").await;
+    assert_eq!(list["credentials"][0]["name"], "weather", "{list}");
+    let echo = format!("{}/echo", app.upstream_url(WEATHER_HOST));
+    let (status, result) = app.admin_call("inline", "fetch", json!({"url": echo})).await;
+    assert_eq!(status, 200, "{result}");
+    let seen = app.upstream.requests();
+    assert_eq!(seen.last().unwrap().headers["x-api-key"], SECRET);
+    assert!(result.to_string().contains("[redacted:weather]") && !result.to_string().contains(SECRET));
+    let (_, exported) = app.get("/admin/servers/inline/export").await;
+    assert!(exported.get("credentials").is_none() && !exported.to_string().contains(SECRET), "{exported}");
+}

@@ -1,5 +1,7 @@
 //! Start-up and shutdown: builds the daemon's parts from the config and serves until told to stop.
 
+pub mod rekey;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{ArgGroup, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde_json::json;
 use url::Url;
 
 use crate::client::commands::{self, Failure, Register, Session};
@@ -122,6 +123,12 @@ enum Command {
         /// The server's id, as `mcpbootd list` shows it.
         id: String,
     },
+    /// Credentials for a server's upstream API: added by the daemon to matching requests, never
+    /// shown to handlers, agents or logs.
+    Credentials {
+        #[command(subcommand)]
+        action: CredentialsAction,
+    },
     /// Generate a prompt server again; the current tools keep serving until the new ones are ready.
     Regenerate {
         /// The server's id, as `mcpbootd list` shows it.
@@ -135,6 +142,61 @@ enum Command {
         /// Follow the generation until it is ready or failed.
         #[arg(long)]
         wait: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum CredentialsAction {
+    /// Set or rotate a credential. The value is read from stdin (a prompt without echo on a
+    /// terminal), never from the command line, where other users and shell history could see it.
+    #[command(
+        group(ArgGroup::new("inject").required(true).args(["header", "query", "basic"])),
+        after_help = "Examples:\n  mcpbootd credentials set gh token --domain api.github.com --header Authorization --format 'Bearer {value}'\n  \
+                      printf %s \"$OWM_KEY\" | mcpbootd credentials set weather owm --domain api.openweathermap.org --query appid\n  \
+                      mcpbootd credentials set svc login --domain api.example.com --basic alice"
+    )]
+    Set {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+        /// The credential's name (a-z, A-Z, 0-9, '-', '_'), as the egress log will show it.
+        name: String,
+        /// A host that gets the credential, with its subdomains; must be on the server's whitelist (repeatable).
+        #[arg(long = "domain", value_name = "DOMAIN", required = true)]
+        domains: Vec<String>,
+        /// Send it in this header.
+        #[arg(long, value_name = "NAME")]
+        header: Option<String>,
+        /// The header's value, with {value} where the secret goes.
+        #[arg(long, value_name = "FORMAT", requires = "header", default_value = "{value}")]
+        format: String,
+        /// Send it as this query parameter.
+        #[arg(long, value_name = "NAME")]
+        query: Option<String>,
+        /// Send it as the password of HTTP basic authentication with this user name.
+        #[arg(long, value_name = "USERNAME")]
+        basic: Option<String>,
+    },
+    /// List a server's credentials: names, domains, how they are sent, fingerprints (never values).
+    List {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+    },
+    /// Delete a credential.
+    Delete {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+        /// The credential's name, as `mcpbootd credentials list` shows it.
+        name: String,
+    },
+    /// Re-encrypt every credential under a new key, with the daemon stopped. The new key replaces
+    /// the key file; with the key in MCPBOOTD_CREDENTIALS_KEY, --new-key-file says where to put it.
+    Rekey {
+        /// TOML config file the daemon runs with (for the catalog path and the current key).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Where to write the new key (a new file); default: replace the current key file.
+        #[arg(long, value_name = "FILE")]
+        new_key_file: Option<PathBuf>,
     },
 }
 
@@ -184,6 +246,9 @@ pub fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+        Command::Credentials { action: CredentialsAction::Rekey { config, new_key_file } } => {
+            rekey(config.as_deref(), new_key_file.as_deref())
         }
         client_command => run_client(client_command, &cli.conn, url_origin(&matches)),
     }
@@ -238,8 +303,48 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
         Command::Regenerate { id, force, dry_run, wait, .. } => {
             commands::regenerate(session, &id, force, dry_run, wait).await
         }
+        Command::Credentials { action } => match action {
+            CredentialsAction::Set { id, name, domains, header, format, query, basic } => {
+                let inject = match (header, query, basic) {
+                    (Some(header), _, _) => json!({"header": header, "format": format}),
+                    (_, Some(query), _) => json!({"query": query}),
+                    (_, _, Some(username)) => json!({"basic": {"username": username}}),
+                    (None, None, None) => unreachable!("clap requires one of --header, --query, --basic"),
+                };
+                commands::set_credential(session, &id, &name, domains, inject).await
+            }
+            CredentialsAction::List { id } => commands::list_credentials(session, &id).await,
+            CredentialsAction::Delete { id, name } => commands::delete_credential(session, &id, &name).await,
+            CredentialsAction::Rekey { .. } => unreachable!("rekey runs locally"),
+        },
         Command::Serve { .. } | Command::PrintConfig | Command::IsolateWorker { .. } => {
             unreachable!("not a client command")
+        }
+    }
+}
+
+/// `credentials rekey`: runs here, on the catalog file, not through the daemon.
+fn rekey(config: Option<&std::path::Path>, new_key_file: Option<&std::path::Path>) -> ExitCode {
+    let config = match Config::load(config, std::env::vars(), &CliOverrides::default()) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("mcpbootd: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| runtime.block_on(crate::app::rekey::rekey(&config, new_key_file)));
+    match outcome {
+        Ok(done) => {
+            println!("re-encrypted {} credential(s); the key is now in {}", done.credentials, done.key_file.display());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("mcpbootd: {error:#}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -23,8 +23,8 @@ use url::Url;
 
 use crate::api::error::ErrorCode;
 use crate::api::model::{
-    CallList, CallRequest, CallResult, ErrorBody, GenerationStarted, RegenerateRequest, Registered, Registration,
-    ServerList, ServerView, ToolsetRegistration,
+    CallList, CallRequest, CallResult, CredentialList, CredentialView, ErrorBody, GenerationStarted, RegenerateRequest,
+    Registered, Registration, ServerList, ServerView, ToolsetRegistration,
 };
 
 /// For requests without a body.
@@ -151,6 +151,21 @@ impl AdminClient {
         let limit = limit.map(|n| n.to_string());
         let query: Vec<(&str, &str)> = limit.iter().map(|n| ("limit", n.as_str())).collect();
         self.json(Method::GET, &["admin", "servers", id, "calls"], &query, NO_BODY).await
+    }
+
+    /// `PUT /admin/servers/{id}/credentials/{name}` (the body holds the value: built from stdin).
+    pub async fn put_credential(&self, id: &str, name: &str, body: &Value) -> Result<CredentialView, ClientError> {
+        self.json(Method::PUT, &["admin", "servers", id, "credentials", name], &[], Some(body)).await
+    }
+
+    /// `GET /admin/servers/{id}/credentials`
+    pub async fn credentials(&self, id: &str) -> Result<CredentialList, ClientError> {
+        self.json(Method::GET, &["admin", "servers", id, "credentials"], &[], NO_BODY).await
+    }
+
+    /// `DELETE /admin/servers/{id}/credentials/{name}`; 204 without a body.
+    pub async fn delete_credential(&self, id: &str, name: &str) -> Result<(), ClientError> {
+        self.send_json(Method::DELETE, &["admin", "servers", id, "credentials", name], &[], NO_BODY).await.map(drop)
     }
 
     /// `GET /admin/servers/{id}/export`

@@ -134,6 +134,33 @@ impl Catalog {
         Ok(row.map(|row| (row.get("server_id"), row.get("name"), row.get("sealed"))))
     }
 
+    /// Every credential's sealed value, for re-encryption under a new key.
+    pub async fn sealed_credentials(&self) -> Result<Vec<(String, String, Vec<u8>)>, CatalogError> {
+        let rows = sqlx::query("SELECT server_id, name, sealed FROM credentials ORDER BY server_id, name")
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.into_iter().map(|row| (row.get("server_id"), row.get("name"), row.get("sealed"))).collect())
+    }
+
+    /// Replaces the sealed values of credentials, all in one transaction: every row is
+    /// re-encrypted, or none is.
+    pub async fn replace_sealed(&self, rows: &[(String, String, Vec<u8>)]) -> Result<(), CatalogError> {
+        let mut tx = self.writer.begin().await?;
+        for (server, name, sealed) in rows {
+            let updated = sqlx::query("UPDATE credentials SET sealed = ? WHERE server_id = ? AND name = ?")
+                .bind(sealed)
+                .bind(server)
+                .bind(name)
+                .execute(&mut *tx)
+                .await?;
+            if updated.rows_affected() != 1 {
+                return Err(CatalogError::WriteFailed(format!("credential {name:?} of server {server:?} vanished")));
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Deletes one credential; false if there was none by that name.
     pub async fn delete_credential(&self, server: &ServerId, name: &str) -> Result<bool, CatalogError> {
         let deleted = sqlx::query("DELETE FROM credentials WHERE server_id = ? AND name = ?")

@@ -343,6 +343,82 @@ fn plural(n: usize, word: &str) -> String {
     if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
 }
 
+/// `credentials set <id> <name> --domain ... (--header|--query|--basic)`: the value comes from
+/// stdin, with a prompt that does not echo when stdin is a terminal.
+pub async fn set_credential(
+    session: &Session,
+    id: &str,
+    name: &str,
+    domains: Vec<String>,
+    inject: Value,
+) -> Result<(), Failure> {
+    let value = read_secret(name)?;
+    let body = json!({"value": value, "domains": domains, "inject": inject});
+    let view = session.client.put_credential(id, name, &body).await?;
+    print_out(&if session.json {
+        output::pretty(&view)
+    } else {
+        format!(
+            "credential {} of {id} set (fingerprint {}); sent to {}",
+            view.name,
+            view.fingerprint,
+            view.domains.join(", ")
+        )
+    });
+    Ok(())
+}
+
+/// `credentials list <id>`
+pub async fn list_credentials(session: &Session, id: &str) -> Result<(), Failure> {
+    let list = session.client.credentials(id).await?;
+    if session.json {
+        print_out(&output::pretty(&list));
+        return Ok(());
+    }
+    if list.credentials.is_empty() {
+        print_out(&format!("{id} has no credentials; `mcpbootd credentials set {id} NAME --domain ...` adds one"));
+        return Ok(());
+    }
+    let lines: Vec<String> = list
+        .credentials
+        .iter()
+        .map(|c| {
+            let how = serde_json::to_string(&c.inject).unwrap_or_default();
+            format!("{}  {}  {how}  fingerprint {}", c.name, c.domains.join(","), c.fingerprint)
+        })
+        .collect();
+    print_out(&lines.join("\n"));
+    Ok(())
+}
+
+/// `credentials delete <id> <name>`
+pub async fn delete_credential(session: &Session, id: &str, name: &str) -> Result<(), Failure> {
+    session.client.delete_credential(id, name).await?;
+    print_out(&if session.json {
+        output::pretty(&json!({"id": id, "credential": name, "deleted": true}))
+    } else {
+        format!("deleted credential {name} of {id}")
+    });
+    Ok(())
+}
+
+/// The secret, from a no-echo prompt on a terminal or the first line of piped stdin.
+fn read_secret(name: &str) -> Result<String, Failure> {
+    use std::io::IsTerminal;
+    let value = if std::io::stdin().is_terminal() {
+        rpassword::prompt_password(format!("value of credential {name} (not echoed): "))
+            .map_err(|e| Failure::Local(format!("cannot read the value: {e}")))?
+    } else {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map_err(|e| Failure::Local(format!("cannot read stdin: {e}")))?;
+        text.lines().next().unwrap_or_default().to_string()
+    };
+    if value.is_empty() {
+        return Err(Failure::Local("no value given on stdin".into()));
+    }
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,8 @@ pub struct Vault {
     cipher: XChaCha20Poly1305,
     /// Where the key came from, named in errors.
     source: String,
+    /// The key file, when the key came from one.
+    file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Vault {
@@ -61,7 +63,7 @@ impl Vault {
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 let key = parse_key(text.trim()).map_err(|e| anyhow::anyhow!("key file {}: {e}", path.display()))?;
-                Ok(Vault::with_key(&key, format!("key file {}", path.display())))
+                Ok(Vault::from_file(&key, path))
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound && default => {
                 let key = create_key_file(&path)?;
@@ -69,7 +71,7 @@ impl Vault {
                     key_file = %path.display(),
                     "created a new key for credentials; back it up with the catalog (a catalog without its key cannot use its credentials)"
                 );
-                Ok(Vault::with_key(&key, format!("key file {}", path.display())))
+                Ok(Vault::from_file(&key, path))
             }
             Err(error) => Err(anyhow::anyhow!(
                 "cannot read [credentials] key_file {}: {error}; point key_file at the key the catalog was written with",
@@ -79,7 +81,22 @@ impl Vault {
     }
 
     pub fn with_key(key: &[u8; KEY_BYTES], source: String) -> Vault {
-        Vault { cipher: XChaCha20Poly1305::new(&Key::from(*key)), source }
+        Vault { cipher: XChaCha20Poly1305::new(&Key::from(*key)), source, file: None }
+    }
+
+    fn from_file(key: &[u8; KEY_BYTES], path: PathBuf) -> Vault {
+        Vault { file: Some(path.clone()), ..Vault::with_key(key, format!("key file {}", path.display())) }
+    }
+
+    /// The key file the key was read from; `None` when it came from `[credentials] key`.
+    pub fn key_file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// A new random key, and the vault for it.
+    pub fn generate(source: String) -> ([u8; KEY_BYTES], Vault) {
+        let key: [u8; KEY_BYTES] = XChaCha20Poly1305::generate_key(&mut OsRng).into();
+        (key, Vault::with_key(&key, source))
     }
 
     /// Seals `value` for credential `name` of server `server`: nonce followed by ciphertext.
@@ -127,10 +144,8 @@ fn parse_key(text: &str) -> Result<[u8; KEY_BYTES], String> {
     bytes.try_into().map_err(|_| format!("must be {} hex characters (a 256-bit key)", KEY_BYTES * 2))
 }
 
-/// A new random key, written with mode 0600 (created exclusively, so two daemons starting at
-/// once cannot each write their own).
-fn create_key_file(path: &Path) -> anyhow::Result<[u8; KEY_BYTES]> {
-    let key: [u8; KEY_BYTES] = XChaCha20Poly1305::generate_key(&mut OsRng).into();
+/// Writes `key` to a new file with mode 0600; fails if the file exists.
+pub fn write_key_file(path: &Path, key: &[u8; KEY_BYTES]) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
@@ -138,12 +153,17 @@ fn create_key_file(path: &Path) -> anyhow::Result<[u8; KEY_BYTES]> {
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(mut file) => {
-            file.write_all(format!("{}\n", hex::encode(key)).as_bytes())?;
-            file.sync_all()?;
-            Ok(key)
-        }
+    let mut file = options.open(path)?;
+    file.write_all(format!("{}\n", hex::encode(key)).as_bytes())?;
+    file.sync_all()
+}
+
+/// A new random key in a new key file (created exclusively, so two daemons starting at once
+/// cannot each write their own).
+fn create_key_file(path: &Path) -> anyhow::Result<[u8; KEY_BYTES]> {
+    let key: [u8; KEY_BYTES] = XChaCha20Poly1305::generate_key(&mut OsRng).into();
+    match write_key_file(path, &key) {
+        Ok(()) => Ok(key),
         // Another daemon on the same catalog won the race: use its key.
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
             let text = std::fs::read_to_string(path)?;

@@ -192,3 +192,69 @@ async fn credentials_given_at_registration_are_stored_with_the_server_or_not_at_
     let (_, exported) = app.get("/admin/servers/inline/export").await;
     assert!(exported.get("credentials").is_none() && !exported.to_string().contains(SECRET), "{exported}");
 }
+
+/// Runs `mcpbootd <args>` with `stdin` piped in; exit code, stdout, stderr.
+async fn mcpbootd(args: &[&str], env: &[(&str, String)], stdin: &str) -> (i32, String, String) {
+    use tokio::io::AsyncWriteExt;
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpbootd"));
+    command
+        .args(args)
+        .env_remove("MCPBOOTD_ADMIN_TOKEN")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).await.unwrap();
+    drop(input);
+    let output = child.wait_with_output().await.unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (output.status.code().unwrap(), text(output.stdout), text(output.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_sets_lists_and_deletes_credentials_and_rekeys_the_catalog() {
+    let app = spawn_app().await;
+    app.register(register_body("cli")).await;
+    let env = [("MCPBOOTD_URL", app.url(""))];
+    let set = ["credentials", "set", "cli", "token", "--domain", WEATHER_HOST, "--header", "Authorization"];
+    let (code, out, err) =
+        mcpbootd(&[&set[..], &["--format", "Bearer {value}"]].concat(), &env, &format!("{SECRET}\n")).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("credential token of cli set") && !out.contains(SECRET), "{out}");
+    let (code, out, _) = mcpbootd(&["credentials", "list", "cli"], &env, "").await;
+    assert_eq!(code, 0);
+    assert!(out.contains("token") && out.contains(WEATHER_HOST) && !out.contains(SECRET), "{out}");
+    let (code, _, err) = mcpbootd(&set, &env, "").await;
+    assert_eq!(code, 2, "an empty stdin is refused: {err}");
+    let (code, _, err) =
+        mcpbootd(&["credentials", "set", "cli", "x", "--domain", WEATHER_HOST, "--query", "k"], &env, "short\n").await;
+    assert_eq!(code, 1, "the daemon's refusal is shown: {err}");
+    assert!(err.contains("characters"), "{err}");
+
+    // Rekey with the daemon stopped; the credential still works after a restart.
+    let (data_dir, upstream) = (app.data_dir.clone(), app.upstream.clone());
+    let key_file = data_dir.path().join("catalog.db.key");
+    let old_key = std::fs::read_to_string(&key_file).unwrap();
+    app.stop().await;
+    let catalog = [("MCPBOOTD_CATALOG__PATH", catalog_path(data_dir.path()).display().to_string())];
+    let (code, out, err) = mcpbootd(&["credentials", "rekey"], &catalog, "").await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("re-encrypted 1 credential"), "{out}");
+    assert_ne!(std::fs::read_to_string(&key_file).unwrap(), old_key, "a new key");
+    let app =
+        spawn_app_with(AppOptions { data_dir: Some(data_dir), upstream: Some(upstream), ..AppOptions::default() })
+            .await;
+    let echo = format!("{}/echo", app.upstream_url(WEATHER_HOST));
+    assert_eq!(app.admin_call("cli", "fetch", json!({"url": echo})).await.0, 200);
+    assert_eq!(seen_authorization(&app).last().unwrap(), &format!("Bearer {SECRET}"));
+
+    let env = [("MCPBOOTD_URL", app.url(""))];
+    let (code, out, _) = mcpbootd(&["credentials", "delete", "cli", "token"], &env, "").await;
+    assert_eq!((code, out.trim()), (0, "deleted credential token of cli"));
+    let (code, _, err) = mcpbootd(&["credentials", "delete", "cli", "token"], &env, "").await;
+    assert_eq!(code, 1, "{err}");
+}

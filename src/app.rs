@@ -81,6 +81,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
             egress,
             caller: caller.clone(),
             registry: registry.clone(),
+            vault: vault.clone(),
             llm,
             metrics: metrics.clone(),
             tasks: tasks.clone(),

@@ -31,6 +31,8 @@ use tokio::sync::Semaphore;
 
 use crate::catalog::{Catalog, FinishedGeneration, NewDocument, StageTimings, ToolExtras};
 use crate::config::{Config, GenerationConfig};
+use crate::credentials::vault::Vault;
+use crate::credentials::{Binding, Credential};
 use crate::generate::candidates::Candidates;
 use crate::generate::compile::{CompileRequest, CompiledTool};
 use crate::generate::docs::{DocsLimits, FetchedDocument};
@@ -68,6 +70,8 @@ struct Inner {
     egress: Arc<Egress>,
     caller: Caller,
     registry: Arc<Registry>,
+    /// Opens the server's credentials for the self-test.
+    vault: Vault,
     llm: Option<Arc<dyn LlmClient>>,
     metrics: Arc<Metrics>,
     settings: GenerationConfig,
@@ -120,6 +124,7 @@ pub struct GeneratorParts {
     pub caller: Caller,
     /// Where a ready generation is mounted.
     pub registry: Arc<Registry>,
+    pub vault: Vault,
     /// None when no `[llm]` provider is configured: prompt registrations are refused.
     pub llm: Option<Arc<dyn LlmClient>>,
     pub metrics: Arc<Metrics>,
@@ -129,7 +134,7 @@ pub struct GeneratorParts {
 
 impl Generator {
     pub fn new(config: &Config, parts: GeneratorParts) -> Generator {
-        let GeneratorParts { catalog, egress, caller, registry, llm, metrics, tasks } = parts;
+        let GeneratorParts { catalog, egress, caller, registry, vault, llm, metrics, tasks } = parts;
         Generator {
             inner: Arc::new(Inner {
                 catalog,
@@ -137,6 +142,7 @@ impl Generator {
                 max_response_bytes: caller.max_response_bytes(),
                 caller,
                 registry,
+                vault,
                 llm,
                 metrics,
                 settings: config.generation.clone(),
@@ -231,6 +237,10 @@ impl Inner {
             .clone()
             .ok_or_else(|| StageError::new(Stage::Planning, "no LLM is configured; set [llm] provider and model"))?;
         let mut clock = StageClock::new();
+        let credentials = self.credentials(job).await?;
+        let bindings: Vec<(String, Binding)> =
+            credentials.iter().map(|c| (c.name.clone(), c.binding.clone())).collect();
+        let credentials_section = crate::credentials::prompt_section(&bindings);
 
         self.enter(job, Stage::Fetching).await?;
         let (urls, documents) = self.fetch(job, llm.model(), finished).await?;
@@ -245,7 +255,7 @@ impl Inner {
         self.enter(job, Stage::Planning).await?;
         let sources: Vec<SourceDocument<'_>> =
             documents.iter().map(|d| SourceDocument { url: &d.final_url, text: &d.text }).collect();
-        let plan = self.plan(job, llm.as_ref(), &sources, &candidates, finished).await?;
+        let plan = self.plan(job, llm.as_ref(), &sources, &candidates, &credentials_section, finished).await?;
         clock.lap(&mut finished.timings, Stage::Planning);
         if job.dry_run {
             return Ok(GenerationOutcome::Planned);
@@ -253,8 +263,12 @@ impl Inner {
 
         self.enter(job, Stage::Compiling).await?;
         let whitelist_domains = finished.whitelist.domains();
-        let request =
-            CompileRequest { prompt: &job.prompt, documents: &sources, whitelist_domains: &whitelist_domains };
+        let request = CompileRequest {
+            prompt: &job.prompt,
+            documents: &sources,
+            whitelist_domains: &whitelist_domains,
+            credentials: &credentials_section,
+        };
         let (compiled, usage) = compile::compile_all(llm.as_ref(), &request, &plan, self.settings.compile_concurrency)
             .await
             .map_err(|e| StageError::new(Stage::Compiling, e))?;
@@ -262,7 +276,7 @@ impl Inner {
         clock.lap(&mut finished.timings, Stage::Compiling);
 
         self.enter(job, Stage::Testing).await?;
-        finished.tools = self.test(llm.as_ref(), &request, &plan, compiled, finished).await?;
+        finished.tools = self.test(llm.as_ref(), &request, &plan, compiled, credentials, finished).await?;
         clock.lap(&mut finished.timings, Stage::Testing);
         Ok(GenerationOutcome::Ready)
     }
@@ -325,6 +339,23 @@ impl Inner {
         Ok(Some(GenerationOutcome::Ready))
     }
 
+    /// The server's credentials, opened (their names and bindings go to the LLM, their values
+    /// only to the self-test's egress).
+    async fn credentials(&self, job: &Job) -> Result<Vec<Credential>, StageError> {
+        let records =
+            self.catalog.credentials(&job.server).await.map_err(|e| StageError::new(Stage::Planning, e.to_string()))?;
+        records
+            .into_iter()
+            .map(|record| {
+                let value = self
+                    .vault
+                    .open_value(job.server.as_str(), &record.name, &record.sealed)
+                    .map_err(|e| StageError::new(Stage::Planning, e.to_string()))?;
+                Ok(Credential { name: record.name, binding: record.binding, value })
+            })
+            .collect()
+    }
+
     /// Planning: the tools to build, and the whitelist their endpoints need.
     async fn plan(
         &self,
@@ -332,10 +363,12 @@ impl Inner {
         llm: &dyn LlmClient,
         sources: &[SourceDocument<'_>],
         candidates: &Candidates,
+        credentials: &str,
         finished: &mut FinishedGeneration,
     ) -> Result<Plan, StageError> {
         let candidate_domains = candidates.domains();
-        let request = PlanRequest { prompt: &job.prompt, documents: sources, candidate_domains: &candidate_domains };
+        let request =
+            PlanRequest { prompt: &job.prompt, documents: sources, candidate_domains: &candidate_domains, credentials };
         let (plan, usage) = plan::plan(llm, &request).await.map_err(|e| StageError::new(Stage::Planning, e))?;
         add_usage(finished, usage);
         finished.plan = Some(serde_json::to_value(&plan).unwrap_or(Value::Null));
@@ -353,15 +386,13 @@ impl Inner {
         request: &CompileRequest<'_>,
         plan: &Plan,
         compiled: Vec<CompiledTool>,
+        credentials: Vec<Credential>,
         finished: &mut FinishedGeneration,
     ) -> Result<Vec<(ToolSpec, ToolExtras)>, StageError> {
-        let self_test = SelfTest {
-            caller: &self.caller,
-            egress: &self.egress,
-            policy: Arc::new(ServerPolicy::whitelisted(finished.whitelist.clone(), self.max_response_bytes)),
-            llm,
-            request,
-        };
+        // The self-test calls the API as the served tools will: with the server's credentials.
+        let policy = ServerPolicy::whitelisted(finished.whitelist.clone(), self.max_response_bytes)
+            .with_credentials(credentials);
+        let self_test = SelfTest { caller: &self.caller, egress: &self.egress, policy: Arc::new(policy), llm, request };
         let mut tools = Vec::with_capacity(plan.tools.len());
         for planned in &plan.tools {
             let handler =

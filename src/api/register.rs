@@ -97,6 +97,17 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
             ),
         ));
     }
+    if let Some(secret) = crate::credentials::pasted_secret(&prompt) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidCredential,
+            format!(
+                "the prompt seems to contain a secret ({secret}): prompts are stored and sent to the LLM. Remove it \
+                 and give it as a credential instead (\"credentials\" in this registration, or \
+                 PUT /admin/servers/{{id}}/credentials/{{name}} / mcpbootd credentials set): the daemon then adds it \
+                 to the API's requests without handlers, agents or the LLM seeing it"
+            ),
+        ));
+    }
     if !state.generator.llm_configured() {
         return Err(llm_not_configured(&state.config.llm));
     }

@@ -32,6 +32,8 @@ pub struct CompileRequest<'a> {
     pub documents: &'a [SourceDocument<'a>],
     /// The server's whitelist: the domains handlers may fetch.
     pub whitelist_domains: &'a [String],
+    /// The credentials section (`credentials::prompt_section`); empty when there are none.
+    pub credentials: &'a str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,9 +112,10 @@ pub async fn repair(
 /// What every tool's conversation shares: the request, the domains and the documents.
 fn shared_context(request: &CompileRequest<'_>) -> String {
     format!(
-        "# The user's request\n\n{}\n\n# Allowed domains\n\n{}\n\n# Documentation\n\n{}",
+        "# The user's request\n\n{}\n\n# Allowed domains\n\n{}{}\n\n# Documentation\n\n{}",
         request.prompt.trim(),
         domains_section(request.whitelist_domains),
+        if request.credentials.is_empty() { String::new() } else { format!("\n\n{}", request.credentials) },
         documents_section(request.documents)
     )
 }
@@ -261,7 +264,12 @@ mod tests {
     }
 
     fn request<'a>(domains: &'a [String], documents: &'a [SourceDocument<'a>]) -> CompileRequest<'a> {
-        CompileRequest { prompt: "Items API tools, newest first", documents, whitelist_domains: domains }
+        CompileRequest {
+            prompt: "Items API tools, newest first",
+            documents,
+            whitelist_domains: domains,
+            credentials: "",
+        }
     }
 
     #[tokio::test]

@@ -80,6 +80,8 @@ pub struct PlanRequest<'a> {
     pub documents: &'a [SourceDocument<'a>],
     /// Domains the tools may reach (each with its subdomains).
     pub candidate_domains: &'a [String],
+    /// The credentials section (`credentials::prompt_section`); empty when there are none.
+    pub credentials: &'a str,
 }
 
 /// Why planning or compiling failed.
@@ -128,6 +130,10 @@ fn user_message(request: &PlanRequest<'_>) -> String {
     message.push_str(request.prompt.trim());
     message.push_str("\n\n# Allowed domains\n\n");
     message.push_str(&domains_section(request.candidate_domains));
+    if !request.credentials.is_empty() {
+        message.push_str("\n\n");
+        message.push_str(request.credentials);
+    }
     message.push_str("\n\n# Documentation\n\n");
     message.push_str(&documents_section(request.documents));
     message.push_str("\n\nReply with the plan as one JSON object.");
@@ -343,8 +349,12 @@ mod tests {
         let llm = FakeLlm::scripted([reply]);
         let documents = [SourceDocument { url: "https://example.com/docs", text: "GET /items/{id} returns an item" }];
         let domains = domains();
-        let request =
-            PlanRequest { prompt: "Tools for the example API", documents: &documents, candidate_domains: &domains };
+        let request = PlanRequest {
+            prompt: "Tools for the example API",
+            documents: &documents,
+            candidate_domains: &domains,
+            credentials: "",
+        };
         let (plan, usage) = plan(&llm, &request).await.unwrap();
         assert_eq!(plan.tools.len(), 1);
         assert_eq!(plan.tools[0].name, "get_item");
@@ -370,7 +380,7 @@ mod tests {
         let good = plan_json(vec![tool("get_item", &["GET https://api.example.com/items/{id}"])]);
         let llm = FakeLlm::scripted([bad.clone(), good]);
         let domains = domains();
-        let request = PlanRequest { prompt: "p", documents: &[], candidate_domains: &domains };
+        let request = PlanRequest { prompt: "p", documents: &[], candidate_domains: &domains, credentials: "" };
         let (plan, usage) = plan(&llm, &request).await.unwrap();
         assert_eq!(plan.tools[0].name, "get_item");
         assert_eq!(usage.requests, 2);
@@ -390,7 +400,7 @@ mod tests {
     #[tokio::test]
     async fn gives_up_after_three_attempts() {
         let llm = FakeLlm::scripted(["no plan, sorry", "{\"tools\": []}", "still nothing"]);
-        let request = PlanRequest { prompt: "p", documents: &[], candidate_domains: &[] };
+        let request = PlanRequest { prompt: "p", documents: &[], candidate_domains: &[], credentials: "" };
         let error = plan(&llm, &request).await.unwrap_err();
         match &error {
             GenerateError::Invalid { stage, message, attempts } => {
@@ -407,7 +417,7 @@ mod tests {
     #[tokio::test]
     async fn llm_errors_end_planning() {
         let llm = FakeLlm::scripted(Vec::<String>::new());
-        let request = PlanRequest { prompt: "p", documents: &[], candidate_domains: &[] };
+        let request = PlanRequest { prompt: "p", documents: &[], candidate_domains: &[], credentials: "" };
         assert!(matches!(plan(&llm, &request).await, Err(GenerateError::Llm(_))));
     }
 

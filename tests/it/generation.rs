@@ -496,3 +496,44 @@ async fn progress_streams_as_server_sent_events() {
     let (status, body) = app.get("/admin/servers/nope/events").await;
     assert_eq!(status, 404, "{body}");
 }
+
+/// Credentials given with a prompt: the planner and compiler learn their names, domains and how
+/// they are sent (never the value), the self-test and the served tool call the API with them,
+/// and a prompt that pastes a key is refused before anything reaches the LLM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generation_knows_credentials_by_name_and_never_sees_their_values() {
+    const KEY: &str = "items-api-key-0123456789abcdef";
+    let llm = ScriptedLlm::start().await;
+    let app = spawn_with_llm(&llm, false, vec![], None).await;
+    let port = app.upstream.address.port();
+    app.upstream.set_docs(&docs_html(port));
+    script_happy_path(&llm, port);
+
+    let pasted = format!("{} Use the api_key=abcdef0123456789abcdef0123456789 for it.", prompt(&app));
+    let (status, body) = app.post("/admin/servers", &json!({"id": "pasted", "prompt": pasted})).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(error_message(&body).contains("credential"), "{body}");
+    assert!(llm.requests().is_empty(), "nothing reached the LLM");
+
+    let credentials = json!({"items": {"value": KEY, "domains": [WEATHER_HOST], "inject": {"header": "X-Api-Key"}}});
+    let id = register_prompt(&app, json!({"id": "keyed", "prompt": prompt(&app), "credentials": credentials})).await;
+    let view = wait_for_status(&app, &id, &["ready", "failed"]).await;
+    assert_eq!(view["status"], "ready", "{view:#}");
+    assert_eq!(view["tools"][0]["self_test"]["status"], "passed", "{view:#}");
+    assert!(!view.to_string().contains(KEY), "handlers and the view hold no key");
+
+    let requests = llm.requests();
+    assert!(requests.iter().all(|r| !r.body.to_string().contains(KEY)), "the LLM never sees the value");
+    for request in &requests {
+        assert!(request.mentions("Credentials the daemon adds"), "planner and compiler are told");
+        assert!(request.mentions("`items`") && request.mentions("X-Api-Key: <secret>"));
+    }
+    let self_test = app.upstream.requests();
+    assert!(self_test.iter().any(|r| r.headers.get("x-api-key").is_some_and(|v| v == KEY)), "the self-test sends it");
+
+    let client = app.mcp(&id).await;
+    let result = mcp_call(&client, "get_item", json!({"id": 7})).await;
+    assert_eq!(result.structured_content, Some(json!({"id": 7, "title": "Item 7", "author": "alice"})), "{result:?}");
+    assert_eq!(app.upstream.requests().last().unwrap().headers["x-api-key"], KEY);
+    client.cancel().await.unwrap();
+}

@@ -166,7 +166,16 @@ async fn logs_are_json_lines_with_request_context_and_no_secrets() {
     let response = http
         .post(format!("{url}/admin/servers"))
         .bearer_auth(token)
-        .json(&json!({"id": "logged", "tools": [tool("hi", "console.log('hello'); return 'hi';")]}))
+        .json(&json!({"id": "logged", "allow_domains": ["api.example.com"], "tools": [tool("hi", "console.log('hello'); return 'hi';")]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let credential_value = "cred-secret-value-0123456789";
+    let response = http
+        .put(format!("{url}/admin/servers/logged/credentials/api"))
+        .bearer_auth(token)
+        .json(&json!({"value": credential_value, "domains": ["api.example.com"], "inject": {"query": "key"}}))
         .send()
         .await
         .unwrap();
@@ -185,6 +194,8 @@ async fn logs_are_json_lines_with_request_context_and_no_secrets() {
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert!(!log.contains(token), "the admin token appeared in the log");
     assert!(!log.contains(llm_key), "the LLM key appeared in the log");
+    assert!(!log.contains(credential_value), "a credential's value appeared in the log");
+    assert!(log.contains("credential set"), "setting a credential is logged, by name");
     let lines: Vec<serde_json::Value> =
         log.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect();
     let registered = lines.iter().find(|l| l["message"] == "toolset server registered").expect("registration logged");

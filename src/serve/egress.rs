@@ -107,6 +107,10 @@ impl Egress {
         })?;
         let mut body = request.body;
         let mut redirected = false;
+        // Credentials go only to the request's own origin: once a redirect leaves it, no later
+        // hop gets them, even one to another host they match (as browsers drop Authorization).
+        let origin = url.origin();
+        let mut left_origin = false;
         let mut hops = 0u32;
         loop {
             let mut hop = Hop::of(method.as_str(), &url, Instant::now());
@@ -114,7 +118,9 @@ impl Egress {
             let answered = match policy::check_url(policy, self.allow_private_networks, &url) {
                 Ok(_) => {
                     // Credentials go on this hop only, after the policy allowed it.
-                    let (hop_url, hop_headers, names) = inject::apply(&policy.credentials, &url, &headers);
+                    left_origin |= url.origin() != origin;
+                    let credentials = if left_origin { &[][..] } else { &policy.credentials[..] };
+                    let (hop_url, hop_headers, names) = inject::apply(credentials, &url, &headers);
                     applied = names;
                     hop.credentials = &applied;
                     let sent = self.transport.send(

@@ -121,6 +121,15 @@ async fn credentials_reach_the_upstream_and_nothing_else() {
     }
     assert!(!raw.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()), "the catalog holds the value in clear");
 
+    // A credential for both hosts still stays behind on a redirect that leaves the origin.
+    let both = json!({"value": SECRET, "domains": [WEATHER_HOST, OTHER_HOST], "inject": {"header": "Authorization"}});
+    assert_eq!(put(&app, "/admin/servers/gh/credentials/token", &both).await.0, 200);
+    app.admin_call("gh", "fetch", json!({"url": redirect})).await;
+    assert_eq!(seen_authorization(&app).last().unwrap(), "", "dropped after leaving the origin");
+    let same_origin = format!("{}/redirect?to=/echo", app.upstream_url(WEATHER_HOST));
+    app.admin_call("gh", "fetch", json!({"url": same_origin})).await;
+    assert_eq!(seen_authorization(&app).last().unwrap(), SECRET, "kept on a same-origin redirect");
+
     // Deleted: the next call goes without it.
     assert_eq!(app.delete("/admin/servers/gh/credentials/token").await.0, 204);
     assert_eq!(app.delete("/admin/servers/gh/credentials/token").await.0, 404);

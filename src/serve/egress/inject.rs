@@ -1,6 +1,6 @@
 //! Credentials added to a request on its way out: after the policy allowed the hop, to that hop
-//! only, and only when its host matches a credential's domains. A redirect to another host is a
-//! new hop and gets only what matches it, so a credential never follows a request off its
+//! only, and only when its host matches a credential's domains (the caller passes none once a
+//! redirect has left the request's origin), so a credential never follows a request off its
 //! domains. A header the handler set with the same name is replaced, never merged, and a query
 //! parameter of the same name is replaced.
 

@@ -106,6 +106,10 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let silent = Arc::new(SilentConnections::default());
     let graceful = GracefulShutdown::new();
+    // Connections that have not spoken yet are not watched by `graceful`, but they hold a
+    // watcher, which `graceful.shutdown()` waits for: at shutdown they are closed at once
+    // instead of when their header-read timer runs out.
+    let stopping = tokio_util::sync::CancellationToken::new();
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     builder.http2().timer(TokioTimer::new()).keep_alive_interval(Some(limits.header_read_timeout));
@@ -144,6 +148,7 @@ pub async fn serve(
         let watcher = graceful.watcher();
         let header_read_timeout = limits.header_read_timeout;
         let this = silent.track(limits.max_connections);
+        let stopping = stopping.clone();
         tokio::spawn(async move {
             // Telling HTTP/1 from HTTP/2 waits for the first bytes with no timer of its own, so
             // a connection that sends nothing is closed here; hyper's header timer covers the rest.
@@ -153,6 +158,7 @@ pub async fn serve(
                     matches!(peeked, Ok(Ok(1..)))
                 }
                 () = this.evict.notified() => false,
+                () = stopping.cancelled() => false,
             };
             // Its first byte and an eviction may race: whichever settles first decides.
             let evicted = !this.settle();
@@ -166,6 +172,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    stopping.cancel();
     graceful.shutdown().await;
     Ok(())
 }

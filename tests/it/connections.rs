@@ -97,3 +97,20 @@ async fn slow_and_idle_connections_are_closed_and_a_flood_is_refused_at_once() {
     let answer = read_until_closed(&mut idle, Duration::from_secs(10)).await.expect("closed after idling");
     assert!(answer.starts_with("HTTP/1.1 200"), "answered first: {answer}");
 }
+
+/// A connection that never sends a byte does not hold up shutdown until its header-read timer
+/// runs out (it held every shutdown for `header_read_timeout_ms` before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_does_not_delay_shutdown() {
+    let app = spawn_app_with(AppOptions {
+        env: vec![("MCPBOOTD_SERVER__HEADER_READ_TIMEOUT_MS".into(), "120000".into())],
+        ..AppOptions::default()
+    })
+    .await;
+    let mut silent = TcpStream::connect(app.address).await.unwrap();
+    // Let the daemon accept it and start waiting for its first byte.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stopped = tokio::time::timeout(Duration::from_secs(60), app.stop()).await;
+    assert!(stopped.is_ok(), "shutdown waited for a connection that never spoke");
+    assert_eq!(read_until_closed(&mut silent, Duration::from_secs(5)).await.as_deref(), Some(""), "and it is closed");
+}

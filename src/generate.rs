@@ -244,6 +244,7 @@ impl Inner {
 
         self.enter(job, Stage::Fetching).await?;
         let (urls, documents) = self.fetch(job, llm.model(), finished).await?;
+        finished.prompt_hash = Some(prompt_hash(&job.prompt, &job.allow_domains, &credentials_section));
         clock.lap(&mut finished.timings, Stage::Fetching);
         let candidates = Candidates::collect(&urls, &job.allow_domains, &documents);
         if !job.force
@@ -305,7 +306,6 @@ impl Inner {
             .await
             .map_err(|e| StageError::internal(Stage::Fetching, e))?;
         finished.content_hash = Some(docs::content_hash(&documents));
-        finished.prompt_hash = Some(prompt_hash(&job.prompt, &job.allow_domains));
         finished.model = Some(model.to_string());
         Ok((urls, documents))
     }
@@ -454,14 +454,19 @@ fn annotations_for(tool: &PlannedTool) -> Map<String, Value> {
     annotations
 }
 
-/// The cache key's prompt part: the prompt and the operator's domains (they shape the plan too).
-fn prompt_hash(prompt: &str, allow_domains: &[String]) -> String {
+/// The cache key's prompt part: the prompt, the operator's domains and the credentials' names
+/// and bindings (they shape the plan too: a key the daemon adds is not a tool argument).
+fn prompt_hash(prompt: &str, allow_domains: &[String], credentials: &str) -> String {
     let mut domains = allow_domains.to_vec();
     domains.sort();
     let mut hasher = Sha256::new();
     hasher.update(prompt.as_bytes());
     hasher.update(b"\n--\n");
     hasher.update(domains.join("\n").as_bytes());
+    if !credentials.is_empty() {
+        hasher.update(b"\n--\n");
+        hasher.update(credentials.as_bytes());
+    }
     hex::encode(hasher.finalize())
 }
 

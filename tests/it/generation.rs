@@ -536,4 +536,9 @@ async fn generation_knows_credentials_by_name_and_never_sees_their_values() {
     assert_eq!(result.structured_content, Some(json!({"id": 7, "title": "Item 7", "author": "alice"})), "{result:?}");
     assert_eq!(app.upstream.requests().last().unwrap().headers["x-api-key"], KEY);
     client.cancel().await.unwrap();
+
+    // Credentials are part of the cache key: the same prompt without them is planned afresh.
+    let id = register_prompt(&app, json!({"id": "plain", "prompt": prompt(&app)})).await;
+    let view = wait_for_status(&app, &id, &["ready", "failed"]).await;
+    assert_eq!(view["generation"]["cache_hit"], false, "{view:#}");
 }

@@ -194,11 +194,7 @@ async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>)
         return Err(not_found(id));
     }
     // Remount so the serving path sees the new token at once.
-    if state.registry.get(id).is_some()
-        && let Some(record) = state.catalog.mount_record(id).await?
-    {
-        state.registry.mount(record);
-    }
+    state.registry.remount(id).await?;
     tracing::info!(server_id = %id, set = digest.is_some(), "access token changed");
     Ok(())
 }

@@ -59,7 +59,7 @@ pub async fn put_credential(
         .put_credential(&id, &name, &new.binding, &new.sealed, &new.fingerprint)
         .await?
         .ok_or_else(|| not_found(&id))?;
-    remount(&state, &id).await?;
+    state.registry.remount(&id).await?;
     tracing::info!(server_id = %id, credential = %name, created, "credential set");
     let view = state.catalog.credentials(&id).await?.into_iter().find(|c| c.name == name).map(CredentialView::from);
     let view = view.ok_or_else(|| not_found(&id))?;
@@ -113,7 +113,7 @@ pub async fn delete_credential(
             format!("server {id:?} has no credential {name:?}; mcpbootd credentials list {id} shows them"),
         ));
     }
-    remount(&state, &id).await?;
+    state.registry.remount(&id).await?;
     tracing::info!(server_id = %id, credential = %name, "credential deleted");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -148,14 +148,4 @@ pub(crate) fn seal(
         name,
         binding,
     })
-}
-
-/// Rebuilds a mounted server so its next call uses the credentials as they are now.
-async fn remount(state: &AppState, id: &ServerId) -> Result<(), ApiError> {
-    if state.registry.get(id).is_some()
-        && let Some(record) = state.catalog.mount_record(id).await?
-    {
-        state.registry.mount(record);
-    }
-    Ok(())
 }

@@ -148,6 +148,18 @@ impl Registry {
         self.write().insert(record.id.clone(), Arc::new(Mount::new(record)));
     }
 
+    /// Rebuilds `id`'s mount from the catalog if it is mounted, so the next request sees a change
+    /// (a token, credentials); requests already routed finish on the old one. Call it holding
+    /// [`Registry::serialize`] for `id`.
+    pub async fn remount(&self, id: &ServerId) -> Result<(), CatalogError> {
+        if self.get(id).is_some()
+            && let Some(record) = self.catalog.mount_record(id).await?
+        {
+            self.mount(record);
+        }
+        Ok(())
+    }
+
     /// Mounts every server the catalog serves (start-up), holding every change lock so a
     /// registration, token change or deletion made meanwhile is seen whole or applied after.
     pub async fn mount_from_catalog(&self) -> Result<usize, CatalogError> {

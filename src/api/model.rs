@@ -283,6 +283,10 @@ pub struct ServerView {
     /// Whether a generation is being served (a server keeps serving during a regeneration).
     pub serving: bool,
     pub access_token_set: bool,
+    /// Names of the server's upstream credentials (`GET .../credentials` has the details; values
+    /// are never shown).
+    #[serde(default)]
+    pub credentials: Vec<String>,
     pub mcp_path: String,
     /// The prompt of a prompt registration.
     pub prompt: Option<String>,
@@ -311,6 +315,7 @@ impl From<&ServerRecord> for ServerView {
             status: record.status,
             serving: served.is_some(),
             access_token_set: record.access_token_sha256.is_some(),
+            credentials: record.credentials.clone(),
             mcp_path: record.id.mcp_path(),
             prompt: record.prompt.clone(),
             allow_domains: record.allow_domains.clone(),

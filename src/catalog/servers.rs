@@ -56,6 +56,8 @@ pub struct ServerRecord {
     pub updated_at: i64,
     /// Hex sha256 of the MCP access token, when the mount requires one.
     pub access_token_sha256: Option<String>,
+    /// Names of the server's upstream credentials.
+    pub credentials: Vec<String>,
     /// The generation being served.
     pub generation: Option<GenerationRecord>,
     /// The newest generation, when it is not the one being served (running, failed or planned).
@@ -203,6 +205,10 @@ async fn server_from_row(
         .bind(id.as_str())
         .fetch_one(&mut *snapshot)
         .await?;
+    let credentials: Vec<String> = sqlx::query_scalar("SELECT name FROM credentials WHERE server_id = ? ORDER BY name")
+        .bind(id.as_str())
+        .fetch_all(&mut *snapshot)
+        .await?;
     let latest_generation = match latest_id {
         Some(latest) if Some(latest) != generation_id => Some(present(Catalog::generation(snapshot, latest).await?)?),
         _ => None,
@@ -218,6 +224,7 @@ async fn server_from_row(
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
         access_token_sha256: row.get("access_token_sha256"),
+        credentials,
         generation,
         latest_generation,
     })

@@ -95,6 +95,10 @@ pub fn server_summary(view: &ServerView, mcp_url: &str) -> String {
         "none (any client that reaches the daemon may call the tools)"
     };
     field(&mut out, "token", token);
+    if !view.credentials.is_empty() {
+        let names = format!("{} (added by the daemon to matching requests)", view.credentials.join(", "));
+        field(&mut out, "credentials", &names);
+    }
     if let Some(description) = &view.description {
         field(&mut out, "description", &description.trim().replace('\n', "\n             "));
     }

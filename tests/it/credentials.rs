@@ -113,6 +113,8 @@ async fn credentials_reach_the_upstream_and_nothing_else() {
     }
     let (_, list) = app.get("/admin/servers/gh/credentials").await;
     assert_eq!(list["credentials"][0]["name"], "token");
+    let (_, view) = app.get("/admin/servers/gh").await;
+    assert_eq!(view["credentials"], json!(["token"]), "the server view names its credentials");
 
     // Not in the catalog file, in any form.
     let mut raw = Vec::new();
@@ -237,6 +239,9 @@ async fn the_cli_sets_lists_and_deletes_credentials_and_rekeys_the_catalog() {
     let (code, out, _) = mcpbootd(&["credentials", "list", "cli"], &env, "").await;
     assert_eq!(code, 0);
     assert!(out.contains("token") && out.contains(WEATHER_HOST) && !out.contains(SECRET), "{out}");
+    let (code, out, _) = mcpbootd(&["show", "cli"], &env, "").await;
+    assert_eq!(code, 0);
+    assert!(out.contains("credentials") && out.contains("token") && !out.contains(SECRET), "{out}");
     let (code, _, err) = mcpbootd(&set, &env, "").await;
     assert_eq!(code, 2, "an empty stdin is refused: {err}");
     let (code, _, err) =

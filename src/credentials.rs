@@ -25,6 +25,7 @@ pub const MIN_VALUE_CHARS: usize = 8;
 /// How a credential is added to a matching request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, untagged)]
+#[serde(try_from = "InjectionShape")]
 pub enum Injection {
     /// A header, its value written from `format` with `{value}` replaced (default `{value}`).
     Header {
@@ -36,6 +37,38 @@ pub enum Injection {
     Query { query: String },
     /// HTTP basic authentication with this user name and the value as password.
     Basic { basic: BasicUser },
+}
+
+/// What `inject` is read as, so a body of the wrong shape gets an error that shows the three
+/// accepted forms instead of serde's "did not match any variant".
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InjectionShape {
+    header: Option<String>,
+    format: Option<String>,
+    query: Option<String>,
+    basic: Option<BasicUser>,
+}
+
+const INJECTION_FORMS: &str = "{\"header\": \"Authorization\", \"format\": \"Bearer {value}\"}, {\"query\": \"api_key\"} or {\"basic\": {\"username\": \"...\"}}";
+
+impl TryFrom<InjectionShape> for Injection {
+    type Error = String;
+
+    fn try_from(shape: InjectionShape) -> Result<Injection, String> {
+        match shape {
+            InjectionShape { header: Some(header), format, query: None, basic: None } => {
+                Ok(Injection::Header { header, format: format.unwrap_or_else(plain_format) })
+            }
+            InjectionShape { header: None, format: None, query: Some(query), basic: None } => {
+                Ok(Injection::Query { query })
+            }
+            InjectionShape { header: None, format: None, query: None, basic: Some(basic) } => {
+                Ok(Injection::Basic { basic })
+            }
+            _ => Err(format!("inject must be exactly one of {INJECTION_FORMS} (format only with header)")),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -353,6 +386,28 @@ mod tests {
         ] {
             assert_eq!(pasted_secret(fine), None, "{fine}");
         }
+    }
+
+    #[test]
+    fn injection_rules_parse_in_three_forms_and_say_so_otherwise() {
+        let parse = |v: serde_json::Value| serde_json::from_value::<Injection>(v).map_err(|e| e.to_string());
+        assert_eq!(
+            parse(serde_json::json!({"header": "X-Key"})).unwrap(),
+            Injection::Header { header: "X-Key".into(), format: "{value}".into() }
+        );
+        assert_eq!(parse(serde_json::json!({"query": "k"})).unwrap(), Injection::Query { query: "k".into() });
+        let basic = parse(serde_json::json!({"basic": {"username": "me"}})).unwrap();
+        assert_eq!(basic, Injection::Basic { basic: BasicUser { username: "me".into() } });
+        assert_eq!(parse(serde_json::to_value(&basic).unwrap()).unwrap(), basic, "stored form reads back");
+        for wrong in [
+            serde_json::json!({}),
+            serde_json::json!({"query": "k", "header": "h"}),
+            serde_json::json!({"format": "{value}"}),
+        ] {
+            let error = parse(wrong.clone()).unwrap_err();
+            assert!(error.contains("inject must be exactly one of"), "{wrong}: {error}");
+        }
+        assert!(parse(serde_json::json!({"header": 5})).unwrap_err().contains("invalid type"));
     }
 
     #[test]

@@ -28,7 +28,7 @@ mod servers;
 mod tools;
 
 pub use calls::{CallLog, CallRecord, EgressRecord, Retention};
-pub use credentials::{CredentialRecord, NewCredential};
+pub use credentials::{CredentialRecord, NewCredential, PutCredential};
 pub use generations::{
     CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument,
     NewPromptServer, StageTimings,

@@ -12,7 +12,7 @@ pub mod vault;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::whitelist::{CanonicalHost, Whitelist, canonical_whitelist_domain};
+use crate::whitelist::{CanonicalHost, Whitelist, canonical_whitelist_domain, domain_covers};
 
 /// Longest credential value accepted.
 pub const MAX_VALUE_BYTES: usize = 8 * 1024;
@@ -182,14 +182,9 @@ impl Binding {
     }
 
     /// Whether a request to `host` gets this credential: the host is one of the domains or a
-    /// subdomain of one, as for the whitelist.
+    /// subdomain of one, by the whitelist's rule.
     pub fn matches(&self, host: &str) -> bool {
-        self.domains.iter().any(|domain| {
-            host == domain
-                || (host.len() > domain.len()
-                    && host.ends_with(domain.as_str())
-                    && host.as_bytes()[host.len() - domain.len() - 1] == b'.')
-        })
+        self.domains.iter().any(|domain| domain_covers(domain, host))
     }
 }
 
@@ -344,10 +339,12 @@ impl Redactor {
             }
             serde_json::Value::Array(items) => items.iter_mut().for_each(|item| self.json(item)),
             serde_json::Value::Object(map) => {
-                let entries = std::mem::take(map);
-                for (key, mut item) in entries {
-                    self.json(&mut item);
-                    map.insert(self.text(&key).into_owned(), item);
+                map.values_mut().for_each(|item| self.json(item));
+                // Keys are rebuilt only when one holds a value (rare), keeping their order.
+                if map.keys().any(|key| matches!(self.text(key), std::borrow::Cow::Owned(_))) {
+                    for (key, item) in std::mem::take(map) {
+                        map.insert(self.text(&key).into_owned(), item);
+                    }
                 }
             }
             _ => {}

@@ -101,15 +101,18 @@ impl Whitelist {
             CanonicalHost::Ip(ip) => {
                 self.entries.iter().any(|e| e.domain.parse::<IpAddr>().is_ok_and(|allowed| allowed == *ip))
             }
-            CanonicalHost::Domain(host) => self.entries.iter().any(|e| {
-                let domain = e.domain.as_str();
-                host == domain
-                    || (host.len() > domain.len()
-                        && host.ends_with(domain)
-                        && host.as_bytes()[host.len() - domain.len() - 1] == b'.')
-            }),
+            CanonicalHost::Domain(host) => self.entries.iter().any(|e| domain_covers(&e.domain, host)),
         }
     }
+}
+
+/// Whether `domain` covers `host` (both canonical): the domain itself or a subdomain of it,
+/// never a parent or a look-alike (`badexample.com` is not under `example.com`).
+pub fn domain_covers(domain: &str, host: &str) -> bool {
+    host == domain
+        || (host.len() > domain.len()
+            && host.ends_with(domain)
+            && host.as_bytes()[host.len() - domain.len() - 1] == b'.')
 }
 
 impl CanonicalHost {

@@ -11,7 +11,7 @@ use crate::api::AppState;
 use crate::api::admin::{not_found, parse_id};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{CredentialList, CredentialRequest, CredentialView, ErrorBody};
-use crate::catalog::NewCredential;
+use crate::catalog::{NewCredential, PutCredential};
 use crate::credentials::vault::Vault;
 use crate::credentials::{self, Binding, Injection, MAX_PER_SERVER};
 use crate::serve::egress::is_forbidden_header;
@@ -48,21 +48,18 @@ pub async fn put_credential(
         Some(generation) => generation.whitelist.clone(),
         None => Whitelist::from_operator_domains(&record.allow_domains).map_err(invalid)?,
     };
-    let new = seal(&state.vault, &id, name.clone(), body, &whitelist)?;
-    let existing = state.catalog.credentials(&id).await?;
-    if existing.len() >= MAX_PER_SERVER && !existing.iter().any(|c| c.name == name) {
-        return Err(invalid(format!("server {id:?} has {MAX_PER_SERVER} credentials already; delete one first")));
-    }
+    let new = seal(&state.vault, &id, name, body, &whitelist)?;
     let _change = state.registry.serialize(&id).await;
-    let created = state
-        .catalog
-        .put_credential(&id, &name, &new.binding, &new.sealed, &new.fingerprint)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
+    let (created, record) = match state.catalog.put_credential(&id, &new, MAX_PER_SERVER).await? {
+        PutCredential::Stored { created, record } => (created, record),
+        PutCredential::NoServer => return Err(not_found(&id)),
+        PutCredential::Full => {
+            return Err(invalid(format!("server {id:?} has {MAX_PER_SERVER} credentials already; delete one first")));
+        }
+    };
     state.registry.remount(&id).await?;
-    tracing::info!(server_id = %id, credential = %name, created, "credential set");
-    let view = state.catalog.credentials(&id).await?.into_iter().find(|c| c.name == name).map(CredentialView::from);
-    let view = view.ok_or_else(|| not_found(&id))?;
+    tracing::info!(server_id = %id, credential = %record.name, created, "credential set");
+    let view = CredentialView::from(record);
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(view)))
 }
 

@@ -27,6 +27,18 @@ pub struct NewCredential {
     pub fingerprint: String,
 }
 
+/// What [`Catalog::put_credential`] did.
+#[derive(Debug)]
+pub enum PutCredential {
+    NoServer,
+    /// A new name on a server that holds the most credentials already; nothing was stored.
+    Full,
+    Stored {
+        created: bool,
+        record: CredentialRecord,
+    },
+}
+
 /// Inserts a new server's credentials inside its registration transaction.
 pub(super) async fn insert_credentials(
     tx: &mut sqlx::SqliteConnection,
@@ -53,55 +65,55 @@ pub(super) async fn insert_credentials(
 }
 
 impl Catalog {
-    /// Stores (or rotates) a credential. `Ok(None)` if the server does not exist; otherwise
-    /// whether it was new.
+    /// Stores (or rotates) a credential, in one transaction with the checks that the server
+    /// exists and, for a new name, that it holds fewer than `max_per_server`.
     pub async fn put_credential(
         &self,
         server: &ServerId,
-        name: &str,
-        binding: &Binding,
-        sealed: &[u8],
-        fingerprint: &str,
-    ) -> Result<Option<bool>, CatalogError> {
+        new: &NewCredential,
+        max_per_server: usize,
+    ) -> Result<PutCredential, CatalogError> {
         let mut tx = self.writer.begin().await?;
         let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM servers WHERE id = ?")
             .bind(server.as_str())
             .fetch_optional(&mut *tx)
             .await?;
         if exists.is_none() {
-            return Ok(None);
+            return Ok(PutCredential::NoServer);
         }
         let now = now_millis();
-        let updated = sqlx::query(
+        let rotated: Option<i64> = sqlx::query_scalar(
             "UPDATE credentials SET binding = ?, sealed = ?, fingerprint = ?, rotated_at = ?
-             WHERE server_id = ? AND name = ?",
+             WHERE server_id = ? AND name = ? RETURNING created_at",
         )
-        .bind(to_json(binding))
-        .bind(sealed)
-        .bind(fingerprint)
+        .bind(to_json(&new.binding))
+        .bind(&new.sealed)
+        .bind(&new.fingerprint)
         .bind(now)
         .bind(server.as_str())
-        .bind(name)
-        .execute(&mut *tx)
+        .bind(&new.name)
+        .fetch_optional(&mut *tx)
         .await?;
-        let created = updated.rows_affected() == 0;
-        if created {
-            sqlx::query(
-                "INSERT INTO credentials (server_id, name, binding, sealed, fingerprint, created_at, rotated_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(server.as_str())
-            .bind(name)
-            .bind(to_json(binding))
-            .bind(sealed)
-            .bind(fingerprint)
-            .bind(now)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        if rotated.is_none() {
+            let held: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM credentials WHERE server_id = ?")
+                .bind(server.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
+            if usize::try_from(held).unwrap_or(usize::MAX) >= max_per_server {
+                return Ok(PutCredential::Full);
+            }
+            insert_credentials(&mut tx, server, std::slice::from_ref(new), now).await?;
         }
         tx.commit().await?;
-        Ok(Some(created))
+        let record = CredentialRecord {
+            name: new.name.clone(),
+            binding: new.binding.clone(),
+            sealed: new.sealed.clone(),
+            fingerprint: new.fingerprint.clone(),
+            created_at: rotated.unwrap_or(now),
+            rotated_at: now,
+        };
+        Ok(PutCredential::Stored { created: rotated.is_none(), record })
     }
 
     /// A server's credentials, by name.

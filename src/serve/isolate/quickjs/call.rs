@@ -31,7 +31,7 @@ use super::super::{
 };
 use super::memory::Charge;
 use super::memory::{BudgetAllocator, MemoryBudget};
-use super::natives::{self, Copies, typed_bytes, typed_length, value_to_string};
+use super::natives::{self, Copies, value_to_string};
 use super::{compile_handler, handler_line, load_prelude, new_context};
 
 /// QuickJS stack limit on threads whose native stack size we do not know (not pool
@@ -448,9 +448,10 @@ fn build_request<'js>(
     let body = if body.is_undefined() || body.is_null() {
         None
     } else {
-        let length = typed_length(body).ok_or_else(|| type_error("fetch: invalid body".into()))?;
-        charges.push(copies.charge(ctx, length)?);
-        let bytes = typed_bytes(body).ok_or_else(|| type_error("fetch: invalid body".into()))?;
+        // Charged, then copied, in one look at the array.
+        let copied = copies.bytes(ctx, body).ok_or_else(|| type_error("fetch: invalid body".into()))?;
+        let (bytes, charge) = copied?;
+        charges.push(charge);
         Some(Bytes::from(bytes))
     };
     Ok((FetchRequest { url, method, headers: header_pairs, body, redirect }, charges))

@@ -71,17 +71,6 @@ pub(super) fn value_to_string(ctx: &Ctx<'_>, value: &Value<'_>) -> Option<String
     value.as_string().map(|s| lossy_string(ctx, s))
 }
 
-/// Copies the bytes of a `Uint8Array`; `None` if the value is not one (or is detached). The
-/// copy is the caller's to charge.
-pub(super) fn typed_bytes(value: &Value<'_>) -> Option<Vec<u8>> {
-    with_typed_bytes(value, <[u8]>::to_vec)
-}
-
-/// The length of a `Uint8Array`; `None` if the value is not one (or is detached).
-pub(super) fn typed_length(value: &Value<'_>) -> Option<usize> {
-    with_typed_bytes(value, <[u8]>::len)
-}
-
 /// Calls `f` with the bytes of a `Uint8Array` in place; `None` if the value is not one.
 fn with_typed_bytes<R>(value: &Value<'_>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
     let array = TypedArray::<u8>::from_value(value.clone()).ok()?;
@@ -109,6 +98,15 @@ impl Copies {
         with_wtf8(ctx, value, |bytes| {
             let charge = self.charge(ctx, bytes.len())?;
             Ok(Some((wtf8_lossy(bytes), charge)))
+        })
+    }
+
+    /// The bytes of a `Uint8Array` copied with the copy charged; `None` if the value is not one
+    /// (or is detached).
+    pub(super) fn bytes(&self, ctx: &Ctx<'_>, value: &Value<'_>) -> Option<Result<(Vec<u8>, Charge)>> {
+        with_typed_bytes(value, |bytes| {
+            let charge = self.charge(ctx, bytes.len())?;
+            Ok((bytes.to_vec(), charge))
         })
     }
 

@@ -50,6 +50,10 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let config = Arc::new(config);
     let tasks = Tasks::new();
     let catalog = Catalog::open(&config.catalog.path).await?;
+    // Before anything is started (isolate worker processes, tasks): a key that cannot open the
+    // catalog's credentials refuses the start.
+    let vault = Vault::open(&config).context("cannot set up the key for credentials")?;
+    check_credentials_open(&catalog, &vault).await?;
     let retention = Retention {
         calls: config.catalog.max_calls_per_server,
         bytes: config.catalog.max_call_log_mb_per_server.saturating_mul(1024 * 1024),
@@ -61,8 +65,6 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let pool = Arc::new(isolates(&config)?);
     let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
-    let vault = Vault::open(&config).context("cannot set up the key for credentials")?;
-    check_credentials_open(&catalog, &vault).await?;
     let registry = Arc::new(Registry::new(&config, caller.clone(), catalog.clone(), vault.clone()));
     let mut llm = crate::llm::LlmSettings::from_config(&config.llm)
         .and_then(|settings| settings.map(crate::llm::build_client).transpose())

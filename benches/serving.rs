@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::routing::get;
 use mcpbootd::serve::isolate::{
-    FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings, SandboxLimits,
+    FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings, Program, SandboxLimits,
 };
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -82,6 +82,7 @@ async fn main() -> anyhow::Result<()> {
             arguments: json!({"a": 1, "b": 2}),
             limits: SandboxLimits::default(),
             fetch: Arc::new(NoNetwork),
+            program: Program::Handler,
         };
         let started = Instant::now();
         let completion = pool.run("bench", invocation).await.map_err(|_| anyhow::anyhow!("pool refused"))?;

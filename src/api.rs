@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod code_mode;
 pub mod connections;
 pub mod credentials;
 pub mod error;
@@ -92,6 +93,8 @@ pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(credentials::list_credentials))
         .routes(routes!(credentials::put_credential, credentials::delete_credential))
         .routes(routes!(admin::call_tool))
+        .routes(routes!(code_mode::put_code_mode))
+        .routes(routes!(code_mode::run_code))
         .routes(routes!(admin::list_calls))
         .routes(routes!(admin::export_server))
         .routes(routes!(openapi::openapi))

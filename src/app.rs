@@ -65,7 +65,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let pool = Arc::new(isolates(&config)?);
     let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
-    let registry = Arc::new(Registry::new(&config, caller.clone(), catalog.clone(), vault.clone()));
+    let registry = Registry::new(&config, caller.clone(), catalog.clone(), vault.clone());
     let mut llm = crate::llm::LlmSettings::from_config(&config.llm)
         .and_then(|settings| settings.map(crate::llm::build_client).transpose())
         .map_err(|e| anyhow::anyhow!("[llm]: {e}"))?;

@@ -129,6 +129,11 @@ enum Command {
         #[command(subcommand)]
         action: CredentialsAction,
     },
+    /// Code mode: run a script that calls a server's tools (docs/code-mode.md).
+    Code {
+        #[command(subcommand)]
+        action: CodeAction,
+    },
     /// Generate a prompt server again; the current tools keep serving until the new ones are ready.
     Regenerate {
         /// The server's id, as `mcpbootd list` shows it.
@@ -142,6 +147,42 @@ enum Command {
         /// Follow the generation until it is ready or failed.
         #[arg(long)]
         wait: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum CodeAction {
+    /// Run a script on a server, as its `code_execution` tool would, and print the result;
+    /// exits with 1 when the result is not ok.
+    #[command(
+        group(ArgGroup::new("source").required(true).args(["code", "file"])),
+        after_help = "Examples:\n  mcpbootd code exec weather --code 'return await tools.weather.forecast({city: input.city})' --input '{\"city\": \"Oslo\"}'\n  \
+                      mcpbootd code exec weather --file script.js --input-file input.json --max-tool-calls 10"
+    )]
+    Exec {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+        /// The script: the body of an async function that `return`s the result.
+        #[arg(long, value_name = "JS")]
+        code: Option<String>,
+        /// Read the script from a file (`-`: stdin).
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+        /// The script's `input`, as JSON.
+        #[arg(long, value_name = "JSON", conflicts_with = "input_file")]
+        input: Option<String>,
+        /// Read the script's `input` from a JSON file (`-`: stdin).
+        #[arg(long, value_name = "FILE")]
+        input_file: Option<PathBuf>,
+        /// Lower the wall-time limit for this run.
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+        /// Lower the tool-call budget for this run.
+        #[arg(long, value_name = "N")]
+        max_tool_calls: Option<u32>,
+        /// Allow only these servers for this run (comma-separated; empty: none).
+        #[arg(long, value_name = "A,B", value_delimiter = ',', num_args = 0..)]
+        allowed_servers: Option<Vec<String>>,
     },
 }
 
@@ -302,6 +343,13 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
         Command::Export { id, .. } => commands::export(session, &id).await,
         Command::Regenerate { id, force, dry_run, wait, .. } => {
             commands::regenerate(session, &id, force, dry_run, wait).await
+        }
+        Command::Code {
+            action: CodeAction::Exec { id, code, file, input, input_file, timeout_ms, max_tool_calls, allowed_servers },
+        } => {
+            let exec =
+                commands::CodeExec { code, file, input, input_file, timeout_ms, max_tool_calls, allowed_servers };
+            commands::code_exec(session, &id, exec).await
         }
         Command::Credentials { action } => match action {
             CredentialsAction::Set { id, name, domains, header, format, query, basic } => {

@@ -26,6 +26,7 @@ use crate::api::model::{
     CallList, CallRequest, CallResult, CredentialList, CredentialView, ErrorBody, GenerationStarted, RegenerateRequest,
     Registered, Registration, ServerList, ServerView, ToolsetRegistration,
 };
+use crate::serve::code_mode::{ScriptRequest, ScriptResult};
 
 /// For requests without a body.
 const NO_BODY: Option<&()> = None;
@@ -144,6 +145,11 @@ impl AdminClient {
     pub async fn call_tool(&self, id: &str, tool: &str, arguments: Value) -> Result<CallResult, ClientError> {
         let body = CallRequest { arguments };
         self.json(Method::POST, &["admin", "servers", id, "tools", tool, "call"], &[], Some(&body)).await
+    }
+
+    /// `POST /admin/servers/{id}/code`
+    pub async fn run_code(&self, id: &str, request: &ScriptRequest) -> Result<ScriptResult, ClientError> {
+        self.json(Method::POST, &["admin", "servers", id, "code"], &[], Some(request)).await
     }
 
     /// `GET /admin/servers/{id}/calls?limit=N`

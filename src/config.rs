@@ -33,6 +33,7 @@ pub struct Config {
     pub catalog: CatalogConfig,
     pub credentials: CredentialsConfig,
     pub sandbox: SandboxConfig,
+    pub code_mode: CodeModeConfig,
     pub egress: EgressConfig,
     pub llm: LlmConfig,
     pub generation: GenerationConfig,
@@ -125,6 +126,52 @@ pub struct SandboxConfig {
     pub queue_timeout_ms: u64,
     /// Memory all isolates in flight may use together.
     pub memory_budget_mb: u64,
+}
+
+/// `[code_mode]`: agents send a script that calls several tools (`docs/code-mode.md`).
+/// The limits are defaults: a server's `code_mode` settings may replace them, and a request's
+/// `options` may only narrow what applies.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CodeModeConfig {
+    /// The daemon-wide switch: off, no server lists `code_execution`, whatever its settings.
+    pub enabled: bool,
+    /// Wall time per script, tool calls included.
+    pub timeout_ms: u64,
+    /// JavaScript execution time per script (its tool calls run in isolates of their own).
+    pub cpu_ms: u64,
+    /// Memory limit of a script's isolate.
+    pub memory_mb: u64,
+    /// Tool calls per script; the next one returns `MAX_TOOL_CALLS`. 0: no limit.
+    pub max_tool_calls: u32,
+    /// Tool calls one script has in flight at once; more wait for a free slot.
+    pub max_concurrent_tool_calls: u32,
+    /// Bytes of tool results handed into one script, in all; past it calls return `RESULT_TOO_LARGE`.
+    pub max_tool_result_bytes: u64,
+    /// Size of a script's JSON result.
+    pub max_result_bytes: usize,
+    /// Scripts running at once, daemon-wide; more get `BUSY`. Kept well below
+    /// `[sandbox] max_in_flight`, so waiting scripts never hold every slot their tool calls need.
+    pub max_concurrent_scripts: usize,
+    /// How much of a script's code its call-log entry keeps.
+    pub log_code_bytes: usize,
+}
+
+impl Default for CodeModeConfig {
+    fn default() -> Self {
+        CodeModeConfig {
+            enabled: false,
+            timeout_ms: 60_000,
+            cpu_ms: 5_000,
+            memory_mb: 64,
+            max_tool_calls: 100,
+            max_concurrent_tool_calls: 4,
+            max_tool_result_bytes: 16 * 1024 * 1024,
+            max_result_bytes: 1024 * 1024,
+            max_concurrent_scripts: 64,
+            log_code_bytes: 2048,
+        }
+    }
 }
 
 /// `[sandbox] isolation`.
@@ -573,6 +620,32 @@ impl Config {
                     key.to_uppercase()
                 )));
             }
+        }
+        let code = &self.code_mode;
+        for (key, value) in [
+            ("timeout_ms", code.timeout_ms),
+            ("cpu_ms", code.cpu_ms),
+            ("memory_mb", code.memory_mb),
+            ("max_concurrent_tool_calls", u64::from(code.max_concurrent_tool_calls)),
+            ("max_tool_result_bytes", code.max_tool_result_bytes),
+            ("max_result_bytes", code.max_result_bytes as u64),
+            ("max_concurrent_scripts", code.max_concurrent_scripts as u64),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "[code_mode] {key} must be greater than 0 (MCPBOOTD_CODE_MODE__{})",
+                    key.to_uppercase()
+                )));
+            }
+        }
+        if code.enabled && code.max_concurrent_scripts * 2 > sandbox.max_in_flight.min(sandbox.max_in_flight_per_server)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "[code_mode] max_concurrent_scripts ({}) must be at most half of [sandbox] max_in_flight_per_server \
+                 and max_in_flight ({}): scripts wait on tool calls that need slots of their own",
+                code.max_concurrent_scripts,
+                sandbox.max_in_flight.min(sandbox.max_in_flight_per_server)
+            )));
         }
         if self.catalog.max_calls_per_server == 0 {
             return Err(ConfigError::Invalid(

@@ -3,6 +3,7 @@
 //! Nothing here imports generation or LLM code; serving never calls an LLM.
 
 pub mod call;
+pub mod code_mode;
 pub mod egress;
 pub mod isolate;
 pub mod mount;

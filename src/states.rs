@@ -242,6 +242,8 @@ text_enum! {
         Mcp = "mcp",
         /// `POST /admin/servers/{id}/call`.
         Admin = "admin",
+        /// `call_tool` in a code-mode script (the call log names the script as its parent).
+        Script = "script",
     }
 }
 
@@ -268,7 +270,7 @@ mod tests {
     #[test]
     fn an_unknown_spelling_names_the_accepted_ones() {
         let error = "bogus".parse::<Via>().unwrap_err();
-        assert_eq!(error.to_string(), "unknown call route \"bogus\"; expected one of: mcp, admin");
+        assert_eq!(error.to_string(), "unknown call route \"bogus\"; expected one of: mcp, admin, script");
         let error = serde_json::from_str::<Status>("\"done\"").unwrap_err().to_string();
         assert!(error.contains("expected one of: pending, fetching"), "{error}");
     }

@@ -16,6 +16,52 @@ const MAX_DESCRIPTION_CHARS: usize = 8 * 1024;
 const MAX_TITLE_CHARS: usize = 200;
 const ANNOTATION_BOOL_KEYS: &[&str] = &["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
 
+/// A server's code-mode settings: `"code_mode"` at registration, `PUT /admin/servers/{id}/code-mode`
+/// later. The limits replace the daemon's `[code_mode]` defaults for this server's scripts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CodeModeSettings {
+    /// List the `code_execution` tool on this server's mount (needs `[code_mode] enabled` too).
+    pub enabled: bool,
+    /// Other servers whose tools this server's scripts may call (the server itself always
+    /// may). Listing a server here lets this server's MCP clients use its tools without its
+    /// access token.
+    #[serde(default)]
+    pub allowed_servers: Vec<ServerId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_tool_calls: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_result_bytes: Option<u64>,
+}
+
+/// Longest wall time a server's scripts may be given.
+pub const MAX_SCRIPT_TIMEOUT_MS: u64 = 15 * 60 * 1000;
+
+impl CodeModeSettings {
+    /// Refuses settings no script could run under, naming the field.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(ms) = self.timeout_ms
+            && !(1..=MAX_SCRIPT_TIMEOUT_MS).contains(&ms)
+        {
+            return Err(format!("code_mode.timeout_ms must be between 1 and {MAX_SCRIPT_TIMEOUT_MS}, not {ms}"));
+        }
+        if self.max_concurrent_tool_calls == Some(0) {
+            return Err("code_mode.max_concurrent_tool_calls must be at least 1".into());
+        }
+        if self.max_tool_result_bytes == Some(0) {
+            return Err("code_mode.max_tool_result_bytes must be at least 1".into());
+        }
+        if self.allowed_servers.len() > 64 {
+            return Err("code_mode.allowed_servers lists more than 64 servers".into());
+        }
+        Ok(())
+    }
+}
+
 /// A server id: `[a-z0-9][a-z0-9-]{0,62}`, used in the mount path `/servers/<id>/mcp`.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]

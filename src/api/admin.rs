@@ -1,6 +1,8 @@
 //! Admin API handlers: inspect, regenerate, call, export and delete servers, and set their
 //! access tokens. Registration is in `register.rs`; the bodies are the types of `model.rs`.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -17,7 +19,7 @@ use crate::api::register::llm_not_configured;
 use crate::catalog::ServerRecord;
 use crate::generate::Job;
 use crate::serve::call::CallError;
-use crate::serve::registry::MountError;
+use crate::serve::registry::{MountError, Mounted};
 use crate::states::{ServerKind, Status, Via};
 use crate::toolset::ServerId;
 
@@ -225,19 +227,7 @@ pub async fn call_tool(
 ) -> Result<Json<CallResult>, ApiError> {
     let Json(body) = body?;
     let id = parse_id(&id)?;
-    let mounted = match state.registry.mounted(&id).await {
-        Ok(Some(mounted)) => mounted,
-        Ok(None) | Err(MountError::Gone { .. }) => {
-            return Err(match state.catalog.server_status(&id).await? {
-                Some(status) => ApiError::new(
-                    ErrorCode::ServerNotReady,
-                    format!("server {id:?} is {status}; it can be called once it is ready"),
-                ),
-                None => not_found(&id),
-            });
-        }
-        Err(failure) => return Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
-    };
+    let mounted = served(&state, &id).await?;
     let output = mounted.server.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
         CallError::UnknownTool(name) => ApiError::new(
             ErrorCode::ToolNotFound,
@@ -248,6 +238,21 @@ pub async fn call_tool(
         CallError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, e.to_string()),
     })?;
     Ok(Json(CallResult { execution_id: output.execution_id, outcome: output.outcome, result: output.result.into() }))
+}
+
+/// The built mount of a server that is being served, or why it cannot be called.
+pub(crate) async fn served(state: &AppState, id: &ServerId) -> Result<Arc<Mounted>, ApiError> {
+    match state.registry.mounted(id).await {
+        Ok(Some(mounted)) => Ok(mounted),
+        Ok(None) | Err(MountError::Gone { .. }) => Err(match state.catalog.server_status(id).await? {
+            Some(status) => ApiError::new(
+                ErrorCode::ServerNotReady,
+                format!("server {id:?} is {status}; it can be called once it is ready"),
+            ),
+            None => not_found(id),
+        }),
+        Err(failure) => Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
+    }
 }
 
 /// The call log, newest first, with egress records
@@ -308,6 +313,7 @@ pub async fn export_server(
         // Neither the token nor credential values leave the daemon.
         credentials: Default::default(),
         access_token: None,
+        code_mode: record.code_mode,
     }))
 }
 

@@ -58,6 +58,8 @@ text_enum! {
         NotGenerated = "not_generated",
         GenerationRunning = "generation_running",
         NothingToExport = "nothing_to_export",
+        /// `POST .../code` on a server (or daemon) with code mode off.
+        CodeModeDisabled = "code_mode_disabled",
         BodyTooLarge = "body_too_large",
         UnsupportedMediaType = "unsupported_media_type",
         InvalidId = "invalid_id",
@@ -109,7 +111,9 @@ impl ErrorCode {
             }
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-            ServerExists | NotGenerated | GenerationRunning | NothingToExport => StatusCode::CONFLICT,
+            ServerExists | NotGenerated | GenerationRunning | NothingToExport | CodeModeDisabled => {
+                StatusCode::CONFLICT
+            }
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             InvalidBody | InvalidId | InvalidAccessToken | InvalidCredential | InvalidDomain | InvalidTool

@@ -19,7 +19,7 @@ use crate::credentials::Injection;
 use crate::generate::StatusEvent;
 use crate::serve::isolate::{Outcome, ToolResult};
 use crate::states::{CallOutcome, GenerationSource, ServerKind, Status, Via, text_enum};
-use crate::toolset::{ServerId, ToolSpec};
+use crate::toolset::{CodeModeSettings, ServerId, ToolSpec};
 use crate::whitelist::{RefusedDomain, WhitelistEntry};
 
 // Errors.
@@ -125,6 +125,9 @@ pub struct PromptRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
     pub access_token: Option<String>,
+    /// Code mode: the `code_execution` tool (`docs/code-mode.md`). Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_mode: Option<CodeModeSettings>,
 }
 
 /// Register hand-written tools, ready at once without an LLM (201). `GET .../export` answers
@@ -158,6 +161,9 @@ pub struct ToolsetRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
     pub access_token: Option<String>,
+    /// Code mode: the `code_execution` tool (`docs/code-mode.md`). Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_mode: Option<CodeModeSettings>,
 }
 
 /// The answer to a registration: 201 for a toolset, 202 for a prompt.
@@ -287,6 +293,9 @@ pub struct ServerView {
     /// are never shown).
     #[serde(default)]
     pub credentials: Vec<String>,
+    /// Code-mode settings (`PUT .../code-mode`); absent when never set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_mode: Option<CodeModeSettings>,
     pub mcp_path: String,
     /// The prompt of a prompt registration.
     pub prompt: Option<String>,
@@ -316,6 +325,7 @@ impl From<&ServerRecord> for ServerView {
             serving: served.is_some(),
             access_token_set: record.access_token_sha256.is_some(),
             credentials: record.credentials.clone(),
+            code_mode: record.code_mode.clone(),
             mcp_path: record.id.mcp_path(),
             prompt: record.prompt.clone(),
             allow_domains: record.allow_domains.clone(),
@@ -562,6 +572,16 @@ pub struct CallEntry {
     /// What the handler wrote with `console`.
     pub console: String,
     pub egress: Vec<EgressEntry>,
+    /// The code-mode script that made this call (`via: script`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_execution_id: Option<String>,
+    /// A script run's code (`tool: code_execution`), cut at `[code_mode] log_code_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// A script run's tool calls, oldest first, whichever server they went to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(no_recursion)]
+    pub children: Vec<CallEntry>,
 }
 
 impl From<catalog::CallRecord> for CallEntry {
@@ -578,6 +598,9 @@ impl From<catalog::CallRecord> for CallEntry {
             fetches: call.fetches,
             console: call.console,
             egress: call.egress.into_iter().map(EgressEntry::from).collect(),
+            parent_execution_id: call.parent_execution_id,
+            code: call.code,
+            children: call.children.into_iter().map(CallEntry::from).collect(),
         }
     }
 }

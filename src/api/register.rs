@@ -22,7 +22,7 @@ use crate::credentials::MAX_PER_SERVER;
 use crate::generate::Job;
 use crate::serve::isolate::{check_handler, handler_warnings};
 use crate::states::Status;
-use crate::toolset::{ServerId, Toolset};
+use crate::toolset::{CodeModeSettings, ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
 const MAX_PROMPT_CHARS: usize = 32 * 1024;
@@ -113,6 +113,7 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
     }
     let Checked { id, name, description, access_token_sha256, whitelist } = server;
     let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
+    check_code_mode(body.code_mode.as_ref())?;
     let dry_run = body.dry_run;
     let generation_id = state
         .catalog
@@ -125,6 +126,7 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
             credentials: &credentials,
             dry_run,
             access_token_sha256: access_token_sha256.as_deref(),
+            code_mode: body.code_mode.as_ref(),
         })
         .await?;
     state.generator.spawn(Job { server: id.clone(), generation_id, prompt, allow_domains, dry_run, force: false });
@@ -143,6 +145,7 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
     let Checked { id, name, description, access_token_sha256, whitelist } =
         Checked::new(body.id, body.name, body.description, body.access_token, &body.allow_domains)?;
     let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
+    check_code_mode(body.code_mode.as_ref())?;
     let toolset = Toolset::new(body.tools).map_err(|e| ApiError::new(ErrorCode::InvalidTool, e.to_string()))?;
     let (toolset, warnings) = check_handlers(toolset).await?;
     let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
@@ -155,19 +158,20 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
         whitelist,
         toolset,
         credentials,
+        code_mode: body.code_mode.clone(),
     };
     // Stored and mounted in a task of its own, so a client that hangs up while the write is
     // queued cannot leave a stored server unmounted.
     let (catalog, registry) = (state.catalog.clone(), state.registry.clone());
-    let record = (id.clone(), name.clone(), access_token_sha256);
+    let record = (id.clone(), name.clone(), access_token_sha256, body.code_mode);
     state
         .tasks
         .spawn(async move {
-            let (id, name, access_token_sha256) = record;
+            let (id, name, access_token_sha256, code_mode) = record;
             let _change = registry.serialize(&id).await;
             let generation_id = catalog.create_toolset_server(new).await?;
             // Everything the mount needs is at hand; its validators are built on first use.
-            registry.mount(MountRecord { id, name, generation_id, access_token_sha256 });
+            registry.mount(MountRecord { id, name, generation_id, access_token_sha256, code_mode });
             Ok::<_, CatalogError>(())
         })
         .await
@@ -181,6 +185,14 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
         tools: tool_names,
         warnings,
     }))
+}
+
+/// A registration's code-mode settings, checked before anything is stored.
+pub(super) fn check_code_mode(settings: Option<&CodeModeSettings>) -> Result<(), ApiError> {
+    match settings.map(CodeModeSettings::check) {
+        Some(Err(problem)) => Err(ApiError::new(ErrorCode::InvalidField, problem)),
+        _ => Ok(()),
+    }
 }
 
 /// Inline credentials of a registration, checked and sealed before anything is stored.

@@ -26,6 +26,12 @@ pub struct CallRecord {
     pub fetches: i64,
     pub console: String,
     pub egress: Vec<EgressRecord>,
+    /// The code-mode script that made this call (its execution id).
+    pub parent_execution_id: Option<String>,
+    /// A script run's code (its start, as much as the log keeps).
+    pub code: Option<String>,
+    /// Filled by [`Catalog::list_calls`]: the tool calls a script made, oldest first.
+    pub children: Vec<CallRecord>,
 }
 
 #[derive(Debug, Clone)]
@@ -42,27 +48,57 @@ pub struct EgressRecord {
     pub credentials: Vec<String>,
 }
 
+/// The columns [`call_record`] reads.
+macro_rules! call_columns {
+    () => {
+        "execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console, \
+         parent_execution_id, code"
+    };
+}
+
 impl Catalog {
-    /// Newest calls first, each with its egress rows.
+    /// Newest calls first, each with its egress rows. The tool calls a script made are nested
+    /// under its entry (`children`, whichever server they belong to) instead of listed beside it;
+    /// a script's call to another server is listed in that server's log at the top level.
     pub async fn list_calls(&self, id: &ServerId, limit: i64) -> Result<Vec<CallRecord>, CatalogError> {
-        let rows = sqlx::query(
-            "SELECT execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console
-             FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?",
-        )
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            call_columns!(),
+            " FROM calls AS c WHERE server_id = ?
+                  AND NOT EXISTS (SELECT 1 FROM calls AS p
+                                  WHERE p.execution_id = c.parent_execution_id AND p.server_id = c.server_id)
+              ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        ))
         .bind(id.as_str())
         .bind(limit)
         .fetch_all(&self.reader)
         .await?;
+        let mut calls: Vec<CallRecord> = rows.iter().map(call_record).collect();
+        let scripts: Vec<&str> = calls.iter().filter(|c| c.code.is_some()).map(|c| c.execution_id.as_str()).collect();
+        let children = if scripts.is_empty() {
+            Vec::new()
+        } else {
+            let ids = serde_json::to_string(&scripts).unwrap_or_else(|_| "[]".into());
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                call_columns!(),
+                " FROM calls WHERE parent_execution_id IN (SELECT value FROM json_each(?))
+                 ORDER BY started_at ASC, rowid ASC"
+            ))
+            .bind(ids)
+            .fetch_all(&self.reader)
+            .await?;
+            rows.iter().map(call_record).collect()
+        };
         // All egress rows of those calls in one query, rather than one query per call.
+        let all_ids: Vec<&str> = calls.iter().chain(&children).map(|c| c.execution_id.as_str()).collect();
         let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
         let egress_rows = sqlx::query(
             "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials FROM egress
-             WHERE execution_id IN (
-                 SELECT execution_id FROM calls WHERE server_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?)
+             WHERE execution_id IN (SELECT value FROM json_each(?))
              ORDER BY execution_id, seq",
         )
-        .bind(id.as_str())
-        .bind(limit)
+        .bind(serde_json::to_string(&all_ids).unwrap_or_else(|_| "[]".into()))
         .fetch_all(&self.reader)
         .await?;
         for e in egress_rows {
@@ -81,24 +117,15 @@ impl Catalog {
                     .unwrap_or_default(),
             });
         }
-        let mut calls = Vec::with_capacity(rows.len());
-        for row in rows {
-            let execution_id: String = row.get("execution_id");
-            let egress = egress_by_call.remove(&execution_id).unwrap_or_default();
-            calls.push(CallRecord {
-                execution_id,
-                server_id: row.get("server_id"),
-                generation_id: row.get("generation_id"),
-                tool: row.get("tool"),
-                via: row.get("via"),
-                started_at: row.get("started_at"),
-                duration_us: row.get("duration_us"),
-                outcome: row.get("outcome"),
-                error: row.get("error"),
-                fetches: row.get("fetches"),
-                console: row.get("console"),
-                egress,
-            });
+        let mut children: Vec<CallRecord> = children;
+        for call in calls.iter_mut().chain(children.iter_mut()) {
+            call.egress = egress_by_call.remove(&call.execution_id).unwrap_or_default();
+        }
+        for child in children {
+            let parent = child.parent_execution_id.as_deref();
+            if let Some(script) = calls.iter_mut().find(|c| Some(c.execution_id.as_str()) == parent) {
+                script.children.push(child);
+            }
         }
         Ok(calls)
     }
@@ -127,7 +154,8 @@ impl Catalog {
         sqlx::query(
             "DELETE FROM calls WHERE rowid IN (
                  SELECT rowid FROM (
-                     SELECT rowid, SUM(octet_length(console) + coalesce(octet_length(error), 0))
+                     SELECT rowid, SUM(octet_length(console) + coalesce(octet_length(error), 0)
+                                       + coalesce(octet_length(code), 0))
                          OVER (ORDER BY started_at DESC, rowid DESC) AS newer_bytes
                      FROM calls WHERE server_id = ?1)
                  WHERE newer_bytes > ?2)",
@@ -144,8 +172,9 @@ impl Catalog {
         let mut tx = self.writer.begin().await?;
         for call in batch {
             let inserted = sqlx::query(
-                "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console)
-                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM servers WHERE id = ?)",
+                "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error,
+                                    fetches, console, parent_execution_id, code)
+                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM servers WHERE id = ?)",
             )
             .bind(&call.execution_id)
             .bind(&call.server_id)
@@ -158,6 +187,8 @@ impl Catalog {
             .bind(&call.error)
             .bind(call.fetches)
             .bind(&call.console)
+            .bind(&call.parent_execution_id)
+            .bind(&call.code)
             .bind(&call.server_id)
             .execute(&mut *tx)
             .await?;
@@ -187,6 +218,26 @@ impl Catalog {
         }
         tx.commit().await?;
         Ok(())
+    }
+}
+
+fn call_record(row: &sqlx::sqlite::SqliteRow) -> CallRecord {
+    CallRecord {
+        execution_id: row.get("execution_id"),
+        server_id: row.get("server_id"),
+        generation_id: row.get("generation_id"),
+        tool: row.get("tool"),
+        via: row.get("via"),
+        started_at: row.get("started_at"),
+        duration_us: row.get("duration_us"),
+        outcome: row.get("outcome"),
+        error: row.get("error"),
+        fetches: row.get("fetches"),
+        console: row.get("console"),
+        egress: Vec::new(),
+        parent_execution_id: row.get("parent_execution_id"),
+        code: row.get("code"),
+        children: Vec::new(),
     }
 }
 
@@ -338,6 +389,9 @@ mod tests {
             fetches: 0,
             console: String::new(),
             egress: Vec::new(),
+            parent_execution_id: None,
+            code: None,
+            children: Vec::new(),
         }
     }
 

@@ -10,7 +10,7 @@ use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools, tool_from_row};
 use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status};
-use crate::toolset::{ServerId, ToolSpec, Toolset};
+use crate::toolset::{CodeModeSettings, ServerId, ToolSpec, Toolset};
 use crate::whitelist::{RefusedDomain, Whitelist};
 
 /// Everything written when a generation finishes, in one transaction.
@@ -142,6 +142,7 @@ pub struct NewPromptServer<'a> {
     pub dry_run: bool,
     pub access_token_sha256: Option<&'a str>,
     pub credentials: &'a [NewCredential],
+    pub code_mode: Option<&'a CodeModeSettings>,
 }
 
 impl Catalog {
@@ -151,8 +152,8 @@ impl Catalog {
         let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
-                                  access_token_sha256)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                                  access_token_sha256, code_mode)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(new.name)
@@ -164,6 +165,7 @@ impl Catalog {
         .bind(now)
         .bind(now)
         .bind(new.access_token_sha256)
+        .bind(new.code_mode.map(to_json))
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {

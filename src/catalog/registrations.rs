@@ -15,7 +15,7 @@ use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools};
 use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, now_millis, to_json};
 use crate::states::{GenerationSource, ServerKind, Status};
-use crate::toolset::{ServerId, Toolset};
+use crate::toolset::{CodeModeSettings, ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
 /// Registrations written in one transaction at most.
@@ -33,6 +33,7 @@ pub struct NewToolsetServer {
     pub whitelist: Whitelist,
     pub toolset: Toolset,
     pub credentials: Vec<NewCredential>,
+    pub code_mode: Option<CodeModeSettings>,
 }
 
 /// A registration as the writer stores it, JSON columns already serialised by the caller.
@@ -45,6 +46,7 @@ pub(super) struct Pending {
     whitelist: String,
     tools: Vec<ToolRow>,
     credentials: Vec<NewCredential>,
+    code_mode: Option<String>,
     done: oneshot::Sender<Result<i64, CatalogError>>,
 }
 
@@ -63,6 +65,7 @@ impl Catalog {
             description: new.description,
             access_token_sha256: new.access_token_sha256,
             credentials: new.credentials,
+            code_mode: new.code_mode.as_ref().map(to_json),
             done,
         };
         let stopped = || CatalogError::WriteFailed("the catalog writer has stopped".into());
@@ -99,8 +102,8 @@ async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64,
     for new in batch {
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
-                                  access_token_sha256)
-             VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                                  access_token_sha256, code_mode)
+             VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(&new.name)
@@ -111,6 +114,7 @@ async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64,
         .bind(now)
         .bind(now)
         .bind(&new.access_token_sha256)
+        .bind(&new.code_mode)
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {

@@ -5,7 +5,7 @@ use sqlx::Row;
 use super::tools::tool_from_row;
 use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis};
 use crate::states::{ServerKind, Status};
-use crate::toolset::{ServerId, ToolSpec};
+use crate::toolset::{CodeModeSettings, ServerId, ToolSpec};
 use crate::whitelist::Whitelist;
 
 /// A server as the list of servers shows it.
@@ -31,6 +31,7 @@ pub struct MountRecord {
     pub generation_id: i64,
     /// Hex sha256 of the MCP access token, when the mount requires one.
     pub access_token_sha256: Option<String>,
+    pub code_mode: Option<CodeModeSettings>,
 }
 
 /// What serving a generation takes: its whitelist and its tools, in order.
@@ -58,6 +59,7 @@ pub struct ServerRecord {
     pub access_token_sha256: Option<String>,
     /// Names of the server's upstream credentials.
     pub credentials: Vec<String>,
+    pub code_mode: Option<CodeModeSettings>,
     /// The generation being served.
     pub generation: Option<GenerationRecord>,
     /// The newest generation, when it is not the one being served (running, failed or planned).
@@ -94,7 +96,7 @@ impl Catalog {
         let mut snapshot = self.reader.begin().await?;
         let row = sqlx::query(
             "SELECT id, name, description, kind, prompt, allow_domains, status, active_generation_id, created_at,
-                    updated_at, access_token_sha256
+                    updated_at, access_token_sha256, code_mode
              FROM servers WHERE id = ?",
         )
         .bind(id.as_str())
@@ -111,7 +113,7 @@ impl Catalog {
     /// Every server with a generation to serve, in one query: what start-up mounts.
     pub async fn mount_records(&self) -> Result<Vec<MountRecord>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT id, name, active_generation_id, access_token_sha256 FROM servers
+            "SELECT id, name, active_generation_id, access_token_sha256, code_mode FROM servers
              WHERE active_generation_id IS NOT NULL",
         )
         .fetch_all(&self.reader)
@@ -122,7 +124,7 @@ impl Catalog {
     /// One server's [`MountRecord`]; `None` if it does not exist or serves no generation yet.
     pub async fn mount_record(&self, id: &ServerId) -> Result<Option<MountRecord>, CatalogError> {
         let row = sqlx::query(
-            "SELECT id, name, active_generation_id, access_token_sha256 FROM servers
+            "SELECT id, name, active_generation_id, access_token_sha256, code_mode FROM servers
              WHERE id = ? AND active_generation_id IS NOT NULL",
         )
         .bind(id.as_str())
@@ -176,6 +178,22 @@ impl Catalog {
     }
 
     /// Deletes a server with its generations, tools and call log. Returns false if it did not exist.
+    /// Sets (or with `None` clears) a server's code-mode settings; `false` if there is no
+    /// such server.
+    pub async fn set_code_mode(
+        &self,
+        id: &ServerId,
+        settings: Option<&CodeModeSettings>,
+    ) -> Result<bool, CatalogError> {
+        let updated = sqlx::query("UPDATE servers SET code_mode = ?, updated_at = ? WHERE id = ?")
+            .bind(settings.map(super::to_json))
+            .bind(now_millis())
+            .bind(id.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(updated.rows_affected() == 1)
+    }
+
     pub async fn delete_server(&self, id: &ServerId) -> Result<bool, CatalogError> {
         let mut tx = self.writer.begin().await?;
         // Break the server -> generation reference first so the cascade has a clean order.
@@ -224,6 +242,7 @@ async fn server_from_row(
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
         access_token_sha256: row.get("access_token_sha256"),
+        code_mode: code_mode(&row)?,
         credentials,
         generation,
         latest_generation,
@@ -236,7 +255,12 @@ fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogErro
         name: row.get("name"),
         generation_id: row.get("active_generation_id"),
         access_token_sha256: row.get("access_token_sha256"),
+        code_mode: code_mode(&row)?,
     })
+}
+
+fn code_mode(row: &sqlx::sqlite::SqliteRow) -> Result<Option<CodeModeSettings>, CatalogError> {
+    row.get::<Option<String>, _>("code_mode").map(|json| from_json(&json)).transpose()
 }
 
 /// A generation the server row points at; within one snapshot it must be there.

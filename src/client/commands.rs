@@ -14,6 +14,7 @@ use crate::api::model::{PromptRegistration, Registered, Registration, ToolsetReg
 use crate::client::output::{self, print_out};
 use crate::client::progress::{self, GenerationEnd};
 use crate::client::{AdminClient, ClientError};
+use crate::serve::code_mode::{ScriptOptions, ScriptRequest};
 use crate::states::Status;
 
 /// What a command needs: the client and the output mode.
@@ -90,6 +91,7 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
             dry_run: register.dry_run,
             access_token: None,
             credentials: Default::default(),
+            code_mode: None,
         }),
         (None, None) => return Err(Failure::Local("register needs a prompt or --toolset FILE".into())),
     };
@@ -165,6 +167,55 @@ pub async fn call(session: &Session, id: &str, tool: &str, args: &str) -> Result
         return Err(Failure::Failed(format!(
             "the call of tool {tool:?} failed (outcome {}, execution {}); `mcpbootd calls {id}` shows the call log",
             response.outcome, response.execution_id
+        )));
+    }
+    Ok(())
+}
+
+/// What `code exec` was given.
+pub struct CodeExec {
+    pub code: Option<String>,
+    pub file: Option<PathBuf>,
+    pub input: Option<String>,
+    pub input_file: Option<PathBuf>,
+    pub timeout_ms: Option<u64>,
+    pub max_tool_calls: Option<u32>,
+    pub allowed_servers: Option<Vec<String>>,
+}
+
+/// `code exec <id> (--code JS | --file F) [--input JSON | --input-file F] [limits]`
+pub async fn code_exec(session: &Session, id: &str, exec: CodeExec) -> Result<(), Failure> {
+    let code = match (exec.code, &exec.file) {
+        (Some(code), _) => code,
+        (None, Some(path)) => {
+            read_input(path).map_err(|e| Failure::Local(format!("cannot read --file {}: {e}", path.display())))?
+        }
+        (None, None) => return Err(Failure::Local("code exec needs --code JS or --file FILE".into())),
+    };
+    let (text, source) = match (&exec.input, &exec.input_file) {
+        (Some(text), _) => (text.clone(), "--input".to_string()),
+        (None, Some(path)) => (
+            read_input(path)
+                .map_err(|e| Failure::Local(format!("cannot read --input-file {}: {e}", path.display())))?,
+            format!("--input-file {}", path.display()),
+        ),
+        (None, None) => ("null".to_string(), String::new()),
+    };
+    let input: Value = serde_json::from_str(&text)
+        .map_err(|e| Failure::Local(format!("{source} is not valid JSON ({e}); e.g. '{{\"city\": \"Oslo\"}}'")))?;
+    let allowed_servers =
+        exec.allowed_servers.map(|names| names.into_iter().filter(|n| !n.trim().is_empty()).collect());
+    let request = ScriptRequest {
+        code,
+        input,
+        options: ScriptOptions { timeout_ms: exec.timeout_ms, max_tool_calls: exec.max_tool_calls, allowed_servers },
+    };
+    let result = session.client.run_code(id, &request).await?;
+    print_out(&if session.json { output::pretty(&result) } else { output::script_result(&result) });
+    if let Some(error) = &result.error {
+        return Err(Failure::Failed(format!(
+            "the script failed ({}: execution {}); `mcpbootd calls {id}` shows its tool calls",
+            error.code, result.execution_id
         )));
     }
     Ok(())

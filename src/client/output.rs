@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::model::{CallList, CallResult, GenerationView, ServerList, ServerView, ToolView};
+use crate::serve::code_mode::ScriptResult;
 use crate::states::GenerationSource;
 
 /// Writes to stdout, ignoring a closed pipe (`mcpbootd list | head -1`) instead of panicking.
@@ -156,6 +157,38 @@ pub fn server_summary(view: &ServerView, mcp_url: &str) -> String {
 
 /// `call`: the text items of the result, other items described, and `structuredContent`
 /// pretty when the text does not already say the same.
+/// A script's result: the value (or the error with its stack), then one line per tool call.
+pub fn script_result(result: &ScriptResult) -> String {
+    let mut out = String::new();
+    match (&result.value, &result.error) {
+        (_, Some(error)) => {
+            let _ = writeln!(out, "error {}: {}", error.code, error.message);
+            if let Some(stack) = error.stack.as_deref().filter(|s| !s.is_empty()) {
+                let _ = writeln!(out, "{stack}");
+            }
+        }
+        (Some(value), None) => {
+            let _ = writeln!(out, "{}", serde_json::to_string_pretty(value).unwrap_or_default());
+        }
+        (None, None) => out.push_str("null\n"),
+    }
+    if !result.console.is_empty() {
+        let _ = write!(out, "console:\n{}", result.console);
+    }
+    if !result.calls.is_empty() {
+        let _ = writeln!(out, "tool calls ({}):", result.calls.len());
+        for call in &result.calls {
+            let status = match call.error_code {
+                None => "ok".to_string(),
+                Some(code) => code.to_string(),
+            };
+            let _ = writeln!(out, "  {}.{}  {status}  {:.1} ms", call.server, call.tool, call.duration_ms);
+        }
+    }
+    let _ = writeln!(out, "execution {}", result.execution_id);
+    out
+}
+
 pub fn call_result(response: &CallResult) -> String {
     let result = &response.result;
     let mut out = String::new();

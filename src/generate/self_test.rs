@@ -12,7 +12,7 @@ use crate::generate::plan::PlannedTool;
 use crate::llm::{LlmClient, Usage};
 use crate::serve::call::Caller;
 use crate::serve::egress::{Egress, ServerPolicy};
-use crate::serve::isolate::{Invocation, Outcome};
+use crate::serve::isolate::{Invocation, Outcome, Program};
 
 /// Self-test calls share one admission tenant (no server id can contain parentheses), so a
 /// burst of generations cannot crowd out the servers being called.
@@ -70,6 +70,7 @@ impl SelfTest<'_> {
             limits: self.caller.sandbox_limits(),
             // Only read-only tools are self-tested, and they are served with the read-only rule.
             fetch: Arc::new(self.egress.for_call(self.policy.clone(), true)),
+            program: Program::Handler,
         };
         let completion = self
             .caller

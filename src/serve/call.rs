@@ -13,7 +13,7 @@ use crate::catalog::{CallLog, CallRecord, now_millis};
 use crate::config::SandboxConfig;
 use crate::credentials::Redactor;
 use crate::serve::egress::{Egress, ServerPolicy};
-use crate::serve::isolate::{Completion, Invocation, Isolates, Outcome, PoolError, SandboxLimits, ToolResult};
+use crate::serve::isolate::{Completion, Invocation, Isolates, Outcome, PoolError, Program, SandboxLimits, ToolResult};
 use crate::states::{CallOutcome, Via};
 use crate::telemetry::metrics::{EgressOutcome, Metrics, ToolSeries};
 use crate::toolset::{ServerId, ToolSpec};
@@ -43,6 +43,22 @@ pub enum CallError {
     Busy(String),
     #[error("the daemon is shutting down")]
     ShuttingDown,
+}
+
+/// Who asked for a call, as its call-log entry records it.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub via: Via,
+    /// The code-mode script making the call.
+    pub parent_execution_id: Option<Arc<str>>,
+    /// The id the call is logged under; a fresh one when `None`.
+    pub execution_id: Option<String>,
+}
+
+impl From<Via> for Origin {
+    fn from(via: Via) -> Origin {
+        Origin { via, parent_execution_id: None, execution_id: None }
+    }
 }
 
 pub struct CallOutput {
@@ -170,7 +186,7 @@ impl Caller {
         policy: &Arc<ServerPolicy>,
         tool: &CallableTool,
         arguments: Value,
-        via: Via,
+        origin: Origin,
     ) -> Result<CallOutput, CallError> {
         let encoded_len = encoded_len(&arguments);
         if encoded_len > self.limits.max_argument_bytes {
@@ -181,7 +197,8 @@ impl Caller {
         }
         tool.check_arguments(&arguments).map_err(CallError::InvalidArguments)?;
 
-        let execution_id = uuid::Uuid::now_v7().to_string();
+        let Origin { via, parent_execution_id, execution_id } = origin;
+        let execution_id = execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let started_at = now_millis();
         let started = Instant::now();
         let egress = Arc::new(self.egress.for_call(policy.clone(), tool.read_only));
@@ -190,6 +207,7 @@ impl Caller {
             arguments,
             limits: self.sandbox_limits(),
             fetch: egress.clone(),
+            program: Program::Handler,
         };
         let span = tracing::info_span!("call", server_id = %server, tool = %tool.name, execution_id = %execution_id);
         // Written exactly once: below, or by its drop if the caller goes away mid-call (this
@@ -200,6 +218,7 @@ impl Caller {
             generation_id,
             tool,
             via,
+            parent_execution_id,
             execution_id,
             started_at,
             started,
@@ -248,6 +267,7 @@ struct CallEntry<'a> {
     generation_id: i64,
     tool: &'a CallableTool,
     via: Via,
+    parent_execution_id: Option<Arc<str>>,
     execution_id: String,
     started_at: i64,
     started: Instant,
@@ -282,6 +302,9 @@ impl CallEntry<'_> {
             fetches,
             console,
             egress,
+            parent_execution_id: self.parent_execution_id.as_deref().map(str::to_owned),
+            code: None,
+            children: Vec::new(),
         });
     }
 }

@@ -354,15 +354,30 @@ pub trait FetchHost: Send + Sync + 'static {
     fn fetch(&self, request: FetchRequest, deadline: Instant) -> BoxFuture<'static, Result<FetchResponse, FetchError>>;
 }
 
-/// One tool call.
+/// One tool call, or one code-mode script.
 #[derive(Clone)]
 pub struct Invocation {
-    /// Handler body (see the module docs); compiled on every call.
+    /// Handler body (see the module docs), or a script's code; compiled on every call.
     pub handler: Arc<str>,
-    /// Passed to the handler as `args` (round-tripped through JSON).
+    /// Passed to the handler as `args`, or to a script as `input` (round-tripped through JSON).
     pub arguments: serde_json::Value,
     pub limits: SandboxLimits,
     pub fetch: Arc<dyn FetchHost>,
+    pub program: Program,
+}
+
+/// What [`Invocation::handler`] holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Program {
+    /// A tool handler: the body of `async function (args, fetch)`.
+    Handler,
+    /// A code-mode script: the body of `async function (input, call_tool, tools)`, with no
+    /// `fetch`. `call_tool(server, tool, args)` sends a [`FetchRequest`] to
+    /// `tool:<server>/<tool>` (the only request a script can make) through the same host
+    /// channel a handler's fetch uses, so a script's host decides what a tool call does and a
+    /// script's requests travel, queue, count and are cancelled exactly like fetches.
+    /// `tools` is JSON `{"<server>": ["<tool>", ...]}`: the typed stubs `tools.<server>.<tool>`.
+    Script { tools: Arc<str> },
 }
 
 impl fmt::Debug for Invocation {
@@ -371,6 +386,7 @@ impl fmt::Debug for Invocation {
             .field("handler_bytes", &self.handler.len())
             .field("arguments", &self.arguments)
             .field("limits", &self.limits)
+            .field("program", &self.program)
             .finish_non_exhaustive()
     }
 }
@@ -490,6 +506,19 @@ pub fn check_handler(source: &str) -> Result<(), CompileError> {
         return Err(CompileError { line: Some(1), message: WHOLE_FUNCTION.into() });
     }
     engine.check(source)
+}
+
+/// Compile-only check of a code-mode script (see [`Program::Script`]): the size limit, no
+/// `require`/`import`, and the syntax, with the line of the first error.
+pub fn check_script(source: &str) -> Result<(), CompileError> {
+    if source.len() > MAX_HANDLER_BYTES {
+        return Err(CompileError {
+            line: None,
+            message: format!("the script is too large ({} bytes, the maximum is {MAX_HANDLER_BYTES})", source.len()),
+        });
+    }
+    scan::check_source(source)?;
+    QuickJsEngine::shared().check(source)
 }
 
 const WHOLE_FUNCTION: &str = "the handler is a whole function, but it must be the body of one: the daemon runs \

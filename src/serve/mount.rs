@@ -6,7 +6,7 @@
 //! registry, checks its access token, builds its mount on first use and hands the request to
 //! [`McpMount::handle`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::Request;
 use axum::response::Response;
@@ -26,26 +26,30 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::serve::call::{CallError, Caller};
+use crate::serve::code_mode::{self, CodeMode, ScriptRequest};
 use crate::serve::isolate::ToolResult;
 use crate::serve::registry::MountedServer;
 use crate::states::Via;
 use crate::telemetry::metrics::ClientMistake;
-use crate::toolset::ToolSpec;
+use crate::toolset::{ServerId, ToolSpec};
 
 type McpService = StreamableHttpService<Arc<McpHandler>, NeverSessionManager>;
 
-/// What every mount shares: transport settings and the caller that runs tools.
+/// What every mount shares: transport settings, the caller that runs tools and the runner of
+/// code-mode scripts.
 #[derive(Clone)]
 pub struct McpSettings {
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     max_body_bytes: usize,
     caller: Caller,
+    code_mode: Arc<CodeMode>,
 }
 
 /// One server's MCP endpoint.
 pub struct McpMount {
     service: McpService,
+    handler: Arc<McpHandler>,
 }
 
 /// The rmcp handler for one mounted server; tools are data, not code, so this is hand-written.
@@ -53,16 +57,28 @@ pub struct McpHandler {
     server: Arc<MountedServer>,
     caller: Caller,
     tools: Vec<Tool>,
+    code_mode: Arc<CodeMode>,
+    /// The `code_execution` tool as last listed, with the generations it was built from: its
+    /// description declares the tools of other servers, which may have changed since.
+    code_tool: Mutex<Option<(ListingKey, Tool)>>,
 }
 
+/// The generation each server a script can reach serves (see `CodeMode::listing_key`).
+type ListingKey = Vec<(ServerId, i64)>;
+
 impl McpSettings {
-    pub fn new(config: &Config, caller: Caller) -> McpSettings {
+    pub fn new(config: &Config, caller: Caller, code_mode: Arc<CodeMode>) -> McpSettings {
         McpSettings {
             allowed_hosts: config.mcp_allowed_hosts(),
             allowed_origins: config.server.allowed_origins.clone(),
             max_body_bytes: config.server.max_body_bytes,
             caller,
+            code_mode,
         }
+    }
+
+    pub fn code_mode(&self) -> &Arc<CodeMode> {
+        &self.code_mode
     }
 }
 
@@ -75,7 +91,13 @@ impl McpMount {
         cancel: CancellationToken,
     ) -> McpMount {
         let tools = tools.into_iter().map(mcp_tool).collect();
-        let handler = Arc::new(McpHandler { server, caller: settings.caller.clone(), tools });
+        let handler = Arc::new(McpHandler {
+            server,
+            caller: settings.caller.clone(),
+            tools,
+            code_mode: settings.code_mode.clone(),
+            code_tool: Mutex::new(None),
+        });
         let config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
@@ -85,9 +107,20 @@ impl McpMount {
             .with_max_request_body_bytes(settings.max_body_bytes)
             .with_cancellation_token(cancel.clone());
         // Stateless mode builds the handler per request: hand out clones of one Arc.
-        let service =
-            StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
-        McpMount { service }
+        let service = StreamableHttpService::new(
+            {
+                let handler = handler.clone();
+                move || Ok(handler.clone())
+            },
+            Arc::new(NeverSessionManager::default()),
+            config,
+        );
+        McpMount { service, handler }
+    }
+
+    /// The server's tools as `tools/list` shows them (without `code_execution`).
+    pub fn tools(&self) -> &[Tool] {
+        &self.handler.tools
     }
 
     /// Answers one HTTP request to this server's MCP endpoint.
@@ -132,7 +165,11 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+        let mut tools = self.tools.clone();
+        if self.code_mode.enabled_for(&self.server) && self.server.tool(code_mode::TOOL_NAME).is_none() {
+            tools.push(self.code_tool().await);
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     /// No logging capability is offered (handlers' console output goes to the call log), so
@@ -163,6 +200,9 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if request.name == code_mode::TOOL_NAME && self.server.tool(code_mode::TOOL_NAME).is_none() {
+            return self.run_script(arguments, context).await;
+        }
         // rmcp runs this in its own task and cancels `context.ct` when the client goes away
         // (disconnect, notifications/cancelled); dropping the call then frees its isolate and
         // stops its fetches instead of finishing work nobody will read.
@@ -187,6 +227,62 @@ impl ServerHandler for McpHandler {
             Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into()),
         }
     }
+}
+
+impl McpHandler {
+    /// The `code_execution` tool, rebuilt when a server its scripts can reach has changed.
+    async fn code_tool(&self) -> Tool {
+        let key = self.code_mode.listing_key(&self.server);
+        if let Some((built_for, tool)) = lock(&self.code_tool).as_ref()
+            && *built_for == key
+        {
+            return tool.clone();
+        }
+        let description = self.code_mode.tool_description(&self.server).await;
+        let mut tool = Tool::new(code_mode::TOOL_NAME, description, Arc::new(code_mode::declarations::input_schema()));
+        tool.title = Some("Run a script that calls tools".into());
+        tool.output_schema = Some(Arc::new(code_mode::declarations::output_schema()));
+        let mut annotations = rmcp::model::ToolAnnotations::default();
+        annotations.read_only_hint = Some(false);
+        annotations.open_world_hint = Some(true);
+        tool.annotations = Some(annotations);
+        *lock(&self.code_tool) = Some((key, tool.clone()));
+        tool
+    }
+
+    async fn run_script(
+        &self,
+        arguments: Value,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(refusal) = self.code_mode.refusal(&self.server) {
+            self.caller.metrics().record_client_error(Some(self.server.id.as_str()), ClientMistake::UnknownTool);
+            return Err(ErrorData::invalid_params(refusal, None));
+        }
+        let request = match serde_path_to_error::deserialize::<_, ScriptRequest>(arguments) {
+            Ok(request) => request,
+            Err(error) => {
+                let message = format!(
+                    "invalid {} arguments: {error}; send {{\"code\": \"...\", \"input\"?: any, \"options\"?: \
+                     {{\"timeout_ms\", \"max_tool_calls\", \"allowed_servers\"}}}}",
+                    code_mode::TOOL_NAME
+                );
+                return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+            }
+        };
+        let run = self.code_mode.run(&self.server, request, Via::Mcp);
+        let result = tokio::select! {
+            result = run => result,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error("the request was cancelled by the client", None));
+            }
+        };
+        Ok(call_tool_result(result.into_tool_result()).into())
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The MCP result for a tool result: what deserialising its JSON (`content`, `structuredContent`,

@@ -28,12 +28,12 @@ use crate::catalog::{Catalog, CatalogError, CredentialRecord, MountRecord, Serve
 use crate::config::Config;
 use crate::credentials::Credential;
 use crate::credentials::vault::Vault;
-use crate::serve::call::{CallError, CallOutput, CallableTool, Caller};
+use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Origin};
+use crate::serve::code_mode::CodeMode;
 use crate::serve::egress::ServerPolicy;
 use crate::serve::mount::{McpMount, McpSettings};
-use crate::states::Via;
-use crate::telemetry::metrics::Metrics;
-use crate::toolset::ServerId;
+use crate::telemetry::metrics::{Metrics, ToolSeries};
+use crate::toolset::{CodeModeSettings, ServerId};
 
 const CHANGE_STRIPES: usize = 64;
 
@@ -46,6 +46,10 @@ pub struct MountedServer {
     pub generation_id: i64,
     pub policy: Arc<ServerPolicy>,
     pub tools: Vec<CallableTool>,
+    /// Its code-mode settings (`None`: off).
+    pub code_mode: Option<CodeModeSettings>,
+    /// The series its `code_execution` runs are counted under, when code mode is on.
+    pub code_series: Option<ToolSeries>,
 }
 
 pub struct Registry {
@@ -69,6 +73,7 @@ pub struct Mount {
     pub generation_id: i64,
     /// Hex sha256 of the token MCP clients must present, when one is set.
     pub access_token_sha256: Option<String>,
+    code_mode: Option<CodeModeSettings>,
     /// Cancelled on unmount and remount; closes the server's open MCP streams.
     cancel: CancellationToken,
     /// Build errors are kept (they repeat until the server is remounted); catalog errors are not.
@@ -100,9 +105,15 @@ impl MountedServer {
         self.tools.iter().find(|t| t.name == name)
     }
 
-    pub async fn call(&self, caller: &Caller, tool: &str, arguments: Value, via: Via) -> Result<CallOutput, CallError> {
+    pub async fn call(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        arguments: Value,
+        origin: impl Into<Origin>,
+    ) -> Result<CallOutput, CallError> {
         let tool = self.tool(tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
-        caller.call(&self.id, self.generation_id, &self.policy, tool, arguments, via).await
+        caller.call(&self.id, self.generation_id, &self.policy, tool, arguments, origin.into()).await
     }
 }
 
@@ -113,6 +124,7 @@ impl Mount {
             name: record.name,
             generation_id: record.generation_id,
             access_token_sha256: record.access_token_sha256,
+            code_mode: record.code_mode,
             cancel: CancellationToken::new(),
             built: OnceCell::new(),
         }
@@ -120,17 +132,27 @@ impl Mount {
 }
 
 impl Registry {
-    pub fn new(config: &Config, caller: Caller, catalog: Catalog, vault: Vault) -> Registry {
-        Registry {
-            mounts: RwLock::new(HashMap::new()),
-            changes: (0..CHANGE_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
-            stripe_hasher: std::hash::RandomState::new(),
-            max_response_bytes: caller.max_response_bytes(),
-            metrics: caller.metrics().clone(),
-            mcp: McpSettings::new(config, caller),
-            catalog,
-            vault,
-        }
+    pub fn new(config: &Config, caller: Caller, catalog: Catalog, vault: Vault) -> Arc<Registry> {
+        // Scripts look other servers up here, so the code-mode runner holds the registry weakly.
+        Arc::new_cyclic(|registry| {
+            let code_mode =
+                CodeMode::new(config.code_mode.clone(), config.sandbox.clone(), caller.clone(), registry.clone());
+            Registry {
+                mounts: RwLock::new(HashMap::new()),
+                changes: (0..CHANGE_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+                stripe_hasher: std::hash::RandomState::new(),
+                max_response_bytes: caller.max_response_bytes(),
+                metrics: caller.metrics().clone(),
+                mcp: McpSettings::new(config, caller, Arc::new(code_mode)),
+                catalog,
+                vault,
+            }
+        })
+    }
+
+    /// Runs code-mode scripts (`POST /admin/servers/{id}/code` uses it directly).
+    pub fn code_mode(&self) -> &Arc<CodeMode> {
+        self.mcp.code_mode()
     }
 
     /// Held across a catalog change to `id` and the mount change that follows it (see the
@@ -270,6 +292,12 @@ impl Registry {
                 ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes).with_credentials(credentials),
             ),
             tools,
+            code_mode: mount.code_mode.clone(),
+            code_series: mount
+                .code_mode
+                .as_ref()
+                .filter(|settings| settings.enabled)
+                .map(|_| self.metrics.tool_series(mount.id.as_str(), crate::serve::code_mode::TOOL_NAME)),
         });
         let mcp = McpMount::new(server.clone(), generation.tools, &self.mcp, mount.cancel.clone());
         Ok(Arc::new(Mounted { server, mcp }))

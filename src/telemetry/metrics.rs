@@ -127,6 +127,16 @@ struct StageLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ScriptLabels {
+    outcome: CallOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ScriptToolCallLabels {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct TokenLabels {
     direction: &'static str,
 }
@@ -152,6 +162,9 @@ pub struct Metrics {
     generations: Family<GenerationLabels, Counter>,
     stage_durations: HistogramFamily<StageLabels>,
     llm_tokens: Family<TokenLabels, Counter>,
+    code_executions: Family<ScriptLabels, Counter>,
+    code_tool_calls: Family<ScriptToolCallLabels, Counter>,
+    code_sandboxed_bytes: Counter,
     gauges: GaugeHandles,
 }
 
@@ -207,6 +220,9 @@ impl Metrics {
             generations: Family::default(),
             stage_durations: Family::new_with_constructor(|| Histogram::new(STAGE_BUCKETS)),
             llm_tokens: Family::default(),
+            code_executions: Family::default(),
+            code_tool_calls: Family::default(),
+            code_sandboxed_bytes: Counter::default(),
             gauges: GaugeHandles::default(),
         };
         // Zero-valued series that dashboards expect to exist from the start.
@@ -215,6 +231,9 @@ impl Metrics {
         }
         for outcome in GenerationOutcome::ALL {
             let _ = metrics.generations.get_or_create(&GenerationLabels { outcome: *outcome });
+        }
+        for result in ["ok", "error"] {
+            let _ = metrics.code_tool_calls.get_or_create(&ScriptToolCallLabels { result });
         }
         for direction in ["input", "output"] {
             let _ = metrics.llm_tokens.get_or_create(&TokenLabels { direction });
@@ -295,6 +314,22 @@ impl Metrics {
             self.stage_durations.clone(),
         );
         registry.register("mcpbootd_llm_tokens", "LLM tokens used by generation", self.llm_tokens.clone());
+        registry.register(
+            "mcpbootd_code_executions",
+            "Code-mode scripts run, by outcome",
+            self.code_executions.clone(),
+        );
+        registry.register(
+            "mcpbootd_code_tool_calls",
+            "Tool calls made by code-mode scripts, by result (ok or error)",
+            self.code_tool_calls.clone(),
+        );
+        registry.register(
+            "mcpbootd_code_sandboxed_bytes",
+            "Bytes of tool results that stayed inside code-mode scripts instead of going back to the agent \
+             (tool results handed to scripts minus the scripts' own results)",
+            self.code_sandboxed_bytes.clone(),
+        );
         registry.register("mcpbootd_mounted_servers", "Servers mounted and serving MCP", g.mounted_servers.clone());
     }
 
@@ -363,6 +398,17 @@ impl Metrics {
             self.calls.get_or_create(&labels).inc();
         }
         series.duration.observe(duration.as_secs_f64());
+    }
+
+    /// A finished code-mode script: its outcome, the bytes of tool results handed to it and
+    /// the size of its own result.
+    pub fn record_script(&self, outcome: CallOutcome, tool_result_bytes: u64, result_bytes: u64) {
+        self.code_executions.get_or_create(&ScriptLabels { outcome }).inc();
+        self.code_sandboxed_bytes.inc_by(tool_result_bytes.saturating_sub(result_bytes));
+    }
+
+    pub fn record_script_tool_call(&self, ok: bool) {
+        self.code_tool_calls.get_or_create(&ScriptToolCallLabels { result: if ok { "ok" } else { "error" } }).inc();
     }
 
     pub fn record_egress(&self, outcome: EgressOutcome) {

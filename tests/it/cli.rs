@@ -15,30 +15,30 @@ use crate::scripted_llm::{Scripted, ScriptedLlm};
 
 const DOCS_HOST: &str = "docs.weather.test";
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 impl Run {
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
 
-    fn assert_ok(&self) -> &Run {
+    pub fn assert_ok(&self) -> &Run {
         assert_eq!(self.code, 0, "expected success\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
         self
     }
 
-    fn assert_code(&self, code: i32) -> &Run {
+    pub fn assert_code(&self, code: i32) -> &Run {
         assert_eq!(self.code, code, "expected exit {code}\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
         self
     }
 }
 
 /// Runs `mcpbootd <args>` with a clean client environment plus `env`.
-async fn run(args: &[&str], env: &[(&str, &str)]) -> Run {
+pub(crate) async fn run(args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpbootd"));
     command.args(args).env_remove("MCPBOOTD_URL").env_remove("MCPBOOTD_ADMIN_TOKEN").stdin(std::process::Stdio::null());
     for (name, value) in env {

@@ -27,6 +27,8 @@ pub enum ToWorker {
         handler: String,
         arguments: String,
         limits: WireLimits,
+        /// `Some(tools)` for a code-mode script (see `Program::Script`).
+        script_tools: Option<String>,
     },
     /// The caller went away: drop the call (its fetches and timers with it).
     Cancel {

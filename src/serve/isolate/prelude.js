@@ -4,7 +4,7 @@
 // bytecode is loaded into every fresh context, so keep it small: every line here is paid
 // for on every tool call. It evaluates to a function that receives the native bindings
 // (an object that is never reachable from the handler's globals) and returns the hooks
-// the Rust event loop drives: [fetchDone, fetchFail, timerFire, describe, fetch].
+// the Rust event loop drives: [fetchDone, fetchFail, timerFire, describe, fetch, runScript].
 (function (native) {
   'use strict';
   const G = globalThis;
@@ -545,5 +545,77 @@
     }
   }
 
-  return [fetchDone, fetchFail, timerFire, describe, fetch];
+  // ---- code-mode scripts -------------------------------------------------------------------
+  // A script gets `call_tool` and typed stubs instead of `fetch`. A tool call is a request to
+  // `tool:<server>/<tool>` on the same host channel, which only a script's host answers (with
+  // the JSON of `{ok, value}` or `{ok: false, error: {code, message}}`). Runs the script and
+  // returns a promise of `{value}`, `{}` (nothing returned) or `{unserialisable: reason}`.
+  class ToolError extends Error {
+    constructor(message, code) { super(message); this.code = code; }
+    get name() { return 'ToolError'; }
+  }
+  function runScript(script, input, hostFetch, toolsJson) {
+    // Scripts have no network: their tools are their only way out.
+    delete G.fetch;
+    const fail = (code, message) => ({ ok: false, error: { code, message } });
+    const call_tool = async function call_tool(server, tool, args) {
+      if (typeof server !== 'string' || typeof tool !== 'string') {
+        return fail('INVALID_ARGUMENTS', 'call_tool(server, tool, args): server and tool must be strings');
+      }
+      if (args === undefined || args === null) args = {};
+      if (typeof args !== 'object' || Array.isArray(args)) {
+        return fail('INVALID_ARGUMENTS', `call_tool: the arguments of ${server}.${tool} must be an object`);
+      }
+      let body;
+      try { body = JSON.stringify(args); } catch (e) {
+        return fail('INVALID_ARGUMENTS', `call_tool: the arguments of ${server}.${tool} cannot be converted to JSON: ${describe(e)[0]}`);
+      }
+      let response;
+      try {
+        response = await hostFetch('tool:' + encodeURIComponent(server) + '/' + encodeURIComponent(tool), { method: 'POST', body });
+      } catch (e) {
+        return fail('INTERNAL', `the call to ${server}.${tool} could not be made: ${e.message}`);
+      }
+      return JSON.parse(await response.text());
+    };
+    const api = JSON.parse(toolsJson), tools = {};
+    for (const server of Object.keys(api)) {
+      const stubs = {};
+      for (const name of api[server]) {
+        stubs[name] = async function (args) {
+          // Made before the await, so its stack names the script line of the call.
+          const site = new ToolError('', '');
+          const r = await call_tool(server, name, args);
+          if (r.ok) return r.value;
+          site.message = `${server}.${name}: ${r.error.message}`;
+          site.code = r.error.code;
+          throw site;
+        };
+      }
+      tools[server] = Object.freeze(stubs);
+    }
+    Object.freeze(tools);
+    return script(input, call_tool, tools).then((value) => {
+      if (value === undefined) return {};
+      try {
+        JSON.stringify(value, function (key, v) {
+          const at = key === '' ? 'the result' : `the value at key ${JSON.stringify(key)}`;
+          if (typeof v === 'function') throw new TE(`${at} is a function`);
+          if (typeof v === 'symbol') throw new TE(`${at} is a symbol`);
+          return v;
+        });
+      } catch (e) {
+        return { unserialisable: describe(e)[0] };
+      }
+      return { value };
+    }, (e) => {
+      // Uncaught: the text, and the stack with lines counted within the script.
+      const [thrown, stack] = describe(e);
+      const frames = stack.split('\n').filter((f) => f.includes('handler:')).map((f) => f.replace(/handler:(\d+)/, (m, n) => 'script:' + (n - 1)));
+      const at = /script:(\d+)/.exec(frames[0] || '');
+      return { thrown, stack: frames.join('\n'), line: at ? Number(at[1]) : null };
+    });
+  }
+
+  return [fetchDone, fetchFail, timerFire, describe, fetch, runScript];
 })

@@ -28,7 +28,7 @@ use tokio::task::AbortHandle;
 use super::admission::{Admission, AdmissionLimits, Refused};
 use super::ipc::{Reader, ToDaemon, ToWorker, WireLimits, Writer};
 use super::pool::{PoolError, PoolStats};
-use super::{Completion, FetchHost, Invocation, IsolateMemory, Outcome};
+use super::{Completion, FetchHost, Invocation, IsolateMemory, Outcome, Program};
 
 /// A child that sends nothing (not even a heartbeat) for this long is wedged and is killed.
 const SILENCE_LIMIT: Duration = Duration::from_secs(5);
@@ -166,6 +166,10 @@ impl ProcessPool {
             handler: invocation.handler.to_string(),
             arguments: invocation.arguments.to_string(),
             limits: WireLimits::from(&invocation.limits),
+            script_tools: match &invocation.program {
+                Program::Handler => None,
+                Program::Script { tools } => Some(tools.to_string()),
+            },
         };
         let cancel = CancelOnDrop { process: &process, call };
         if process.outbox.send(run).is_err() {

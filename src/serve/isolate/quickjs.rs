@@ -23,7 +23,7 @@ use rquickjs::context::intrinsic;
 use rquickjs::{Context, Ctx, Error, Function, Runtime, Value, qjs};
 
 use super::engine::{Engine, HostContext};
-use super::{CompileError, Completion, Invocation};
+use super::{CompileError, Completion, Invocation, Program};
 
 mod call;
 mod memory;
@@ -35,6 +35,8 @@ const HANDLER_FILE: &CStr = c"handler";
 /// The handler body is compiled inside this wrapper. The head is exactly one line, so
 /// QuickJS line `n` is handler line `n - 1`.
 const WRAPPER_HEAD: &str = "(async function (args, fetch) {\n";
+/// A code-mode script's wrapper: the same shape with no `fetch` in scope.
+const SCRIPT_WRAPPER_HEAD: &str = "(async function (input, call_tool, tools) {\n";
 const WRAPPER_TAIL: &str = "\n})";
 const WRAPPER_HEAD_LINES: u32 = 1;
 
@@ -159,16 +161,24 @@ fn eval_raw<'js>(ctx: &Ctx<'js>, source: &str, file: &CStr, flags: u32) -> rquic
 }
 
 fn wrap_handler(body: &str) -> String {
-    let mut source = String::with_capacity(WRAPPER_HEAD.len() + body.len() + WRAPPER_TAIL.len());
-    source.push_str(WRAPPER_HEAD);
+    wrap(WRAPPER_HEAD, body)
+}
+
+fn wrap(head: &str, body: &str) -> String {
+    let mut source = String::with_capacity(head.len() + body.len() + WRAPPER_TAIL.len());
+    source.push_str(head);
     source.push_str(body);
     source.push_str(WRAPPER_TAIL);
     source
 }
 
-/// Compiles (and evaluates — it is a single function expression) the wrapped handler.
-fn compile_handler<'js>(ctx: &Ctx<'js>, body: &str) -> rquickjs::Result<Function<'js>> {
-    let value = eval_raw(ctx, &wrap_handler(body), HANDLER_FILE, qjs::JS_EVAL_TYPE_GLOBAL)?;
+/// Compiles (and evaluates — it is a single function expression) the wrapped handler or script.
+fn compile_handler<'js>(ctx: &Ctx<'js>, body: &str, program: &Program) -> rquickjs::Result<Function<'js>> {
+    let head = match program {
+        Program::Handler => WRAPPER_HEAD,
+        Program::Script { .. } => SCRIPT_WRAPPER_HEAD,
+    };
+    let value = eval_raw(ctx, &wrap(head, body), HANDLER_FILE, qjs::JS_EVAL_TYPE_GLOBAL)?;
     let type_name = value.type_name();
     value.into_function().ok_or_else(|| Error::new_from_js(type_name, "handler function"))
 }

@@ -104,7 +104,7 @@ impl FetchHost for FakeHost {
 }
 
 fn invocation(handler: &str, arguments: Value, limits: SandboxLimits, host: &FakeHost) -> Invocation {
-    Invocation { handler: handler.into(), arguments, limits, fetch: Arc::new(host.clone()) }
+    Invocation { handler: handler.into(), arguments, limits, fetch: Arc::new(host.clone()), program: Program::Handler }
 }
 
 fn host_context() -> HostContext {
@@ -1224,4 +1224,122 @@ fn measure_parked_memory() {
     for task in tasks {
         rt.block_on(task).unwrap().unwrap();
     }
+}
+
+// ---- code-mode scripts -------------------------------------------------------------------
+
+/// A script's host: `tool:<server>/<tool>` answers `{ok: true, value: {server, tool, args}}`,
+/// except server `missing` (NOT_FOUND); anything else is refused, as a script's real host does.
+#[derive(Clone, Default)]
+struct ToolEcho(Arc<Mutex<Vec<String>>>);
+
+impl FetchHost for ToolEcho {
+    fn fetch(
+        &self,
+        request: FetchRequest,
+        _deadline: Instant,
+    ) -> BoxFuture<'static, Result<FetchResponse, FetchError>> {
+        self.0.lock().unwrap().push(request.url.clone());
+        let answer = match request.url.strip_prefix("tool:").and_then(|rest| rest.split_once('/')) {
+            Some(("missing", _)) => Ok(json!({"ok": false, "error": {"code": "NOT_FOUND", "message": "no server"}})),
+            Some((server, tool)) => {
+                let args: Value = serde_json::from_slice(request.body.as_deref().unwrap_or(b"null")).unwrap();
+                Ok(json!({"ok": true, "value": {"server": server, "tool": tool, "args": args}}))
+            }
+            None => Err(FetchError::Denied(format!("a script cannot fetch {}", request.url))),
+        };
+        Box::pin(async move {
+            answer.map(|body| FetchResponse {
+                status: 200,
+                status_text: "OK".into(),
+                url: String::new(),
+                redirected: false,
+                headers: Vec::new(),
+                body: body.to_string().into(),
+            })
+        })
+    }
+}
+
+fn run_script(code: &str, input: Value, host: &ToolEcho) -> Completion {
+    execute(Invocation {
+        handler: code.into(),
+        arguments: input,
+        limits: fast_limits(),
+        fetch: Arc::new(host.clone()),
+        program: Program::Script { tools: r#"{"geo": ["lookup"], "my-server": ["echo"], "missing": ["x"]}"#.into() },
+    })
+}
+
+fn script_value(completion: &Completion) -> &Value {
+    assert_eq!(completion.outcome, Outcome::Ok, "{completion:?}");
+    completion.result.structured_content.as_ref().expect("structured content")
+}
+
+#[test]
+fn a_script_calls_tools_through_call_tool_and_the_stubs() {
+    let host = ToolEcho::default();
+    let c = run_script(
+        "const a = await call_tool('geo', 'lookup', {q: input.city});\n\
+         const b = await tools['my-server'].echo({n: 2});\n\
+         const missing = await call_tool('missing', 'x', {});\n\
+         return {a, b, missing, input};",
+        json!({"city": "Oslo"}),
+        &host,
+    );
+    assert_eq!(
+        script_value(&c),
+        &json!({"value": {
+            "a": {"ok": true, "value": {"server": "geo", "tool": "lookup", "args": {"q": "Oslo"}}},
+            "b": {"server": "my-server", "tool": "echo", "args": {"n": 2}},
+            "missing": {"ok": false, "error": {"code": "NOT_FOUND", "message": "no server"}},
+            "input": {"city": "Oslo"},
+        }})
+    );
+    assert_eq!(*host.0.lock().unwrap(), ["tool:geo/lookup", "tool:my-server/echo", "tool:missing/x"]);
+}
+
+#[test]
+fn a_script_has_no_fetch_and_its_stubs_throw_tool_errors_at_the_calling_line() {
+    let host = ToolEcho::default();
+    let c = run_script("return [typeof fetch, typeof call_tool, typeof tools.geo.lookup];", json!({}), &host);
+    assert_eq!(script_value(&c), &json!({"value": ["undefined", "function", "function"]}));
+
+    let c = run_script("const x = 1;\nawait fetch('https://example.com/');", json!({}), &host);
+    let thrown = script_value(&c);
+    assert!(thrown["thrown"].as_str().unwrap().starts_with("ReferenceError") && thrown["line"] == 2, "{thrown}");
+    assert!(thrown["stack"].as_str().unwrap().contains("script:2"), "{thrown}");
+    assert!(host.0.lock().unwrap().is_empty(), "nothing left the script");
+
+    let host = ToolEcho::default();
+    let code = "const bad = [await call_tool(1, 'x'), await call_tool('geo', 'lookup', [1])];\n\
+                try {\n\
+                  await tools.missing.x({});\n\
+                } catch (e) {\n\
+                  return {bad: bad.map((r) => r.error.code), name: e.name, code: e.code, message: e.message, stack: e.stack};\n\
+                }";
+    let c = run_script(code, json!({}), &host);
+    let value = &script_value(&c)["value"];
+    assert_eq!(value["bad"], json!(["INVALID_ARGUMENTS", "INVALID_ARGUMENTS"]));
+    assert_eq!((&value["name"], &value["code"]), (&json!("ToolError"), &json!("NOT_FOUND")));
+    assert_eq!(value["message"], "missing.x: no server");
+    assert!(value["stack"].as_str().unwrap().contains("handler:4"), "{value}");
+}
+
+#[test]
+fn a_script_result_must_be_json() {
+    let host = ToolEcho::default();
+    let cases = [
+        ("return () => 1;", "the result is a function"),
+        ("return {a: {b: Symbol('s')}};", "the value at key \"b\" is a symbol"),
+        ("const o = {}; o.self = o; return o;", "circular"),
+        ("return {n: 10n};", "BigInt"),
+    ];
+    for (code, needle) in cases {
+        let c = run_script(code, json!({}), &host);
+        let reason = script_value(&c)["unserialisable"].as_str().unwrap_or_default().to_owned();
+        assert!(reason.to_lowercase().contains(&needle.to_lowercase()), "{code}: {reason:?} lacks {needle:?}");
+    }
+    let c = run_script("const x = 1;", json!({}), &host);
+    assert_eq!(script_value(&c), &json!({}), "nothing returned");
 }

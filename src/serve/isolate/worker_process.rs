@@ -19,7 +19,7 @@ use tokio::task::AbortHandle;
 use super::admission::AdmissionLimits;
 use super::ipc::{Reader, ToDaemon, ToWorker, WireFetchError, WireResponse, Writer};
 use super::pool::{IsolatePool, PoolSettings};
-use super::{Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, Outcome};
+use super::{Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, Outcome, Program};
 
 /// The exit status after an overrun, so the daemon's log tells it from a crash.
 pub const EXIT_OVERRUN: u8 = 70;
@@ -107,7 +107,7 @@ async fn serve(memory_budget_bytes: usize) {
     let mut reader = Reader::<_, ToWorker>::new(tokio::io::stdin());
     while let Some(Ok(message)) = reader.next().await {
         match message {
-            ToWorker::Run { call, tenant, handler, arguments, limits } => {
+            ToWorker::Run { call, tenant, handler, arguments, limits, script_tools } => {
                 let invocation = Invocation {
                     handler: handler.into(),
                     arguments: serde_json::from_str(&arguments).unwrap_or(serde_json::Value::Null),
@@ -118,6 +118,10 @@ async fn serve(memory_budget_bytes: usize) {
                         outbox: outbox.clone(),
                         pending: Arc::clone(&fetches),
                     }),
+                    program: match script_tools {
+                        None => Program::Handler,
+                        Some(tools) => Program::Script { tools: tools.into() },
+                    },
                 };
                 let (pool, outbox, running) = (Arc::clone(&pool), outbox.clone(), Arc::clone(&calls));
                 let mut registry = calls.lock().unwrap_or_else(PoisonError::into_inner);

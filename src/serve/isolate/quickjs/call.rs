@@ -26,7 +26,7 @@ use super::super::engine::HostContext;
 use super::super::normalize::{normalise, preview};
 use super::super::stack_guard::{self, StackCanary};
 use super::super::{
-    Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, MAX_HANDLER_BYTES, Outcome,
+    Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, MAX_HANDLER_BYTES, Outcome, Program,
     SandboxLimits, ToolResult,
 };
 use super::memory::Charge;
@@ -464,10 +464,11 @@ struct Hooks<'js> {
     timer_fire: Function<'js>,
     describe: Function<'js>,
     fetch: Function<'js>,
+    script: Function<'js>,
 }
 
 impl<'js> Hooks<'js> {
-    /// The prelude returns its hooks as `[fetchDone, fetchFail, timerFire, describe, fetch]`.
+    /// The prelude returns its hooks as `[fetchDone, fetchFail, timerFire, describe, fetch, runScript]`.
     fn from_list(list: &Array<'js>) -> rquickjs::Result<Hooks<'js>> {
         Ok(Hooks {
             fetch_done: list.get(0)?,
@@ -475,6 +476,7 @@ impl<'js> Hooks<'js> {
             timer_fire: list.get(2)?,
             describe: list.get(3)?,
             fetch: list.get(4)?,
+            script: list.get(5)?,
         })
     }
 }
@@ -747,11 +749,17 @@ fn start<'js>(ctx: &Ctx<'js>, state: &Rc<CallState>, invocation: &Invocation, pr
             return Started::Finished(RunEnd::Internal(format!("could not encode the arguments: {e}")));
         }
     };
-    let handler = match compile_handler(ctx, body) {
+    let handler = match compile_handler(ctx, body, &invocation.program) {
         Ok(handler) => handler,
         Err(e) => return Started::Finished(exception_end(ctx, state, Some(&hooks), e, body)),
     };
-    let returned: Value<'js> = match handler.call((args, hooks.fetch.clone())) {
+    let called = match &invocation.program {
+        Program::Handler => handler.call((args, hooks.fetch.clone())),
+        // The prelude builds `call_tool` and the stubs on the fetch hook, runs the script and
+        // checks that its value can be sent back as JSON.
+        Program::Script { tools } => hooks.script.call((handler, args, hooks.fetch.clone(), tools.to_string())),
+    };
+    let returned: Value<'js> = match called {
         Ok(value) => value,
         Err(e) => return Started::Finished(exception_end(ctx, state, Some(&hooks), e, body)),
     };

@@ -1,0 +1,816 @@
+//! Code mode: an agent sends one script that calls several tools (`code_execution`), and gets
+//! one JSON result back; the tool results stay inside the sandbox. See `docs/code-mode.md`.
+//!
+//! A script runs in an isolate like a handler (same pool, same CPU, memory and stack guards),
+//! compiled as `Program::Script`: it has no `fetch`, and `call_tool` sends a request to
+//! `tool:<server>/<tool>` through the host channel fetch would use. That host is a
+//! [`ScriptHost`], which has no network at all: it checks the request against the script's
+//! allowed servers and budgets, then runs the tool with [`MountedServer::call`], which is the
+//! path an MCP `tools/call` takes, so the tool runs in an isolate of its own with its own
+//! server's whitelist, credentials and limits, and is logged (with the script as its parent).
+//!
+//! **No deadlock.** A script waiting on its tool calls is parked (it holds no worker thread),
+//! scripts are admitted under a tenant of their own (`<server>#code`), so they never use the
+//! per-server slots their tool calls need, and at most `[code_mode] max_concurrent_scripts`
+//! run at once, at most half of the in-flight slots (checked at start-up). A tool call that
+//! still finds no slot waits in the fair queue and fails with `BUSY` after
+//! `[sandbox] queue_timeout_ms`: a script always ends, by its own deadline at the latest.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::sync::Semaphore;
+
+use crate::catalog::{CallRecord, now_millis};
+use crate::config::{CodeModeConfig, SandboxConfig};
+use crate::serve::call::{CallError, Caller, Origin};
+use crate::serve::isolate::{
+    self, Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, Outcome, PoolError, Program,
+    SandboxLimits, ToolResult,
+};
+use crate::serve::registry::{Mounted, MountedServer, Registry};
+use crate::states::{CallOutcome, Via, text_enum};
+use crate::toolset::{CodeModeSettings, ServerId};
+
+pub mod declarations;
+
+/// The tool's name on a mount.
+pub const TOOL_NAME: &str = "code_execution";
+
+/// The tool's arguments: `{code, input?, options?}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptRequest {
+    /// JavaScript: the body of an async function; `return` the result.
+    pub code: String,
+    /// Any JSON value; the script reads it as `input`.
+    #[serde(default)]
+    pub input: Value,
+    #[serde(default)]
+    pub options: ScriptOptions,
+}
+
+/// Per-request limits: they may only lower what the daemon and the server allow.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// 0: no lower limit than the server's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u32>,
+    /// The servers this run may call, among those allowed; `[]` allows none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_servers: Option<Vec<String>>,
+}
+
+text_enum! {
+    /// Why a script or one of its tool calls failed: `error.code` in results.
+    pub enum ErrorKind ("code-mode error code") {
+        /// The request is not `{code, input?, options?}`.
+        InvalidRequest = "INVALID_REQUEST",
+        /// Code mode is off for this server (or daemon-wide).
+        CodeModeDisabled = "CODE_MODE_DISABLED",
+        /// The script does not compile; nothing ran.
+        SyntaxError = "SYNTAX_ERROR",
+        /// The script threw (or rejected) and nothing caught it.
+        RuntimeError = "RUNTIME_ERROR",
+        /// The script's result cannot be sent as JSON (a function, a cycle, a BigInt).
+        NotSerializable = "NOT_SERIALIZABLE",
+        /// The script (or a tool call) ran past its wall-clock limit.
+        Timeout = "TIMEOUT",
+        /// A resource limit: CPU time, memory, stack, result size.
+        Limit = "LIMIT",
+        /// Too many scripts or calls are running; retry shortly.
+        Busy = "BUSY",
+        ShuttingDown = "SHUTTING_DOWN",
+        /// `call_tool`: no such server or tool.
+        NotFound = "NOT_FOUND",
+        /// `call_tool`: the server is not among this script's allowed servers.
+        ServerNotAllowed = "SERVER_NOT_ALLOWED",
+        /// `call_tool`: the script has made `max_tool_calls` calls.
+        MaxToolCalls = "MAX_TOOL_CALLS",
+        /// `call_tool`: the arguments do not match the tool's input schema.
+        InvalidArguments = "INVALID_ARGUMENTS",
+        /// `call_tool`: the tool ran and returned an error.
+        ToolError = "TOOL_ERROR",
+        /// `call_tool`: the tool results handed to this script exceed `max_tool_result_bytes`.
+        ResultTooLarge = "RESULT_TOO_LARGE",
+        /// A tool call still running when its script ended; it was stopped.
+        Cancelled = "CANCELLED",
+        /// A failure of the daemon, not of the script.
+        Internal = "INTERNAL",
+    }
+}
+
+/// `{ok, value | error, calls}`: what a run returns, as `structuredContent` and to the admin API.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ScriptResult {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ScriptError>,
+    /// Every tool call the script made, in the order they started.
+    pub calls: Vec<ToolCallTrace>,
+    /// What the script logged with `console`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub console: String,
+    /// The run's id in the call log (its tool calls name it as their parent).
+    pub execution_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ScriptError {
+    #[schema(value_type = String)]
+    pub code: ErrorKind,
+    pub message: String,
+    /// The script's stack at the throw, lines counted within the script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+    /// The script line that failed, 1-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// One tool call a script made.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ToolCallTrace {
+    pub server: String,
+    pub tool: String,
+    pub ok: bool,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub error_code: Option<ErrorKind>,
+    pub duration_ms: f64,
+    /// The call's own call-log entry; absent for calls refused before they ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
+}
+
+impl ScriptResult {
+    /// The MCP result: the object as `structuredContent` and as JSON text, `isError` unless ok.
+    pub fn into_tool_result(self) -> ToolResult {
+        let structured = serde_json::to_value(&self).unwrap_or(Value::Null);
+        let text = serde_json::to_string_pretty(&structured).unwrap_or_default();
+        ToolResult {
+            content: vec![json!({"type": "text", "text": text})],
+            structured_content: Some(structured),
+            is_error: !self.ok,
+        }
+    }
+
+    fn failed(execution_id: String, code: ErrorKind, message: impl Into<String>) -> ScriptResult {
+        ScriptResult {
+            ok: false,
+            value: None,
+            error: Some(ScriptError { code, message: message.into(), stack: None, line: None }),
+            calls: Vec::new(),
+            console: String::new(),
+            execution_id,
+        }
+    }
+}
+
+/// Runs scripts for every mount; one per daemon.
+pub struct CodeMode {
+    config: CodeModeConfig,
+    sandbox: SandboxConfig,
+    caller: Caller,
+    registry: Weak<Registry>,
+    scripts: Arc<Semaphore>,
+}
+
+/// The limits one run gets, after the server's settings and the request's options.
+#[derive(Debug, Clone)]
+struct RunLimits {
+    timeout: Duration,
+    /// 0: no limit.
+    max_tool_calls: u32,
+    max_concurrent_tool_calls: u32,
+    max_tool_result_bytes: u64,
+    allowed: BTreeSet<ServerId>,
+}
+
+impl CodeMode {
+    pub fn new(config: CodeModeConfig, sandbox: SandboxConfig, caller: Caller, registry: Weak<Registry>) -> CodeMode {
+        let scripts = Arc::new(Semaphore::new(config.max_concurrent_scripts));
+        CodeMode { config, sandbox, caller, registry, scripts }
+    }
+
+    /// Whether `server` lists `code_execution`: on daemon-wide and in its settings.
+    pub fn enabled_for(&self, server: &MountedServer) -> bool {
+        self.config.enabled && server.code_mode.as_ref().is_some_and(|settings| settings.enabled)
+    }
+
+    /// Why `code_execution` is refused on `server`, when it is.
+    pub fn refusal(&self, server: &MountedServer) -> Option<String> {
+        if !self.config.enabled {
+            return Some(format!(
+                "code mode is off in this daemon, so server {:?} has no {TOOL_NAME} tool; an operator turns it on \
+                 with [code_mode] enabled = true (MCPBOOTD_CODE_MODE__ENABLED=true)",
+                server.id.as_str()
+            ));
+        }
+        if !self.enabled_for(server) {
+            return Some(format!(
+                "code mode is off for server {:?}, so it has no {TOOL_NAME} tool; an operator turns it on with \
+                 PUT /admin/servers/{}/code-mode {{\"enabled\": true}}",
+                server.id.as_str(),
+                server.id.as_str()
+            ));
+        }
+        None
+    }
+
+    fn server_limits(&self, settings: &CodeModeSettings) -> RunLimits {
+        RunLimits {
+            timeout: Duration::from_millis(settings.timeout_ms.unwrap_or(self.config.timeout_ms)),
+            max_tool_calls: settings.max_tool_calls.unwrap_or(self.config.max_tool_calls),
+            max_concurrent_tool_calls: settings
+                .max_concurrent_tool_calls
+                .unwrap_or(self.config.max_concurrent_tool_calls)
+                .max(1),
+            max_tool_result_bytes: settings.max_tool_result_bytes.unwrap_or(self.config.max_tool_result_bytes),
+            allowed: BTreeSet::new(),
+        }
+    }
+
+    /// The servers `server`'s scripts may call: itself and its `allowed_servers`.
+    fn allowed_servers(server: &MountedServer) -> BTreeSet<ServerId> {
+        let mut allowed: BTreeSet<ServerId> =
+            server.code_mode.iter().flat_map(|settings| settings.allowed_servers.iter().cloned()).collect();
+        allowed.insert(server.id.clone());
+        allowed
+    }
+
+    /// The limits of one run: the server's, narrowed by the request's options.
+    fn run_limits(&self, server: &MountedServer, options: &ScriptOptions) -> RunLimits {
+        let mut limits = self.server_limits(server.code_mode.as_ref().unwrap_or(&CodeModeSettings::default()));
+        if let Some(ms) = options.timeout_ms {
+            limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
+        }
+        limits.max_tool_calls = match (limits.max_tool_calls, options.max_tool_calls.unwrap_or(0)) {
+            (server, 0) => server,
+            (0, request) => request,
+            (server, request) => server.min(request),
+        };
+        let allowed = Self::allowed_servers(server);
+        limits.allowed = match &options.allowed_servers {
+            Some(names) => allowed.into_iter().filter(|id| names.iter().any(|n| n == id.as_str())).collect(),
+            None => allowed,
+        };
+        limits
+    }
+
+    /// The `code_execution` tool's description for `server`, built from the tools its scripts
+    /// can reach now.
+    pub async fn tool_description(&self, server: &MountedServer) -> String {
+        let limits = self.server_limits(server.code_mode.as_ref().unwrap_or(&CodeModeSettings::default()));
+        let reachable = self.reachable(&server.id, &Self::allowed_servers(server)).await;
+        let listed: Vec<(ServerId, Vec<declarations::Reachable<'_>>)> = reachable
+            .iter()
+            .map(|other| {
+                let tools = other
+                    .mcp
+                    .tools()
+                    .iter()
+                    .map(|tool| declarations::Reachable {
+                        name: &tool.name,
+                        description: tool.description.as_deref().unwrap_or(""),
+                        input_schema: &tool.input_schema,
+                        output_schema: tool.output_schema.as_deref(),
+                    })
+                    .collect();
+                (other.server.id.clone(), tools)
+            })
+            .collect();
+        let stated = declarations::StatedLimits {
+            timeout_ms: limits.timeout.as_millis() as u64,
+            max_tool_calls: limits.max_tool_calls,
+            max_concurrent_tool_calls: limits.max_concurrent_tool_calls,
+        };
+        declarations::description(&server.id, &listed, &stated)
+    }
+
+    /// What [`Self::tool_description`] depends on: the generation each reachable server serves.
+    pub fn listing_key(&self, server: &MountedServer) -> Vec<(ServerId, i64)> {
+        let Some(registry) = self.registry.upgrade() else { return Vec::new() };
+        Self::allowed_servers(server)
+            .into_iter()
+            .filter_map(|id| registry.get(&id).map(|mount| (id, mount.generation_id)))
+            .collect()
+    }
+
+    /// The mounted servers among `allowed` (`own` first), built on first use; servers that are
+    /// gone or cannot be served are left out.
+    async fn reachable(&self, own: &ServerId, allowed: &BTreeSet<ServerId>) -> Vec<Arc<Mounted>> {
+        let Some(registry) = self.registry.upgrade() else { return Vec::new() };
+        let mut servers = Vec::with_capacity(allowed.len());
+        let ordered = allowed.iter().filter(|id| *id == own).chain(allowed.iter().filter(|id| *id != own));
+        for id in ordered {
+            if let Ok(Some(mounted)) = registry.mounted(id).await {
+                servers.push(mounted);
+            }
+        }
+        servers
+    }
+
+    /// Runs one script on `server` (already checked to have code mode on, see [`Self::refusal`]).
+    pub async fn run(&self, server: &MountedServer, request: ScriptRequest, via: Via) -> ScriptResult {
+        let execution_id = uuid::Uuid::now_v7().to_string();
+        if let Some(refusal) = self.refusal(server) {
+            return ScriptResult::failed(execution_id, ErrorKind::CodeModeDisabled, refusal);
+        }
+        let started_at = now_millis();
+        let started = Instant::now();
+        let mut entry = ScriptEntry {
+            code_mode: self,
+            server,
+            via,
+            execution_id: execution_id.clone(),
+            code: truncate(&request.code, self.config.log_code_bytes),
+            started_at,
+            started,
+            written: false,
+        };
+        if let Err(error) = isolate::check_script(&request.code) {
+            let message = match error.line {
+                Some(line) => format!("{} (script line {line})", error.message),
+                None => error.message.clone(),
+            };
+            let mut result = ScriptResult::failed(execution_id, ErrorKind::SyntaxError, message);
+            if let Some(detail) = result.error.as_mut() {
+                detail.line = error.line;
+            }
+            entry.write(&result, CallOutcome::Error, 0, 0);
+            return result;
+        }
+        let limits = self.run_limits(server, &request.options);
+        let waited = tokio::time::timeout(
+            Duration::from_millis(self.sandbox.queue_timeout_ms),
+            Arc::clone(&self.scripts).acquire_owned(),
+        )
+        .await;
+        let _permit = match waited {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) => {
+                let result = ScriptResult::failed(execution_id, ErrorKind::ShuttingDown, "the daemon is shutting down");
+                entry.write(&result, CallOutcome::ShuttingDown, 0, 0);
+                return result;
+            }
+            Err(_) => {
+                let result = ScriptResult::failed(
+                    execution_id,
+                    ErrorKind::Busy,
+                    format!(
+                        "{} scripts are already running ([code_mode] max_concurrent_scripts) and none finished \
+                         within {} ms; retry shortly",
+                        self.config.max_concurrent_scripts, self.sandbox.queue_timeout_ms
+                    ),
+                );
+                entry.write(&result, CallOutcome::Busy, 0, 0);
+                return result;
+            }
+        };
+
+        let reachable = self.reachable(&server.id, &limits.allowed).await;
+        let stubs: Map<String, Value> = reachable
+            .iter()
+            .map(|s| {
+                let names: Vec<String> = s.server.tools.iter().map(|t| t.name.clone()).collect();
+                (s.server.id.to_string(), Value::from(names))
+            })
+            .collect();
+        let host = Arc::new(ScriptHost {
+            caller: self.caller.clone(),
+            registry: self.registry.clone(),
+            parent: Arc::from(execution_id.as_str()),
+            limits: limits.clone(),
+            calls: AtomicU32::new(0),
+            result_bytes: AtomicU64::new(0),
+            traces: Mutex::new(Vec::new()),
+        });
+        let sandbox = SandboxLimits::from(&self.sandbox);
+        let invocation = Invocation {
+            handler: Arc::from(request.code.as_str()),
+            arguments: request.input,
+            limits: SandboxLimits {
+                wall: limits.timeout,
+                cpu: Duration::from_millis(self.config.cpu_ms),
+                memory_bytes: (self.config.memory_mb as usize).saturating_mul(1024 * 1024),
+                // Budgets are counted by the host, which answers MAX_TOOL_CALLS instead.
+                max_fetches: u32::MAX,
+                max_concurrent_fetches: limits.max_concurrent_tool_calls,
+                max_result_bytes: self.config.max_result_bytes,
+                ..sandbox
+            },
+            fetch: Arc::new(HostHandle(Arc::clone(&host))),
+            program: Program::Script { tools: Value::Object(stubs).to_string().into() },
+        };
+        let tenant = format!("{}#code", server.id);
+        let ran = self.caller.pool().run(&tenant, invocation).await;
+        let calls = host.finish();
+        let tool_result_bytes = host.result_bytes.load(Ordering::Relaxed);
+        let tool_calls = calls.len() as i64;
+        let mut result = match ran {
+            Ok(completion) => from_completion(execution_id, completion),
+            Err(PoolError::Busy(busy)) => ScriptResult::failed(execution_id, ErrorKind::Busy, busy.to_string()),
+            Err(PoolError::Closed) => {
+                ScriptResult::failed(execution_id, ErrorKind::ShuttingDown, "the daemon is shutting down")
+            }
+        };
+        result.calls = calls;
+        let outcome = match result.error.as_ref().map(|e| e.code) {
+            None => CallOutcome::Ok,
+            Some(ErrorKind::Timeout) => CallOutcome::Timeout,
+            Some(ErrorKind::Limit) => CallOutcome::Limit,
+            Some(ErrorKind::Busy) => CallOutcome::Busy,
+            Some(ErrorKind::ShuttingDown) => CallOutcome::ShuttingDown,
+            Some(_) => CallOutcome::Error,
+        };
+        entry.write(&result, outcome, tool_calls, tool_result_bytes);
+        result
+    }
+}
+
+/// The script's line in the call log, written exactly once (like a tool call's entry): when it
+/// ends, or as `cancelled` if the caller goes away first.
+struct ScriptEntry<'a> {
+    code_mode: &'a CodeMode,
+    server: &'a MountedServer,
+    via: Via,
+    execution_id: String,
+    code: String,
+    started_at: i64,
+    started: Instant,
+    written: bool,
+}
+
+impl ScriptEntry<'_> {
+    fn write(&mut self, result: &ScriptResult, outcome: CallOutcome, tool_calls: i64, tool_result_bytes: u64) {
+        let error = result.error.as_ref().map(|e| format!("{}: {}", e.code, e.message));
+        let result_bytes = result.value.as_ref().map_or(0, |v| v.to_string().len() as u64);
+        self.record(outcome, error, tool_calls, result.console.clone());
+        self.code_mode.caller.metrics().record_script(outcome, tool_result_bytes, result_bytes);
+    }
+
+    fn record(&mut self, outcome: CallOutcome, error: Option<String>, tool_calls: i64, console: String) {
+        self.written = true;
+        let caller = &self.code_mode.caller;
+        let elapsed = self.started.elapsed();
+        if let Some(series) = &self.server.code_series {
+            caller.metrics().record_call(series, outcome, elapsed);
+        }
+        caller.call_log().record(CallRecord {
+            execution_id: self.execution_id.clone(),
+            server_id: self.server.id.to_string(),
+            generation_id: self.server.generation_id,
+            tool: TOOL_NAME.to_string(),
+            via: self.via,
+            started_at: self.started_at,
+            duration_us: elapsed.as_micros() as i64,
+            outcome,
+            error,
+            fetches: tool_calls,
+            console,
+            egress: Vec::new(),
+            parent_execution_id: None,
+            code: Some(std::mem::take(&mut self.code)),
+            children: Vec::new(),
+        });
+    }
+}
+
+impl Drop for ScriptEntry<'_> {
+    fn drop(&mut self) {
+        if !self.written {
+            let cancelled = "cancelled: the client went away before the script finished";
+            self.record(CallOutcome::Cancelled, Some(cancelled.into()), 0, String::new());
+            self.code_mode.caller.metrics().record_script(CallOutcome::Cancelled, 0, 0);
+        }
+    }
+}
+
+/// The first `max` bytes of `text`, cut at a character boundary, with a marker when cut.
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}\n/* … {} more bytes */", &text[..cut], text.len() - cut)
+}
+
+/// What the script's isolate returned (see `runScript` in the prelude), as a result.
+fn from_completion(execution_id: String, completion: Completion) -> ScriptResult {
+    let Completion { outcome, error, console, result, .. } = completion;
+    let mut out = ScriptResult::failed(execution_id, ErrorKind::Internal, String::new());
+    out.console = console;
+    let message = error.unwrap_or_default();
+    let failure = match outcome {
+        Outcome::Ok => {
+            let mut returned = match result.structured_content {
+                Some(Value::Object(map)) => map,
+                _ => Map::new(),
+            };
+            if let Some(Value::String(reason)) = returned.remove("unserialisable") {
+                Some(ScriptError {
+                    code: ErrorKind::NotSerializable,
+                    message: format!("the script's result must be JSON-serializable: {reason}"),
+                    stack: None,
+                    line: None,
+                })
+            } else if let Some(thrown) = returned.remove("thrown") {
+                let text = thrown.as_str().unwrap_or("uncaught exception").to_string();
+                let stack =
+                    returned.remove("stack").and_then(|s| s.as_str().map(str::to_owned)).filter(|s| !s.is_empty());
+                let line = returned.remove("line").and_then(|l| l.as_u64()).and_then(|l| u32::try_from(l).ok());
+                let message = match line {
+                    Some(line) => format!("{text} (script line {line})"),
+                    None => text,
+                };
+                Some(ScriptError { code: ErrorKind::RuntimeError, message, stack, line })
+            } else {
+                out.ok = true;
+                out.value = Some(returned.remove("value").unwrap_or(Value::Null));
+                out.error = None;
+                None
+            }
+        }
+        Outcome::Timeout => Some(ScriptError {
+            code: ErrorKind::Timeout,
+            message: format!("{message}; the tool calls it made are listed in `calls`"),
+            stack: None,
+            line: None,
+        }),
+        Outcome::Limit => Some(ScriptError { code: ErrorKind::Limit, message, stack: None, line: None }),
+        Outcome::Error => {
+            // Errors the prelude did not catch: a compile error it could not see, an engine failure.
+            let message = message.replace("(handler line ", "(script line ");
+            Some(ScriptError { code: ErrorKind::RuntimeError, message, stack: None, line: None })
+        }
+    };
+    if let Some(failure) = failure {
+        out.error = Some(failure);
+    }
+    out
+}
+
+/// The only host a script's isolate has: it answers `tool:<server>/<tool>` requests by
+/// running the tool, and refuses everything else. There is no network behind it.
+struct ScriptHost {
+    caller: Caller,
+    registry: Weak<Registry>,
+    parent: Arc<str>,
+    limits: RunLimits,
+    calls: AtomicU32,
+    /// Bytes of tool results handed to the script so far.
+    result_bytes: AtomicU64,
+    traces: Mutex<Vec<Trace>>,
+}
+
+struct Trace {
+    server: String,
+    tool: String,
+    started: Instant,
+    execution_id: Option<String>,
+    /// `None` while the call runs.
+    ended: Option<(Option<ErrorKind>, Duration)>,
+}
+
+/// What `call_tool` resolves with: `{ok: true, value}` or `{ok: false, error: {code, message}}`.
+enum Answer {
+    Value(Value),
+    Failed(ErrorKind, String),
+}
+
+impl ScriptHost {
+    fn traces(&self) -> std::sync::MutexGuard<'_, Vec<Trace>> {
+        self.traces.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The calls made, in start order; those still running when the script ended were cancelled.
+    fn finish(&self) -> Vec<ToolCallTrace> {
+        self.traces()
+            .iter()
+            .map(|trace| {
+                let (error_code, duration) =
+                    trace.ended.unwrap_or((Some(ErrorKind::Cancelled), trace.started.elapsed()));
+                ToolCallTrace {
+                    server: trace.server.clone(),
+                    tool: trace.tool.clone(),
+                    ok: error_code.is_none(),
+                    error_code,
+                    duration_ms: duration.as_secs_f64() * 1000.0,
+                    execution_id: trace.execution_id.clone(),
+                }
+            })
+            .collect()
+    }
+
+    fn end(&self, index: usize, error: Option<ErrorKind>) {
+        if let Some(trace) = self.traces().get_mut(index) {
+            trace.ended = Some((error, trace.started.elapsed()));
+        }
+        self.caller.metrics().record_script_tool_call(error.is_none());
+    }
+
+    async fn call(self: Arc<Self>, request: FetchRequest) -> Result<Answer, FetchError> {
+        let Some((server, tool)) = tool_target(&request.url) else {
+            return Err(FetchError::Denied(format!("a script cannot make requests ({})", request.url)));
+        };
+        let index = {
+            let mut traces = self.traces();
+            traces.push(Trace {
+                server: server.clone(),
+                tool: tool.clone(),
+                started: Instant::now(),
+                execution_id: None,
+                ended: None,
+            });
+            traces.len() - 1
+        };
+        let answer = self.dispatch(index, &server, &tool, request.body.as_deref()).await;
+        self.end(
+            index,
+            match &answer {
+                Answer::Value(_) => None,
+                Answer::Failed(code, _) => Some(*code),
+            },
+        );
+        Ok(answer)
+    }
+
+    async fn dispatch(&self, index: usize, server: &str, tool: &str, body: Option<&[u8]>) -> Answer {
+        let made = self.calls.fetch_add(1, Ordering::Relaxed);
+        if self.limits.max_tool_calls != 0 && made >= self.limits.max_tool_calls {
+            return Answer::Failed(
+                ErrorKind::MaxToolCalls,
+                format!(
+                    "max tool calls exceeded: this script may make {} tool calls (max_tool_calls)",
+                    self.limits.max_tool_calls
+                ),
+            );
+        }
+        let allowed = ServerId::parse(server).ok().filter(|id| self.limits.allowed.contains(id));
+        let Some(id) = allowed else {
+            let names: Vec<&str> = self.limits.allowed.iter().map(ServerId::as_str).collect();
+            return Answer::Failed(
+                ErrorKind::ServerNotAllowed,
+                format!("server {server:?} is not allowed in this script; allowed servers: {names:?}"),
+            );
+        };
+        let Some(registry) = self.registry.upgrade() else {
+            return Answer::Failed(ErrorKind::ShuttingDown, "the daemon is shutting down".into());
+        };
+        let mounted = match registry.mounted(&id).await {
+            Ok(Some(mounted)) => mounted,
+            Ok(None) => return Answer::Failed(ErrorKind::NotFound, format!("no server {server:?} is being served")),
+            Err(error) => return Answer::Failed(ErrorKind::ToolError, error.to_string()),
+        };
+        if mounted.server.tool(tool).is_none() {
+            let tools: Vec<&str> = mounted.server.tools.iter().map(|t| t.name.as_str()).collect();
+            return Answer::Failed(
+                ErrorKind::NotFound,
+                format!("server {server:?} has no tool {tool:?}; its tools: {tools:?}"),
+            );
+        }
+        let arguments: Value = match serde_json::from_slice(body.unwrap_or(b"{}")) {
+            Ok(arguments) => arguments,
+            Err(e) => return Answer::Failed(ErrorKind::InvalidArguments, format!("the arguments are not JSON: {e}")),
+        };
+        let execution_id = uuid::Uuid::now_v7().to_string();
+        if let Some(trace) = self.traces().get_mut(index) {
+            trace.execution_id = Some(execution_id.clone());
+        }
+        let origin = Origin {
+            via: Via::Script,
+            parent_execution_id: Some(self.parent.clone()),
+            execution_id: Some(execution_id),
+        };
+        let output = match mounted.server.call(&self.caller, tool, arguments, origin).await {
+            Ok(output) => output,
+            Err(CallError::UnknownTool(name)) => {
+                return Answer::Failed(ErrorKind::NotFound, format!("server {server:?} has no tool {name:?}"));
+            }
+            Err(CallError::InvalidArguments(problem)) => {
+                return Answer::Failed(ErrorKind::InvalidArguments, format!("{server}.{tool}: {problem}"));
+            }
+            Err(CallError::Busy(why)) => return Answer::Failed(ErrorKind::Busy, why),
+            Err(CallError::ShuttingDown) => {
+                return Answer::Failed(ErrorKind::ShuttingDown, "the daemon is shutting down".into());
+            }
+        };
+        let kind = match output.outcome {
+            Outcome::Ok => None,
+            Outcome::Timeout => Some(ErrorKind::Timeout),
+            Outcome::Limit => Some(ErrorKind::Limit),
+            Outcome::Error => Some(ErrorKind::ToolError),
+        };
+        if let Some(kind) = kind {
+            return Answer::Failed(kind, result_text(&output.result));
+        }
+        let value = tool_value(output.result);
+        let bytes = value.to_string().len() as u64;
+        let total = self.result_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if total > self.limits.max_tool_result_bytes {
+            return Answer::Failed(
+                ErrorKind::ResultTooLarge,
+                format!(
+                    "this result ({bytes} bytes) would take the tool results handed to this script past {} bytes \
+                     (max_tool_result_bytes); ask the tools for less",
+                    self.limits.max_tool_result_bytes
+                ),
+            );
+        }
+        Answer::Value(value)
+    }
+}
+
+/// The [`FetchHost`] handed to the isolate: each request's future holds the host too.
+struct HostHandle(Arc<ScriptHost>);
+
+impl FetchHost for HostHandle {
+    fn fetch(
+        &self,
+        request: FetchRequest,
+        _deadline: Instant,
+    ) -> BoxFuture<'static, Result<FetchResponse, FetchError>> {
+        let host = Arc::clone(&self.0);
+        Box::pin(async move {
+            let answer = host.call(request).await?;
+            let body = match answer {
+                Answer::Value(value) => json!({"ok": true, "value": value}),
+                Answer::Failed(code, message) => json!({"ok": false, "error": {"code": code, "message": message}}),
+            };
+            Ok(FetchResponse {
+                status: 200,
+                status_text: "OK".into(),
+                url: String::new(),
+                redirected: false,
+                headers: Vec::new(),
+                body: body.to_string().into(),
+            })
+        })
+    }
+}
+
+/// `(server, tool)` of a `tool:<server>/<tool>` request, percent-decoded.
+fn tool_target(url: &str) -> Option<(String, String)> {
+    let (server, tool) = url.strip_prefix("tool:")?.split_once('/')?;
+    let decode = |part: &str| percent_encoding::percent_decode_str(part).decode_utf8().ok().map(|s| s.into_owned());
+    Some((decode(server)?, decode(tool)?))
+}
+
+/// A tool result as the script sees it: its structured content, else its text (parsed when it
+/// is JSON), else its content items.
+fn tool_value(result: ToolResult) -> Value {
+    if let Some(structured) = result.structured_content {
+        return structured;
+    }
+    let texts: Option<Vec<&str>> =
+        result.content.iter().map(|item| (item["type"] == "text").then(|| item["text"].as_str()).flatten()).collect();
+    match texts {
+        Some(texts) if !texts.is_empty() => {
+            let text = texts.concat();
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        }
+        Some(_) => Value::Null,
+        None => Value::Array(result.content),
+    }
+}
+
+/// The text of an error result, for the script's `error.message`.
+fn result_text(result: &ToolResult) -> String {
+    let texts: Vec<&str> = result.content.iter().filter_map(|item| item["text"].as_str()).collect();
+    if texts.is_empty() { "the tool failed without a message".into() } else { texts.join("\n") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_targets_and_values() {
+        assert_eq!(tool_target("tool:my-server/do%20it"), Some(("my-server".into(), "do it".into())));
+        assert_eq!(tool_target("https://example.com/"), None);
+        let text = |t: &str| ToolResult::text(t, false);
+        assert_eq!(tool_value(text("{\"a\": 1}")), json!({"a": 1}));
+        assert_eq!(tool_value(text("plain")), json!("plain"));
+        let structured = ToolResult { structured_content: Some(json!({"b": 2})), ..text("{}") };
+        assert_eq!(tool_value(structured), json!({"b": 2}));
+        let image = json!({"type": "image", "data": "aGk=", "mimeType": "image/png"});
+        let images = ToolResult { content: vec![image.clone()], structured_content: None, is_error: false };
+        assert_eq!(tool_value(images), json!([image]));
+        assert_eq!(truncate("héllo", 2), "h\n/* … 5 more bytes */");
+    }
+}

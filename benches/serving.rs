@@ -97,6 +97,7 @@ async fn main() -> anyhow::Result<()> {
     let daemon = support::start_daemon(vec![
         ("MCPBOOTD_EGRESS__RESOLVE__api.bench.test", "127.0.0.1".to_string()),
         ("MCPBOOTD_SANDBOX__QUEUE", "4096".to_string()),
+        ("MCPBOOTD_CODE_MODE__ENABLED", "true".to_string()),
     ])
     .await?;
     let address = daemon.address;
@@ -105,6 +106,7 @@ async fn main() -> anyhow::Result<()> {
     let registration = json!({
         "id": "bench",
         "allow_domains": ["api.bench.test"],
+        "code_mode": {"enabled": true},
         "tools": [
             {"name": "pure", "description": "pure", "input_schema": {"type": "object"}, "handler": "return { sum: args.a + args.b };"},
             {"name": "one_fetch", "description": "one fetch", "input_schema": {"type": "object"},
@@ -134,6 +136,7 @@ async fn main() -> anyhow::Result<()> {
     }
     println!();
     summarise("MCP tools/call, pure handler", pure);
+    code_mode_section(&client, &http, address, iterations / 3).await?;
 
     // 3. One fetch through the isolate vs a direct GET, interleaved so both see the same machine.
     let direct_url = format!("http://127.0.0.1:{}/item", upstream.port());
@@ -303,6 +306,130 @@ async fn main() -> anyhow::Result<()> {
 /// A fresh daemon for the loaded sections: the queue is raised so a pool that holds a worker per
 /// waiting call queues instead of refusing outright, the wall limit covers the 5 s upstream, and
 /// the shutdown grace is short so calls still parked at the end do not hold up the next section.
+/// Code mode: three dependent pure calls made by a client one after another (three round
+/// trips) beside one `code_execution` script making the same three calls, interleaved; then the
+/// size of the `code_execution` description for a server with 20 tools.
+async fn code_mode_section(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+    http: &reqwest::Client,
+    address: SocketAddr,
+    rounds: usize,
+) -> anyhow::Result<()> {
+    let pure = |a: i64| {
+        CallToolRequestParams::new("pure").with_arguments(json!({"a": a, "b": 1}).as_object().unwrap().clone())
+    };
+    let script = "const x = await tools.bench.pure({a: 1, b: 1});\n\
+                  const y = await tools.bench.pure({a: x.sum, b: 1});\n\
+                  const z = await tools.bench.pure({a: y.sum, b: 1});\n\
+                  return z.sum;";
+    let code = CallToolRequestParams::new("code_execution")
+        .with_arguments(json!({"code": script}).as_object().unwrap().clone());
+    for _ in 0..50 {
+        client.call_tool(code.clone()).await?;
+    }
+    let (mut round_trips, mut scripted) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for _ in 0..rounds {
+        let started = Instant::now();
+        let mut sum = 1;
+        for _ in 0..3 {
+            let result = client.call_tool(pure(sum)).await?;
+            sum = result.structured_content.as_ref().and_then(|v| v["sum"].as_i64()).unwrap_or(0);
+        }
+        round_trips.push(started.elapsed());
+        anyhow::ensure!(sum == 4, "the round trips added up to {sum}");
+        let started = Instant::now();
+        let result = client.call_tool(code.clone()).await?;
+        scripted.push(started.elapsed());
+        let value = result.structured_content.as_ref().map(|v| v["value"].clone());
+        anyhow::ensure!(value == Some(json!(4)), "the script returned {result:?}");
+    }
+    let per_second = |samples: &[Duration]| samples.len() as f64 / samples.iter().sum::<Duration>().as_secs_f64();
+    let (trips_rate, script_rate) = (per_second(&round_trips), per_second(&scripted));
+    println!();
+    let (trips_p50, _) = summarise("3 pure calls as 3 MCP round trips", round_trips);
+    let (script_p50, _) = summarise("the same 3 calls in one code_execution", scripted);
+    println!("{:<44} {trips_rate:>9.1} /s   script {script_rate:>9.1} /s", "composites per second (one client): trips");
+    println!("{:<44} {:>9.2}x", "script p50 / round-trips p50", ms(script_p50) / ms(trips_p50));
+
+    // A server with 20 tools: the first 20 operations of the crates.io sample (or stand-ins).
+    let tools = sample_tools(20);
+    let registration = json!({"id": "twenty", "code_mode": {"enabled": true}, "tools": tools});
+    let response = http.post(format!("http://{address}/admin/servers")).json(&registration).send().await?;
+    anyhow::ensure!(response.status() == 201, "registration failed: {}", response.text().await?);
+    let twenty = connect(&format!("http://{address}/servers/twenty/mcp")).await?;
+    let listed = twenty.list_all_tools().await?;
+    let description = listed.iter().find(|t| t.name == "code_execution").and_then(|t| t.description.clone());
+    let description = description.unwrap_or_default();
+    let tool_descriptions: usize = listed
+        .iter()
+        .filter(|t| t.name != "code_execution")
+        .map(|t| serde_json::to_string(t).unwrap_or_default().len())
+        .sum();
+    println!(
+        "{:<44} {:>9} bytes (~{} tokens); the 20 tools' own definitions: {} bytes",
+        "code_execution description, 20 tools",
+        description.len(),
+        description.len() / 4,
+        tool_descriptions
+    );
+    twenty.cancel().await?;
+    Ok(())
+}
+
+/// `count` tools built from the operations of `openapi-samples/crates-io.json` (beside the
+/// repository), with their parameters as input schemas; stand-ins when the sample is absent.
+fn sample_tools(count: usize) -> Vec<serde_json::Value> {
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/openapi-samples/crates-io.json");
+    let spec: serde_json::Value =
+        std::fs::read(&sample).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default();
+    let mut tools = Vec::new();
+    for (path, item) in spec["paths"].as_object().into_iter().flatten() {
+        for (method, operation) in item.as_object().into_iter().flatten() {
+            if !["get", "put", "post", "delete", "patch"].contains(&method.as_str()) || tools.len() == count {
+                continue;
+            }
+            let name: String = operation["operationId"]
+                .as_str()
+                .unwrap_or("op")
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+                .collect();
+            let mut properties = serde_json::Map::new();
+            let mut required = Vec::new();
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                let Some(parameter_name) = parameter["name"].as_str() else { continue };
+                let mut schema = parameter["schema"].clone();
+                if !schema.is_object() || schema.get("$ref").is_some() {
+                    schema = json!({"type": "string"});
+                }
+                if let Some(text) = parameter["description"].as_str() {
+                    schema["description"] = json!(text);
+                }
+                if parameter["required"] == true {
+                    required.push(parameter_name.to_string());
+                }
+                properties.insert(parameter_name.to_string(), schema);
+            }
+            tools.push(json!({
+                "name": format!("{}_{}", name.trim_matches('_'), tools.len()),
+                "description": operation["summary"].as_str().unwrap_or(path),
+                "input_schema": {"type": "object", "properties": properties, "required": required},
+                "handler": "return args;",
+            }));
+        }
+    }
+    while tools.len() < count {
+        let n = tools.len();
+        tools.push(json!({
+            "name": format!("tool_{n}"),
+            "description": "A stand-in tool.",
+            "input_schema": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+            "handler": "return args;",
+        }));
+    }
+    tools
+}
+
 fn loaded_daemon_env() -> Vec<(&'static str, String)> {
     vec![
         ("MCPBOOTD_EGRESS__RESOLVE__api.bench.test", "127.0.0.1".to_string()),

@@ -961,4 +961,22 @@ mod tests {
         assert!(err.contains("[admin] token") && err.contains("MCPBOOTD_ADMIN__TOKEN"), "{err}");
         assert!(Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "t-0123456789abcdef")]), &cli).is_ok());
     }
+
+    #[test]
+    fn code_mode_scripts_may_hold_at_most_half_the_slots_when_code_mode_is_on() {
+        let small = [("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT_PER_SERVER", "16")];
+        assert!(Config::load(None, env(&small), &CliOverrides::default()).is_ok(), "off: not checked");
+        let on = [("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT_PER_SERVER", "16"), ("MCPBOOTD_CODE_MODE__ENABLED", "true")];
+        let error = Config::load(None, env(&on), &CliOverrides::default()).unwrap_err().to_string();
+        assert!(error.contains("[code_mode] max_concurrent_scripts (64) must be at most half"), "{error}");
+        let fits = [
+            ("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT_PER_SERVER", "16"),
+            ("MCPBOOTD_CODE_MODE__ENABLED", "true"),
+            ("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_SCRIPTS", "8"),
+        ];
+        assert!(Config::load(None, env(&fits), &CliOverrides::default()).is_ok());
+        let zero = [("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_TOOL_CALLS", "0")];
+        let error = Config::load(None, env(&zero), &CliOverrides::default()).unwrap_err().to_string();
+        assert!(error.contains("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_TOOL_CALLS"), "{error}");
+    }
 }

@@ -471,4 +471,21 @@ mod tests {
         assert_eq!(serde_json::from_value::<ServerId>(json!("hn")).unwrap(), ServerId::parse("hn").unwrap());
         assert!(serde_json::from_value::<ServerId>(json!("Not Valid")).is_err());
     }
+
+    #[test]
+    fn code_mode_settings_are_checked() {
+        let parse = |v: serde_json::Value| serde_json::from_value::<CodeModeSettings>(v);
+        assert!(parse(serde_json::json!({"enabled": true, "allowed_servers": ["geo"]})).unwrap().check().is_ok());
+        assert!(parse(serde_json::json!({"enabled": true, "allowed_servers": ["Not An Id"]})).is_err());
+        assert!(parse(serde_json::json!({"enabled": true, "bogus": 1})).is_err());
+        for (settings, needle) in [
+            (serde_json::json!({"enabled": true, "timeout_ms": 0}), "timeout_ms"),
+            (serde_json::json!({"enabled": true, "timeout_ms": 86_400_000u64}), "timeout_ms"),
+            (serde_json::json!({"enabled": true, "max_concurrent_tool_calls": 0}), "max_concurrent_tool_calls"),
+            (serde_json::json!({"enabled": true, "max_tool_result_bytes": 0}), "max_tool_result_bytes"),
+        ] {
+            let problem = parse(settings).unwrap().check().unwrap_err();
+            assert!(problem.contains(needle), "{problem}");
+        }
+    }
 }

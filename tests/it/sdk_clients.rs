@@ -226,3 +226,16 @@ async fn a_missing_access_token_is_shown_with_the_fix() {
         assert!(shown.contains("Authorization"), "{label} shows how to send it: {shown}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_client_runs_code_mode_scripts() {
+    let Some(mut client) = client("python") else { return };
+    client.script = sdk_dir().join("python/code_mode.py");
+    let app = crate::code_mode::code_mode_app(&[]).await;
+    let summary = run(&client, &app.mcp_url("news")).await;
+    assert_eq!(summary["value"], json!({"title": "Item 5", "country": "PE"}), "{summary}");
+    assert_eq!(summary["calls"], json!(["news.get_item", "geo.country_of"]), "{summary}");
+    assert_eq!(summary["error"], json!({"code": "RUNTIME_ERROR", "line": 3, "calls": 1}), "{summary}");
+    eprintln!("python SDK: code_execution description {} bytes", summary["description_bytes"]);
+    app.stop().await;
+}

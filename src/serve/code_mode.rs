@@ -420,7 +420,7 @@ impl CodeMode {
         let tool_result_bytes = host.result_bytes.load(Ordering::Relaxed);
         let tool_calls = calls.len() as i64;
         let mut result = match ran {
-            Ok(completion) => from_completion(execution_id, completion),
+            Ok(completion) => from_completion(execution_id, completion, &limits),
             Err(PoolError::Busy(busy)) => ScriptResult::failed(execution_id, ErrorKind::Busy, busy.to_string()),
             Err(PoolError::Closed) => {
                 ScriptResult::failed(execution_id, ErrorKind::ShuttingDown, "the daemon is shutting down")
@@ -511,7 +511,7 @@ fn truncate(text: &str, max: usize) -> String {
 }
 
 /// What the script's isolate returned (see `runScript` in the prelude), as a result.
-fn from_completion(execution_id: String, completion: Completion) -> ScriptResult {
+fn from_completion(execution_id: String, completion: Completion, limits: &RunLimits) -> ScriptResult {
     let Completion { outcome, error, console, result, .. } = completion;
     let mut out = ScriptResult::failed(execution_id, ErrorKind::Internal, String::new());
     out.console = console;
@@ -548,11 +548,17 @@ fn from_completion(execution_id: String, completion: Completion) -> ScriptResult
         }
         Outcome::Timeout => Some(ScriptError {
             code: ErrorKind::Timeout,
-            message: format!("{message}; the tool calls it made are listed in `calls`"),
+            message: format!(
+                "the script did not finish within {} ms (timeout_ms: options, the server's code_mode or \
+                 [code_mode]); the tool calls it made are listed in `calls`",
+                limits.timeout.as_millis()
+            ),
             stack: None,
             line: None,
         }),
-        Outcome::Limit => Some(ScriptError { code: ErrorKind::Limit, message, stack: None, line: None }),
+        Outcome::Limit => {
+            Some(ScriptError { code: ErrorKind::Limit, message: script_limit(&message), stack: None, line: None })
+        }
         Outcome::Error => {
             // Errors the prelude did not catch: a compile error it could not see, an engine failure.
             let message = message.replace("(handler line ", "(script line ");
@@ -563,6 +569,19 @@ fn from_completion(execution_id: String, completion: Completion) -> ScriptResult
         out.error = Some(failure);
     }
     out
+}
+
+/// An engine limit message in a script's terms: the settings that bound scripts are `[code_mode]`'s.
+fn script_limit(message: &str) -> String {
+    [
+        ("the handler", "the script"),
+        ("(limit `cpu`)", "([code_mode] cpu_ms)"),
+        ("(limit `memory_bytes`)", "([code_mode] memory_mb)"),
+        ("(limit `max_result_bytes`)", "([code_mode] max_result_bytes)"),
+        ("(limit `stack_bytes`)", "([sandbox] stack_kb)"),
+    ]
+    .iter()
+    .fold(message.to_string(), |text, (from, to)| text.replace(from, to))
 }
 
 /// The only host a script's isolate has: it answers `tool:<server>/<tool>` requests by

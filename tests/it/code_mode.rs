@@ -318,6 +318,9 @@ async fn script_errors_name_the_line_and_keep_partial_results() {
         if expected == "SYNTAX_ERROR" {
             assert!(result["calls"].as_array().unwrap().is_empty());
         }
+        if code.starts_with("while") {
+            assert!(result["error"]["message"].as_str().unwrap().contains("[code_mode] cpu_ms"), "{result}");
+        }
     }
     let result = run_code(
         &app,
@@ -337,6 +340,7 @@ async fn script_errors_name_the_line_and_keep_partial_results() {
     let result = run_code(&app, "news", json!({"code": code, "options": {"timeout_ms": 800}})).await;
     let elapsed = started.elapsed();
     assert_eq!(error_code(&result), "TIMEOUT", "{result}");
+    assert!(result["error"]["message"].as_str().unwrap().contains("within 800 ms"), "{result}");
     assert!(elapsed < Duration::from_millis(1800), "ended {elapsed:?} after the start, deadline 800 ms");
     let calls = result["calls"].as_array().unwrap();
     assert_eq!(
@@ -358,6 +362,48 @@ async fn script_errors_name_the_line_and_keep_partial_results() {
     assert_eq!(result.is_error, Some(true));
     assert!(text_of(&result).contains("unknown field `script`"), "{}", text_of(&result));
     client.cancel().await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_limits_queue_tool_calls_and_refuse_scripts_with_busy() {
+    let app = code_mode_app(&[
+        ("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT_PER_SERVER", "2"),
+        ("MCPBOOTD_SANDBOX__QUEUE_TIMEOUT_MS", "300"),
+        ("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_SCRIPTS", "1"),
+        ("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_TOOL_CALLS", "2"),
+    ])
+    .await;
+    // Four 250 ms calls, two at a time: at least two rounds, however fast the machine.
+    let code = "const started = Date.now();\n\
+                await Promise.all([1, 2, 3, 4].map(() => tools.news.slow({ms: 250})));\n\
+                return Date.now() - started;";
+    let result = run_code(&app, "news", json!({"code": code})).await;
+    assert!(result["value"].as_u64().unwrap() >= 500, "the calls ran more than two at a time: {result}");
+
+    // One script at a time: a second one waits 300 ms for the first, then gets BUSY.
+    let slow = run_code(&app, "news", json!({"code": "await tools.news.slow({ms: 1500}); return 'done';"}));
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        run_code(&app, "news", json!({"code": "return 1;"})).await
+    };
+    let (slow, second) = tokio::join!(slow, second);
+    assert_eq!(slow["value"], "done", "{slow}");
+    assert_eq!(error_code(&second), "BUSY", "{second}");
+    assert!(second["error"]["message"].as_str().unwrap().contains("max_concurrent_scripts"), "{second}");
+
+    // A tool call that finds no slot of its server waits in the queue, then returns BUSY to the
+    // script, which goes on: two slots, four calls at once from one script.
+    let code = "const r = await Promise.all([1, 2, 3].map(() => call_tool('news', 'slow', {ms: 1000})));\n\
+                return r.map((x) => x.ok ? 'ok' : x.error.code);";
+    let mut settings = json!({"enabled": true, "allowed_servers": ["geo"], "max_concurrent_tool_calls": 3});
+    settings["max_tool_result_bytes"] = json!(50000);
+    let response = app.http.put(app.url("/admin/servers/news/code-mode")).json(&settings).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let result = run_code(&app, "news", json!({"code": code})).await;
+    let codes = result["value"].as_array().unwrap();
+    assert_eq!(codes.iter().filter(|c| *c == "ok").count(), 2, "{result}");
+    assert_eq!(codes.iter().filter(|c| *c == "BUSY").count(), 1, "{result}");
     app.stop().await;
 }
 

@@ -14,6 +14,7 @@ use url::Url;
 use crate::client::commands::{self, Failure, Register, Session};
 use crate::client::{AdminClient, DEFAULT_URL, TOKEN_ENV, parse_base_url};
 use crate::config::{CliOverrides, Config, EXAMPLE_CONFIG, parse_listen};
+use crate::toolset::OperationFilter;
 
 #[derive(Parser)]
 #[command(
@@ -52,10 +53,12 @@ enum Command {
     },
     /// Register a server: generate it from a prompt, or load a toolset file.
     #[command(
-        group(ArgGroup::new("source").required(true).args(["prompt", "toolset"])),
+        group(ArgGroup::new("source").required(true).multiple(true).args(["prompt", "toolset", "openapi"])),
         after_help = "Examples:\n  mcpbootd register --wait \"Create MCP tools for the Hacker News API: \
                       https://github.com/HackerNews/API\"\n  mcpbootd register --toolset weather.json\n  \
-                      mcpbootd export hn | mcpbootd register --toolset - --id hn-copy\n\n\
+                      mcpbootd export hn | mcpbootd register --toolset - --id hn-copy\n  \
+                      mcpbootd register --wait --openapi https://petstore3.swagger.io/api/v3/openapi.json \
+                      --include tag:pet\n\n\
                       A toolset file is a registration body: {\"name\", \"tools\": [{\"name\", \"description\", \
                       \"input_schema\", \"handler\"}], \"allow_domains\", \"access_token\"}; a handler is the body of \
                       `async function (args, fetch)`."
@@ -64,8 +67,22 @@ enum Command {
         /// What the server should do, with links to the API's documentation.
         prompt: Option<String>,
         /// A registration body such as `mcpbootd export` prints (`-` reads stdin); ready at once.
-        #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["dry_run", "openapi", "prompt"])]
         toolset: Option<PathBuf>,
+        /// An OpenAPI 3 or Swagger 2.0 description to derive the tools from: its URL, or a JSON or
+        /// YAML file (`-` reads stdin). A prompt given too lets the LLM choose operations.
+        #[arg(long, value_name = "URL|FILE")]
+        openapi: Option<String>,
+        /// With --openapi: operations to turn into tools (repeatable): `tag:NAME`,
+        /// `"GET /path/{id}"`, `operationId:ID`. Default: all, up to [generation] max_tools.
+        #[arg(long, value_name = "RULE", requires = "openapi")]
+        include: Vec<String>,
+        /// With --openapi: operations to leave out (repeatable), as for --include.
+        #[arg(long, value_name = "RULE", requires = "openapi")]
+        exclude: Vec<String>,
+        /// With --openapi: the API's base URL, replacing the description's servers.
+        #[arg(long, value_name = "URL", requires = "openapi")]
+        base_url: Option<String>,
         /// Server id (a-z, 0-9, '-'); generated from the name when left out.
         #[arg(long)]
         id: Option<String>,
@@ -331,8 +348,33 @@ fn run_client(command: Command, conn: &Connection, url_origin: &str) -> ExitCode
 
 async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
     match command {
-        Command::Register { prompt, toolset, id, name, description, allow_domains, dry_run, wait } => {
-            let register = Register { prompt, toolset, id, name, description, allow_domains, dry_run, wait };
+        Command::Register {
+            prompt,
+            toolset,
+            openapi,
+            include,
+            exclude,
+            base_url,
+            id,
+            name,
+            description,
+            allow_domains,
+            dry_run,
+            wait,
+        } => {
+            let register = Register {
+                prompt,
+                toolset,
+                openapi,
+                operations: OperationFilter { include, exclude },
+                base_url,
+                id,
+                name,
+                description,
+                allow_domains,
+                dry_run,
+                wait,
+            };
             commands::register(session, register).await
         }
         Command::List => commands::list(session).await,

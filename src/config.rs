@@ -315,6 +315,8 @@ pub struct GenerationConfig {
     pub max_total_chars: usize,
     /// Call each read-only tool once with the plan's example arguments after compiling.
     pub self_test: bool,
+    /// Tools derived from one API description when the registration does not choose operations.
+    pub max_tools: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -464,6 +466,7 @@ impl Default for GenerationConfig {
             max_page_chars: 100_000,
             max_total_chars: 200_000,
             self_test: true,
+            max_tools: 64,
         }
     }
 }
@@ -675,6 +678,9 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "[generation] concurrency and compile_concurrency must be at least 1".into(),
             ));
+        }
+        if !(1..=1000).contains(&self.generation.max_tools) {
+            return Err(ConfigError::Invalid("[generation] max_tools must be between 1 and 1000".into()));
         }
         for host in self.egress.resolve.keys() {
             if host.is_empty() || host.contains('/') || host.contains(':') {

@@ -15,10 +15,12 @@
 
 pub mod candidates;
 pub mod compile;
+mod described;
 pub mod docs;
 pub mod endpoint;
 pub mod extract;
 pub mod html;
+pub mod openapi;
 pub mod plan;
 pub mod self_test;
 
@@ -46,7 +48,7 @@ use crate::serve::registry::Registry;
 use crate::states::{GenerationOutcome, Stage, Status};
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
-use crate::toolset::{ServerId, ToolSpec, Toolset};
+use crate::toolset::{OpenApiSettings, ServerId, ToolSpec, Toolset};
 
 /// One generation to run.
 #[derive(Debug, Clone)]
@@ -57,6 +59,8 @@ pub struct Job {
     pub allow_domains: Vec<String>,
     pub dry_run: bool,
     pub force: bool,
+    /// Set when the server is derived from an API description; `prompt` may then be empty.
+    pub openapi: Option<OpenApiSettings>,
 }
 
 /// Runs generation jobs in the background, at most `[generation] concurrency` at once.
@@ -232,6 +236,9 @@ impl Inner {
 
     /// Runs the stages in order; each one enters its status first and records its time.
     async fn stages(&self, job: &Job, finished: &mut FinishedGeneration) -> Result<GenerationOutcome, StageError> {
+        if let Some(settings) = &job.openapi {
+            return self.described_stages(job, settings, finished).await;
+        }
         let llm = self
             .llm
             .clone()

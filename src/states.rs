@@ -200,6 +200,8 @@ text_enum! {
         Toolset = "toolset",
         /// A prompt the daemon generates tools from.
         Prompt = "prompt",
+        /// An API description the daemon derives tools from.
+        OpenApi = "openapi",
     }
 }
 
@@ -210,6 +212,8 @@ text_enum! {
         Toolset = "toolset",
         /// Planned and written by the LLM.
         Llm = "llm",
+        /// Derived from an API description (the LLM, if any, only chose and described).
+        OpenApi = "openapi",
     }
 }
 

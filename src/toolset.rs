@@ -38,6 +38,41 @@ pub struct CodeModeSettings {
     pub max_tool_result_bytes: Option<u64>,
 }
 
+/// Where an API-description server's description comes from and how tools are derived from it,
+/// as stored with the server so a regeneration derives the same way.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OpenApiSettings {
+    /// The description's URL (`"openapi"` at registration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// SHA-256 of an inline description (`"openapi_spec"`), kept in the catalog's documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "OperationFilter::is_empty")]
+    pub operations: OperationFilter,
+    /// Replaces the description's own server URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+}
+
+/// Which operations of an API description become tools: `include` (empty: all) minus
+/// `exclude`. Each entry is `tag:<tag>`, `<METHOD> <path>`, `operationId:<id>` or a bare
+/// operationId.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperationFilter {
+    #[serde(default)]
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+impl OperationFilter {
+    pub fn is_empty(&self) -> bool {
+        self.include.is_empty() && self.exclude.is_empty()
+    }
+}
+
 /// Longest wall time a server's scripts may be given.
 pub const MAX_SCRIPT_TIMEOUT_MS: u64 = 15 * 60 * 1000;
 

@@ -19,6 +19,8 @@ pub enum Provenance {
     Prompt,
     /// Found in a fetched document and referenced by the plan.
     Discovered,
+    /// A server URL of the API description the tools were derived from.
+    Openapi,
 }
 
 /// A whitelisted domain (it allows its subdomains too) and where it came from.
@@ -163,7 +165,7 @@ pub fn admit(raw: &str, source: Provenance, detail: Option<String>) -> Result<Wh
     };
     let domain = canonical_whitelist_domain(raw).map_err(refuse)?;
     if domain.parse::<IpAddr>().is_ok() {
-        if source == Provenance::Discovered {
+        if matches!(source, Provenance::Discovered | Provenance::Openapi) {
             return Err(refuse("IP addresses found in documents are not admitted; list it in allow_domains".into()));
         }
     } else if psl::suffix_str(&domain) == Some(domain.as_str()) {

@@ -95,22 +95,31 @@ pub async fn regenerate_server(
 ) -> Result<(StatusCode, Json<GenerationStarted>), ApiError> {
     let body = regenerate_body(&body)?;
     let record = find_server(&state, &id).await?;
-    let Some(prompt) = record.prompt.clone().filter(|_| record.kind == ServerKind::Prompt) else {
-        return Err(ApiError::new(
-            ErrorCode::NotGenerated,
-            format!("server {id:?} was registered as a toolset; there is no prompt to regenerate from"),
-        ));
+    let (prompt, openapi) = match record.kind {
+        ServerKind::Prompt => {
+            if !state.generator.llm_configured() {
+                return Err(llm_not_configured(&state.config.llm));
+            }
+            (record.prompt.clone().unwrap_or_default(), None)
+        }
+        // An API description needs no LLM: it is fetched (or read) and derived again.
+        ServerKind::OpenApi => (record.prompt.clone().unwrap_or_default(), record.openapi.clone()),
+        ServerKind::Toolset => {
+            return Err(ApiError::new(
+                ErrorCode::NotGenerated,
+                format!("server {id:?} was registered as a toolset; there is no prompt to regenerate from"),
+            ));
+        }
     };
-    if !state.generator.llm_configured() {
-        return Err(llm_not_configured(&state.config.llm));
-    }
     let generation_id =
-        state.catalog.start_regeneration(&record.id, body.dry_run, body.force).await?.ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::GenerationRunning,
-                format!("server {id:?} is already being generated; wait for it to finish"),
-            )
-        })?;
+        state.catalog.start_regeneration(&record.id, record.kind, body.dry_run, body.force).await?.ok_or_else(
+            || {
+                ApiError::new(
+                    ErrorCode::GenerationRunning,
+                    format!("server {id:?} is already being generated; wait for it to finish"),
+                )
+            },
+        )?;
     state.generator.spawn(Job {
         server: record.id.clone(),
         generation_id,
@@ -118,6 +127,7 @@ pub async fn regenerate_server(
         allow_domains: record.allow_domains,
         dry_run: body.dry_run,
         force: body.force,
+        openapi,
     });
     let started = GenerationStarted {
         mcp_path: record.id.mcp_path(),

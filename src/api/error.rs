@@ -70,6 +70,8 @@ text_enum! {
         InvalidDomain = "invalid_domain",
         InvalidTool = "invalid_tool",
         HandlerCompileError = "handler_compile_error",
+        /// An API description that cannot be read, or from which no tool can be derived.
+        InvalidOpenapi = "invalid_openapi",
         PromptTooLong = "prompt_too_long",
         InvalidArguments = "invalid_arguments",
         LlmNotConfigured = "llm_not_configured",
@@ -117,7 +119,7 @@ impl ErrorCode {
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             InvalidBody | InvalidId | InvalidAccessToken | InvalidCredential | InvalidDomain | InvalidTool
-            | HandlerCompileError | PromptTooLong | InvalidArguments | LlmNotConfigured => {
+            | HandlerCompileError | InvalidOpenapi | PromptTooLong | InvalidArguments | LlmNotConfigured => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,

@@ -19,7 +19,7 @@ use crate::credentials::Injection;
 use crate::generate::StatusEvent;
 use crate::serve::isolate::{Outcome, ToolResult};
 use crate::states::{CallOutcome, GenerationSource, ServerKind, Status, Via, text_enum};
-use crate::toolset::{CodeModeSettings, ServerId, ToolSpec};
+use crate::toolset::{CodeModeSettings, OpenApiSettings, OperationFilter, ServerId, ToolSpec};
 use crate::whitelist::{RefusedDomain, WhitelistEntry};
 
 // Errors.
@@ -81,13 +81,64 @@ pub struct OAuthError {
 
 // Registration: `POST /admin/servers`.
 
-/// A registration: a prompt to generate tools from, or a ready toolset. The daemon tells them
-/// apart by which of `prompt` and `tools` the body has (exactly one).
+/// A registration: a prompt to generate tools from, an API description to derive them from,
+/// or a ready toolset. The daemon tells them apart by which of `tools`, `openapi` /
+/// `openapi_spec` and `prompt` the body has.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum Registration {
     Prompt(PromptRegistration),
+    OpenApi(OpenApiRegistration),
     Toolset(ToolsetRegistration),
+}
+
+/// Derive a server's tools from an OpenAPI 3.0/3.1 or Swagger 2.0 description, in the
+/// background (202): one tool per selected operation, each calling the API as the description
+/// says. Works without an LLM; with one, a `prompt` lets it choose the operations and rewrite
+/// names and descriptions (never schemas or requests).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenApiRegistration {
+    /// The server id; derived from `name` (or the description's title) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200)]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 8192)]
+    pub description: Option<String>,
+    /// The description's URL (JSON or YAML; GitHub pages are read raw).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openapi: Option<String>,
+    /// The description itself: a JSON object, or JSON or YAML text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Object)]
+    pub openapi_spec: Option<Value>,
+    /// Which operations become tools (default: all, up to `[generation] max_tools`).
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "OperationFilter::is_empty")]
+    pub operations: OperationFilter,
+    /// The API's base URL, replacing the description's `servers` (or `host`/`basePath`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// What the tools are for; with an LLM configured it chooses the operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 32768)]
+    pub prompt: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub allow_domains: Vec<String>,
+    /// Stop after deriving: store the plan, mount nothing (status `planned`).
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "is_false")]
+    pub dry_run: bool,
+    /// Credentials by name; name one after a security scheme of the description to satisfy it.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing)]
+    pub credentials: BTreeMap<String, CredentialRequest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
+    pub access_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_mode: Option<CodeModeSettings>,
 }
 
 /// Generate a server's tools from a prompt, in the background (202).
@@ -299,6 +350,9 @@ pub struct ServerView {
     pub mcp_path: String,
     /// The prompt of a prompt registration.
     pub prompt: Option<String>,
+    /// Where an API-description server's description comes from and which operations it uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openapi: Option<OpenApiSettings>,
     /// The registration's `allow_domains`.
     pub allow_domains: Vec<String>,
     /// The served generation's whitelist, each domain with its provenance.
@@ -328,6 +382,7 @@ impl From<&ServerRecord> for ServerView {
             code_mode: record.code_mode.clone(),
             mcp_path: record.id.mcp_path(),
             prompt: record.prompt.clone(),
+            openapi: record.openapi.clone(),
             allow_domains: record.allow_domains.clone(),
             whitelist: served.map(|g| g.whitelist.entries().to_vec()).unwrap_or_default(),
             tools: served.map(ToolView::all).unwrap_or_default(),

@@ -11,11 +11,12 @@ use std::sync::LazyLock;
 use axum::Json;
 use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder, Schema};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Ref, RefOr};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::api::model::ErrorBody;
+use crate::api::model::{ErrorBody, OpenApiRegistration};
 
 /// The name of the admin token's security scheme.
 const ADMIN_TOKEN: &str = "adminToken";
@@ -63,7 +64,23 @@ pub fn document() -> OpenApi {
         .build();
     document.merge(admin);
     document.merge(super::open_routes().into_openapi());
+    require_one_description(&mut document);
     document
+}
+
+/// An API-description registration has every field optional but needs exactly one of
+/// `openapi` and `openapi_spec` (the daemon routes a body by which it has); the derive cannot
+/// say so, so the rule is added to the generated schema.
+fn require_one_description(document: &mut OpenApi) {
+    let Some(components) = document.components.as_mut() else { return };
+    let name = OpenApiRegistration::name().into_owned();
+    if let Some(RefOr::T(fields)) = components.schemas.remove(&name) {
+        let either = OneOfBuilder::new()
+            .item(ObjectBuilder::new().required("openapi"))
+            .item(ObjectBuilder::new().required("openapi_spec"));
+        let schema = AllOfBuilder::new().item(fields).item(either).build();
+        components.schemas.insert(name, RefOr::T(Schema::AllOf(schema)));
+    }
 }
 
 /// Marks every operation as needing the admin token, with the 401 and 403 the check answers,

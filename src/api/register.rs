@@ -9,20 +9,21 @@ use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use crate::access_token;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{
-    CredentialRequest, ErrorBody, GenerationStarted, PromptRegistration, Registered, Registration, ToolsetRegistered,
-    ToolsetRegistration,
+    CredentialRequest, ErrorBody, GenerationStarted, OpenApiRegistration, PromptRegistration, Registered, Registration,
+    ToolsetRegistered, ToolsetRegistration,
 };
 use crate::catalog::{CatalogError, MountRecord, NewCredential, NewPromptServer, NewToolsetServer};
 use crate::credentials::MAX_PER_SERVER;
-use crate::generate::Job;
+use crate::generate::{Job, openapi};
 use crate::serve::isolate::{check_handler, handler_warnings};
 use crate::states::Status;
-use crate::toolset::{CodeModeSettings, ServerId, Toolset};
+use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
 const MAX_PROMPT_CHARS: usize = 32 * 1024;
@@ -62,6 +63,17 @@ pub async fn create_server(
             "the body must be a JSON object",
         ));
     };
+    let described = body.contains_key("openapi") || body.contains_key("openapi_spec");
+    if described && body.contains_key("tools") {
+        return Err(ApiError::new(
+            ErrorCode::AmbiguousRegistration,
+            "send either \"openapi\"/\"openapi_spec\" (derive tools from an API description) or \"tools\" (a ready \
+             toolset), not both",
+        ));
+    }
+    if described {
+        return register_openapi(&state, parse_body(body)?).await;
+    }
     match (body.contains_key("prompt"), body.contains_key("tools")) {
         (true, false) => register_prompt(&state, parse_body(body)?).await,
         (false, true) => register_toolset(&state, parse_body(body)?).await,
@@ -71,7 +83,8 @@ pub async fn create_server(
         )),
         (false, false) => Err(ApiError::new(
             ErrorCode::MissingField,
-            "the body needs \"prompt\" (generate tools from a description) or \"tools\" (a ready toolset)",
+            "the body needs \"prompt\" (generate tools from a description), \"openapi\" or \"openapi_spec\" (derive \
+             them from an API description) or \"tools\" (a ready toolset)",
         )),
     }
 }
@@ -86,28 +99,7 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
     }
     let server = Checked::new(body.id, body.name, body.description, body.access_token, &allow_domains)?;
     let prompt = body.prompt;
-    if prompt.trim().is_empty() {
-        return Err(ApiError::new(ErrorCode::InvalidField, "prompt must be a non-empty string"));
-    }
-    if prompt.chars().count() > MAX_PROMPT_CHARS {
-        return Err(ApiError::new(
-            ErrorCode::PromptTooLong,
-            format!(
-                "prompt is longer than {MAX_PROMPT_CHARS} characters; link the documentation instead of pasting it"
-            ),
-        ));
-    }
-    if let Some(secret) = crate::credentials::pasted_secret(&prompt) {
-        return Err(ApiError::new(
-            ErrorCode::InvalidCredential,
-            format!(
-                "the prompt seems to contain a secret ({secret}): prompts are stored and sent to the LLM. Remove it \
-                 and give it as a credential instead (\"credentials\" in this registration, or \
-                 PUT /admin/servers/{{id}}/credentials/{{name}} / mcpbootd credentials set): the daemon then adds it \
-                 to the API's requests without handlers, agents or the LLM seeing it"
-            ),
-        ));
-    }
+    check_prompt(&prompt)?;
     if !state.generator.llm_configured() {
         return Err(llm_not_configured(&state.config.llm));
     }
@@ -127,9 +119,19 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
             dry_run,
             access_token_sha256: access_token_sha256.as_deref(),
             code_mode: body.code_mode.as_ref(),
+            openapi: None,
+            inline_spec: None,
         })
         .await?;
-    state.generator.spawn(Job { server: id.clone(), generation_id, prompt, allow_domains, dry_run, force: false });
+    state.generator.spawn(Job {
+        server: id.clone(),
+        generation_id,
+        prompt,
+        allow_domains,
+        dry_run,
+        force: false,
+        openapi: None,
+    });
     tracing::info!(server_id = %id, generation_id, dry_run, "prompt server registered; generation started");
     Ok(Registered::Prompt(GenerationStarted {
         mcp_path: id.mcp_path(),
@@ -138,6 +140,163 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
         status: Status::Pending,
         generation_id,
     }))
+}
+
+/// Stores a server derived from an API description and starts deriving. An inline description
+/// is parsed and derived here first, so one that yields no tools is refused before anything is
+/// stored; one given by URL is fetched by the generation.
+async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result<Registered, ApiError> {
+    let mut allow_domains = body.allow_domains;
+    for credential in body.credentials.values() {
+        allow_domains
+            .extend(credential.domains.iter().filter(|d| !allow_domains.contains(d)).cloned().collect::<Vec<_>>());
+    }
+    let invalid = |message: String| ApiError::new(ErrorCode::InvalidOpenapi, message);
+    let base_url = match body.base_url {
+        Some(raw) => match url::Url::parse(&raw) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => Some(raw),
+            _ => {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidField,
+                    format!("base_url {raw:?} must be an absolute http(s) URL such as \"https://api.example.com/v1\""),
+                ));
+            }
+        },
+        None => None,
+    };
+    let (url, inline) = match (body.openapi, body.openapi_spec) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::new(
+                ErrorCode::AmbiguousRegistration,
+                "send either \"openapi\" (the description's URL) or \"openapi_spec\" (the description itself), not both",
+            ));
+        }
+        (Some(raw), None) => match url::Url::parse(&raw) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => (Some(raw), None),
+            _ => {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidField,
+                    format!(
+                        "openapi {raw:?} must be the http(s) URL of an OpenAPI or Swagger description; send the \
+                             description itself as \"openapi_spec\""
+                    ),
+                ));
+            }
+        },
+        (None, Some(Value::String(text))) => (None, Some(text)),
+        (None, Some(Value::Object(object))) => (None, Some(Value::Object(object).to_string())),
+        (None, Some(other)) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                format!(
+                    "openapi_spec must be the description as a JSON object or as JSON/YAML text, not {}",
+                    kind_of(&other)
+                ),
+            ));
+        }
+        (None, None) => unreachable!("the dispatcher sends only bodies with openapi or openapi_spec"),
+    };
+    let prompt = body.prompt.unwrap_or_default();
+    if !prompt.is_empty() {
+        check_prompt(&prompt)?;
+    }
+    let mut name = body.name;
+    if let Some(text) = &inline {
+        let (text, filter, base_url, max_tools) =
+            (text.clone(), body.operations.clone(), base_url.clone(), state.config.generation.max_tools);
+        let title = tokio::task::spawn_blocking(move || {
+            let spec = openapi::Spec::parse(&text)?;
+            openapi::derive(&spec, None, base_url.as_deref(), &filter, max_tools)?;
+            Ok::<_, String>(spec.title().map(str::to_owned))
+        })
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| invalid(format!("openapi_spec: {e}")))?;
+        if name.is_none() {
+            name = title.map(|t| t.chars().filter(|c| !c.is_control()).take(MAX_NAME_CHARS).collect());
+        }
+    }
+    let server = Checked::new(body.id, name, body.description, body.access_token, &allow_domains)?;
+    let Checked { id, name, description, access_token_sha256, whitelist } = server;
+    let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
+    check_code_mode(body.code_mode.as_ref())?;
+    let settings = OpenApiSettings {
+        url,
+        sha256: inline.as_ref().map(|text| hex::encode(Sha256::digest(text.as_bytes()))),
+        operations: body.operations,
+        base_url,
+    };
+    let generation_id = state
+        .catalog
+        .create_prompt_server(NewPromptServer {
+            id: &id,
+            name: &name,
+            description: description.as_deref(),
+            prompt: &prompt,
+            allow_domains: &allow_domains,
+            credentials: &credentials,
+            dry_run: body.dry_run,
+            access_token_sha256: access_token_sha256.as_deref(),
+            code_mode: body.code_mode.as_ref(),
+            openapi: Some(&settings),
+            inline_spec: inline.as_deref(),
+        })
+        .await?;
+    state.generator.spawn(Job {
+        server: id.clone(),
+        generation_id,
+        prompt,
+        allow_domains,
+        dry_run: body.dry_run,
+        force: false,
+        openapi: Some(settings),
+    });
+    tracing::info!(server_id = %id, generation_id, "API description server registered; derivation started");
+    Ok(Registered::Prompt(GenerationStarted {
+        mcp_path: id.mcp_path(),
+        id,
+        name: Some(name),
+        status: Status::Pending,
+        generation_id,
+    }))
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A prompt's checks: not blank, not too long, no pasted secret.
+fn check_prompt(prompt: &str) -> Result<(), ApiError> {
+    if prompt.trim().is_empty() {
+        return Err(ApiError::new(ErrorCode::InvalidField, "prompt must be a non-empty string"));
+    }
+    if prompt.chars().count() > MAX_PROMPT_CHARS {
+        return Err(ApiError::new(
+            ErrorCode::PromptTooLong,
+            format!(
+                "prompt is longer than {MAX_PROMPT_CHARS} characters; link the documentation instead of pasting it"
+            ),
+        ));
+    }
+    if let Some(secret) = crate::credentials::pasted_secret(prompt) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidCredential,
+            format!(
+                "the prompt seems to contain a secret ({secret}): prompts are stored and sent to the LLM. Remove it \
+                 and give it as a credential instead (\"credentials\" in this registration, or \
+                 PUT /admin/servers/{{id}}/credentials/{{name}} / mcpbootd credentials set): the daemon then adds it \
+                 to the API's requests without handlers, agents or the LLM seeing it"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks the tools, compiles their handlers, then stores and mounts the server.

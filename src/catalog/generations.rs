@@ -10,7 +10,7 @@ use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools, tool_from_row};
 use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status};
-use crate::toolset::{CodeModeSettings, ServerId, ToolSpec, Toolset};
+use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, ToolSpec, Toolset};
 use crate::whitelist::{RefusedDomain, Whitelist};
 
 /// Everything written when a generation finishes, in one transaction.
@@ -143,44 +143,63 @@ pub struct NewPromptServer<'a> {
     pub access_token_sha256: Option<&'a str>,
     pub credentials: &'a [NewCredential],
     pub code_mode: Option<&'a CodeModeSettings>,
+    /// Set for a server derived from an API description (kind `openapi`).
+    pub openapi: Option<&'a OpenApiSettings>,
+    /// The text of an inline API description, kept in `documents` under `openapi.sha256`.
+    pub inline_spec: Option<&'a str>,
 }
 
 impl Catalog {
-    /// Stores a new prompt server and its first generation (`pending`). Returns the generation id.
+    /// Stores a new prompt or API-description server and its first generation (`pending`).
+    /// Returns the generation id.
     pub async fn create_prompt_server(&self, new: NewPromptServer<'_>) -> Result<i64, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
+        let kind = if new.openapi.is_some() { ServerKind::OpenApi } else { ServerKind::Prompt };
+        if let (Some(settings), Some(text)) = (new.openapi, new.inline_spec) {
+            sqlx::query(
+                "INSERT INTO documents (sha256, text, created_at) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING",
+            )
+            .bind(settings.sha256.as_deref().unwrap_or_default())
+            .bind(text)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
-                                  access_token_sha256, code_mode)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                                  access_token_sha256, code_mode, openapi)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(new.name)
         .bind(new.description)
-        .bind(ServerKind::Prompt)
-        .bind(new.prompt)
+        .bind(kind)
+        .bind(Some(new.prompt).filter(|p| !p.is_empty()))
         .bind(to_json(new.allow_domains))
         .bind(Status::Pending)
         .bind(now)
         .bind(now)
         .bind(new.access_token_sha256)
         .bind(new.code_mode.map(to_json))
+        .bind(new.openapi.map(to_json))
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {
             return Err(CatalogError::Conflict(new.id.to_string()));
         }
         insert_credentials(&mut tx, new.id, new.credentials, now).await?;
-        let generation_id = insert_generation(&mut tx, new.id, new.dry_run, false, now).await?;
+        let generation_id = insert_generation(&mut tx, new.id, kind, new.dry_run, false, now).await?;
         tx.commit().await?;
         Ok(generation_id)
     }
 
-    /// Starts another generation of an existing prompt server. `None` if one is already running.
+    /// Starts another generation of an existing prompt or API-description server (`kind`).
+    /// `None` if one is already running.
     pub async fn start_regeneration(
         &self,
         id: &ServerId,
+        kind: ServerKind,
         dry_run: bool,
         force: bool,
     ) -> Result<Option<i64>, CatalogError> {
@@ -196,7 +215,7 @@ impl Catalog {
         if running > 0 {
             return Ok(None);
         }
-        let generation_id = insert_generation(&mut tx, id, dry_run, force, now).await?;
+        let generation_id = insert_generation(&mut tx, id, kind, dry_run, force, now).await?;
         sqlx::query("UPDATE servers SET status = ?, updated_at = ? WHERE id = ?")
             .bind(Status::Pending)
             .bind(now)
@@ -229,6 +248,14 @@ impl Catalog {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// A stored document's text by its SHA-256 (an inline API description, say).
+    pub async fn document_text(&self, sha256: &str) -> Result<Option<String>, CatalogError> {
+        Ok(sqlx::query_scalar("SELECT text FROM documents WHERE sha256 = ?")
+            .bind(sha256)
+            .fetch_optional(&self.reader)
+            .await?)
     }
 
     /// Stores the documents a generation fetched; texts are deduplicated by hash.
@@ -448,16 +475,18 @@ fn status_list(statuses: &[Status]) -> String {
 async fn insert_generation(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     server: &ServerId,
+    kind: ServerKind,
     dry_run: bool,
     force: bool,
     now: i64,
 ) -> Result<i64, CatalogError> {
+    let source = if kind == ServerKind::OpenApi { GenerationSource::OpenApi } else { GenerationSource::Llm };
     Ok(sqlx::query_scalar(
         "INSERT INTO generations (server_id, source, status, generator_version, created_at, dry_run, force)
          VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
     )
     .bind(server.as_str())
-    .bind(GenerationSource::Llm)
+    .bind(source)
     .bind(Status::Pending)
     .bind(GENERATOR_VERSION)
     .bind(now)

@@ -5,7 +5,7 @@ use sqlx::Row;
 use super::tools::tool_from_row;
 use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis};
 use crate::states::{ServerKind, Status};
-use crate::toolset::{CodeModeSettings, ServerId, ToolSpec};
+use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, ToolSpec};
 use crate::whitelist::Whitelist;
 
 /// A server as the list of servers shows it.
@@ -60,6 +60,8 @@ pub struct ServerRecord {
     /// Names of the server's upstream credentials.
     pub credentials: Vec<String>,
     pub code_mode: Option<CodeModeSettings>,
+    /// How tools are derived, for a server registered from an API description.
+    pub openapi: Option<OpenApiSettings>,
     /// The generation being served.
     pub generation: Option<GenerationRecord>,
     /// The newest generation, when it is not the one being served (running, failed or planned).
@@ -96,7 +98,7 @@ impl Catalog {
         let mut snapshot = self.reader.begin().await?;
         let row = sqlx::query(
             "SELECT id, name, description, kind, prompt, allow_domains, status, active_generation_id, created_at,
-                    updated_at, access_token_sha256, code_mode
+                    updated_at, access_token_sha256, code_mode, openapi
              FROM servers WHERE id = ?",
         )
         .bind(id.as_str())
@@ -243,6 +245,7 @@ async fn server_from_row(
         updated_at: row.get("updated_at"),
         access_token_sha256: row.get("access_token_sha256"),
         code_mode: code_mode(&row)?,
+        openapi: row.get::<Option<String>, _>("openapi").map(|json| from_json(&json)).transpose()?,
         credentials,
         generation,
         latest_generation,

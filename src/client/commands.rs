@@ -10,12 +10,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::api::model::{PromptRegistration, Registered, Registration, ToolsetRegistration};
+use crate::api::model::{OpenApiRegistration, PromptRegistration, Registered, Registration, ToolsetRegistration};
 use crate::client::output::{self, print_out};
 use crate::client::progress::{self, GenerationEnd};
 use crate::client::{AdminClient, ClientError};
 use crate::serve::code_mode::{ScriptOptions, ScriptRequest};
 use crate::states::Status;
+use crate::toolset::OperationFilter;
 
 /// What a command needs: the client and the output mode.
 pub struct Session {
@@ -71,6 +72,10 @@ pub struct Register {
     pub prompt: Option<String>,
     /// A registration body (`export` output); `-` reads stdin.
     pub toolset: Option<PathBuf>,
+    /// An API description's URL, or a file holding one (`-` reads stdin).
+    pub openapi: Option<String>,
+    pub operations: OperationFilter,
+    pub base_url: Option<String>,
     pub id: Option<String>,
     pub name: Option<String>,
     pub description: Option<String>,
@@ -79,9 +84,41 @@ pub struct Register {
     pub wait: bool,
 }
 
+/// The registration body for `register --openapi`: a URL is passed on, a file is sent inline.
+fn openapi_body(register: &Register) -> Result<OpenApiRegistration, Failure> {
+    let source = register.openapi.clone().unwrap_or_default();
+    let is_url = source.starts_with("http://") || source.starts_with("https://");
+    let (openapi, openapi_spec) = if is_url {
+        (Some(source), None)
+    } else {
+        let text = if source == "-" {
+            std::io::read_to_string(std::io::stdin())
+                .map_err(|e| Failure::Local(format!("could not read the API description from stdin: {e}")))?
+        } else {
+            std::fs::read_to_string(&source)
+                .map_err(|e| Failure::Local(format!("could not read the API description {source}: {e}")))?
+        };
+        (None, Some(serde_json::Value::String(text)))
+    };
+    Ok(OpenApiRegistration {
+        id: register.id.clone(),
+        name: register.name.clone(),
+        description: register.description.clone(),
+        openapi,
+        openapi_spec,
+        operations: register.operations.clone(),
+        base_url: register.base_url.clone(),
+        prompt: register.prompt.clone(),
+        allow_domains: register.allow_domains.clone(),
+        dry_run: register.dry_run,
+        ..Default::default()
+    })
+}
+
 pub async fn register(session: &Session, register: Register) -> Result<(), Failure> {
     let body = match (&register.prompt, &register.toolset) {
         (_, Some(path)) => Registration::Toolset(toolset_body(path, &register)?),
+        _ if register.openapi.is_some() => Registration::OpenApi(openapi_body(&register)?),
         (Some(prompt), None) => Registration::Prompt(PromptRegistration {
             id: register.id.clone(),
             name: register.name.clone(),
@@ -98,6 +135,7 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
     let token_required = match &body {
         Registration::Toolset(toolset) => toolset.access_token.is_some(),
         Registration::Prompt(prompt) => prompt.access_token.is_some(),
+        Registration::OpenApi(described) => described.access_token.is_some(),
     };
     let started = match session.client.register(&body).await? {
         Registered::Toolset(registered) => {

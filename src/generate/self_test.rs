@@ -62,33 +62,43 @@ impl SelfTest<'_> {
         }
     }
 
-    /// One call; the error is what the handler threw or returned as a tool error.
     async fn try_tool(&self, handler: &str, arguments: &Value) -> Result<(), String> {
-        let invocation = Invocation {
-            handler: Arc::from(handler),
-            arguments: arguments.clone(),
-            limits: self.caller.sandbox_limits(),
-            // Only read-only tools are self-tested, and they are served with the read-only rule.
-            fetch: Arc::new(self.egress.for_call(self.policy.clone(), true)),
-            program: Program::Handler,
-        };
-        let completion = self
-            .caller
-            .pool()
-            .run(SELF_TEST_TENANT, invocation)
-            .await
-            .map_err(|e| format!("the self-test call could not run: {e}"))?;
-        if completion.outcome == Outcome::Ok && !completion.result.is_error {
-            return Ok(());
-        }
-        let text = completion
-            .result
-            .content
-            .first()
-            .and_then(|c| c.get("text"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        Err(completion.error.unwrap_or(text))
+        try_handler(self.caller, self.egress, &self.policy, handler, arguments).await
     }
+}
+
+/// One self-test call of a read-only tool under `policy`; the error is what the handler threw
+/// or returned as a tool error.
+pub async fn try_handler(
+    caller: &Caller,
+    egress: &Arc<Egress>,
+    policy: &Arc<ServerPolicy>,
+    handler: &str,
+    arguments: &Value,
+) -> Result<(), String> {
+    let invocation = Invocation {
+        handler: Arc::from(handler),
+        arguments: arguments.clone(),
+        limits: caller.sandbox_limits(),
+        // Only read-only tools are self-tested, and they are served with the read-only rule.
+        fetch: Arc::new(egress.for_call(policy.clone(), true)),
+        program: Program::Handler,
+    };
+    let completion = caller
+        .pool()
+        .run(SELF_TEST_TENANT, invocation)
+        .await
+        .map_err(|e| format!("the self-test call could not run: {e}"))?;
+    if completion.outcome == Outcome::Ok && !completion.result.is_error {
+        return Ok(());
+    }
+    let text = completion
+        .result
+        .content
+        .first()
+        .and_then(|c| c.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    Err(completion.error.unwrap_or(text))
 }

@@ -224,6 +224,10 @@ async fn the_registration_schema_accepts_what_the_daemon_accepts() {
         json!({"id": "t6", "tools": [hi], "name": "two\nlines"}),
         json!({"id": "t7", "tools": [hi], "name": "   "}),
         json!({"id": "t8", "tools": [hi], "name": "n".repeat(201)}),
+        json!({"id": "o1", "openapi_spec": {"openapi": "3.0.0", "servers": [{"url": "https://api.pets.test"}], "paths": {"/a": {"get": {"responses": {}}}}}}),
+        json!({"id": "o2", "openapi": "https://api.pets.test/openapi.json", "prompt": "pets", "operations": {"include": ["tag:pets"]}}),
+        json!({"id": "o3", "openapi": "https://api.pets.test/openapi.json", "openapi_spec": {}}),
+        json!({"id": "o4", "openapi": "https://api.pets.test/openapi.json", "tools": [hi]}),
     ];
     for body in bodies {
         let (status, answer) = app.post("/admin/servers", &body).await;

@@ -1,0 +1,316 @@
+//! Generation from an API description: the stages of a job whose server was registered with an
+//! OpenAPI or Swagger document (or whose prompt linked one).
+//!
+//! ```text
+//! pending ─► fetching (the description, by URL or from the catalog) ─► planning (select
+//!         operations; derive tools, whitelist and credentials needs) ─► [planned]
+//!         ─► testing (read-only tools with the description's examples) ─► ready
+//! ```
+//!
+//! Request code is never written by the LLM here: every tool runs the one tested executor of
+//! [`openapi`]. The LLM, when the registration has a prompt and one is configured, only chooses
+//! operations and rewrites names and descriptions.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::openapi::{self, Derived, Spec};
+use super::{Inner, Job, StageClock, StageError};
+use crate::catalog::{FinishedGeneration, NewDocument, ToolExtras};
+use crate::credentials::Credential;
+use crate::serve::egress::ServerPolicy;
+use crate::states::{GenerationOutcome, Stage};
+use crate::toolset::{OpenApiSettings, Toolset};
+use crate::whitelist::{Provenance, Whitelist, admit};
+
+/// What the description was read from, for messages and relative URLs.
+struct Described {
+    spec: Spec,
+    /// Where it was fetched from; `None` for an inline description.
+    url: Option<url::Url>,
+}
+
+impl Inner {
+    /// Runs the stages of a generation from an API description.
+    pub(super) async fn described_stages(
+        &self,
+        job: &Job,
+        settings: &OpenApiSettings,
+        finished: &mut FinishedGeneration,
+    ) -> Result<GenerationOutcome, StageError> {
+        let mut clock = StageClock::new();
+        let credentials = self.credentials(job).await?;
+
+        self.enter(job, Stage::Fetching).await?;
+        let described = self.read_description(job, settings, finished).await?;
+        clock.lap(&mut finished.timings, Stage::Fetching);
+
+        self.enter(job, Stage::Planning).await?;
+        let spec = Arc::new(described.spec);
+        let (source, base_url, filter) =
+            (described.url.clone(), settings.base_url.clone(), settings.operations.clone());
+        let max_tools = self.settings.max_tools;
+        let derive_spec = spec.clone();
+        let derived = tokio::task::spawn_blocking(move || {
+            openapi::derive(&derive_spec, source.as_ref(), base_url.as_deref(), &filter, max_tools)
+        })
+        .await
+        .map_err(|e| StageError::new(Stage::Planning, e))?
+        .map_err(|e| StageError::new(Stage::Planning, e))?;
+        let configured: Vec<String> = credentials.iter().map(|c| c.name.clone()).collect();
+        finished.whitelist = whitelist(job, &derived, described.url.as_ref())?;
+        finished.plan = Some(plan_record(&spec, described.url.as_ref(), &derived, &configured));
+        finished.warnings.extend(derived.warnings.iter().cloned());
+        finished.warnings.extend(credential_warnings(job, &derived, &configured));
+        clock.lap(&mut finished.timings, Stage::Planning);
+        if job.dry_run {
+            return Ok(GenerationOutcome::Planned);
+        }
+
+        self.enter(job, Stage::Testing).await?;
+        finished.tools = self.test_derived(&derived, credentials, &configured, &finished.whitelist).await;
+        let specs: Vec<_> = finished.tools.iter().map(|(spec, _)| spec.clone()).collect();
+        Toolset::check(&specs).map_err(|e| StageError::new(Stage::Testing, e))?;
+        clock.lap(&mut finished.timings, Stage::Testing);
+        Ok(GenerationOutcome::Ready)
+    }
+
+    /// Fetching: the description's text from its URL or the catalog, stored with the
+    /// generation, then parsed.
+    async fn read_description(
+        &self,
+        job: &Job,
+        settings: &OpenApiSettings,
+        finished: &mut FinishedGeneration,
+    ) -> Result<Described, StageError> {
+        let fail = |message: String| StageError::new(Stage::Fetching, message);
+        let (text, url, bytes) = match (&settings.url, &settings.sha256) {
+            (Some(url), _) => {
+                let (text, final_url, bytes) = self.fetch_description(url).await.map_err(fail)?;
+                (text, Some(final_url), bytes)
+            }
+            (None, Some(sha256)) => {
+                let text = self
+                    .catalog
+                    .document_text(sha256)
+                    .await
+                    .map_err(|e| StageError::internal(Stage::Fetching, e))?
+                    .ok_or_else(|| fail("the inline API description is no longer in the catalog".into()))?;
+                let bytes = text.len();
+                (text, None, bytes)
+            }
+            (None, None) => {
+                return Err(fail("the server has no API description (neither a URL nor an inline one)".into()));
+            }
+        };
+        let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
+        let shown_url = url.as_ref().map(url::Url::to_string).unwrap_or_else(|| "inline".to_string());
+        let document = NewDocument {
+            url: settings.url.as_deref().unwrap_or("inline"),
+            source_url: settings.url.as_deref().unwrap_or("inline"),
+            final_url: &shown_url,
+            content_type: "application/openapi",
+            sha256: &sha256,
+            text: &text,
+            bytes,
+            truncated: false,
+            summarised: false,
+            discovered_urls: &[],
+        };
+        self.catalog
+            .record_documents(job.generation_id, &[document])
+            .await
+            .map_err(|e| StageError::internal(Stage::Fetching, e))?;
+        finished.content_hash = Some(sha256);
+        let spec = tokio::task::spawn_blocking(move || Spec::parse(&text))
+            .await
+            .map_err(|e| fail(e.to_string()))?
+            .map_err(|e| fail(format!("{shown_url}: {e}")))?;
+        Ok(Described { spec, url })
+    }
+
+    /// The description at `url` (GitHub pages are read raw), through the egress's document
+    /// rules, up to [`openapi::MAX_SPEC_BYTES`]. Returns its text, final URL and size.
+    async fn fetch_description(&self, url: &str) -> Result<(String, url::Url, usize), String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("the API description URL {url:?} is not a URL: {e}"))?;
+        let target = super::docs::rewrite_github(&parsed).unwrap_or(parsed);
+        let deadline = Instant::now() + Duration::from_millis(self.settings.fetch_timeout_ms.max(30_000));
+        let accept = "application/json, application/yaml, application/x-yaml, text/yaml, */*;q=0.5";
+        let response = self
+            .egress
+            .fetch_document(
+                target.as_str(),
+                vec![("accept".into(), accept.into())],
+                openapi::MAX_SPEC_BYTES as u64,
+                deadline,
+            )
+            .await
+            .map_err(|e| format!("the API description at {target} could not be fetched: {e}"))?;
+        if !(200..300).contains(&response.status) {
+            return Err(format!(
+                "the API description at {target} answered {} {}",
+                response.status, response.status_text
+            ));
+        }
+        let bytes = response.body.len();
+        let text = String::from_utf8(response.body.to_vec())
+            .map_err(|_| format!("the API description at {target} is not UTF-8 text"))?;
+        let final_url = url::Url::parse(&response.url).unwrap_or(target);
+        Ok((text, final_url, bytes))
+    }
+
+    /// Testing: each read-only tool whose credentials are configured is called once with the
+    /// description's example arguments. Tools are kept whatever the outcome: an upstream that
+    /// is down at generation time says nothing about the executor.
+    async fn test_derived(
+        &self,
+        derived: &Derived,
+        credentials: Vec<Credential>,
+        configured: &[String],
+        whitelist: &Whitelist,
+    ) -> Vec<(crate::toolset::ToolSpec, ToolExtras)> {
+        let policy = Arc::new(
+            ServerPolicy::whitelisted(whitelist.clone(), self.max_response_bytes).with_credentials(credentials),
+        );
+        let mut tools = Vec::with_capacity(derived.tools.len());
+        for tool in &derived.tools {
+            let skipped = if !self.settings.self_test {
+                Some("[generation] self_test is off".to_string())
+            } else if !tool.read_only {
+                Some("the operation writes".to_string())
+            } else if !tool.satisfied_by(configured) {
+                Some(format!("it needs {}, which is not configured", needed_credentials(&tool.security)))
+            } else {
+                tool.example.as_ref().err().cloned()
+            };
+            let outcome = match (skipped, &tool.example) {
+                (Some(reason), _) => json!({"status": "skipped", "reason": reason}),
+                (None, Ok(arguments)) => {
+                    match super::self_test::try_handler(
+                        &self.caller,
+                        &self.egress,
+                        &policy,
+                        &tool.spec.handler,
+                        arguments,
+                    )
+                    .await
+                    {
+                        Ok(()) => json!({"status": "passed", "arguments": arguments, "attempts": 1}),
+                        Err(error) => {
+                            json!({"status": "failed", "arguments": arguments, "attempts": 1, "error": error})
+                        }
+                    }
+                }
+                (None, Err(reason)) => json!({"status": "skipped", "reason": reason}),
+            };
+            let extras = ToolExtras { needs_network: Some(true), self_test: Some(outcome) };
+            tools.push((tool.spec.clone(), extras));
+        }
+        tools
+    }
+}
+
+/// The operator's domains, plus the host of the API's base URL unless they cover it already.
+fn whitelist(job: &Job, derived: &Derived, source: Option<&url::Url>) -> Result<Whitelist, StageError> {
+    let mut whitelist =
+        Whitelist::from_operator_domains(&job.allow_domains).map_err(|e| StageError::new(Stage::Planning, e))?;
+    let Some(host) = crate::whitelist::CanonicalHost::of_url(&derived.base_url) else {
+        return Err(StageError::new(Stage::Planning, format!("the API's base URL {} has no host", derived.base_url)));
+    };
+    if whitelist.allows(&host) {
+        return Ok(whitelist);
+    }
+    let raw = derived.base_url.host_str().unwrap_or_default();
+    let detail = format!("openapi servers of {}", source.map(url::Url::as_str).unwrap_or("the inline description"));
+    match admit(raw, Provenance::Openapi, Some(detail)) {
+        Ok(entry) => {
+            whitelist.add(entry);
+            Ok(whitelist)
+        }
+        Err(refused) => Err(StageError::new(
+            Stage::Planning,
+            format!(
+                "the API's host {raw} is not admitted to the whitelist: {}; list it in allow_domains if it is meant",
+                refused.reason
+            ),
+        )),
+    }
+}
+
+/// What the generation record shows about the description and the derivation.
+fn plan_record(spec: &Spec, source: Option<&url::Url>, derived: &Derived, configured: &[String]) -> Value {
+    let auth: Vec<Value> = derived
+        .auth
+        .iter()
+        .map(|need| {
+            json!({
+                "scheme": need.scheme,
+                "credential": need.credential,
+                "configured": configured.contains(&need.credential),
+                "inject": need.inject,
+                "domains": [derived.base_url.host_str().unwrap_or_default()],
+                "tools": need.tools,
+            })
+        })
+        .collect();
+    let unsatisfied: Vec<&str> = derived
+        .tools
+        .iter()
+        .filter(|tool| !tool.satisfied_by(configured))
+        .map(|tool| tool.spec.name.as_str())
+        .collect();
+    json!({
+        "openapi": {
+            "title": spec.title(),
+            "version": spec.root.pointer("/info/version"),
+            "flavour": spec.flavour.as_str(),
+            "source": source.map(url::Url::as_str).unwrap_or("inline"),
+            "base_url": derived.base_url.as_str(),
+            "operations": derived.operations_total,
+            "tools": derived.tools.iter().map(|t| json!({"name": t.spec.name, "operation": t.operation})).collect::<Vec<_>>(),
+            "auth": auth,
+            "missing_credentials": unsatisfied,
+        }
+    })
+}
+
+/// One warning per security scheme the tools need and the server has no credential for.
+fn credential_warnings(job: &Job, derived: &Derived, configured: &[String]) -> Vec<String> {
+    derived
+        .auth
+        .iter()
+        .filter(|need| !configured.contains(&need.credential))
+        .map(|need| {
+            format!(
+                "{} tool(s) need the credential {:?} ({}), which is not configured: PUT /admin/servers/{}/credentials/{} \
+                 with {{\"value\": \"...\", \"inject\": {}, \"domains\": [{:?}]}}",
+                need.tools.len(),
+                need.credential,
+                need.tools.join(", "),
+                job.server,
+                need.credential,
+                need.inject,
+                derived.base_url.host_str().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// "the credential \"key\"" or "the credentials \"a\" and \"b\"" or alternatives joined by "or".
+fn needed_credentials(alternatives: &[Vec<String>]) -> String {
+    alternatives
+        .iter()
+        .map(|all| {
+            let names: Vec<String> = all.iter().map(|n| format!("{n:?}")).collect();
+            if names.len() == 1 {
+                format!("the credential {}", names[0])
+            } else {
+                format!("the credentials {}", names.join(" and "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" or ")
+}

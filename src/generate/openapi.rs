@@ -1,0 +1,629 @@
+//! The OpenAPI fast path: tools derived from an API description deterministically, with no LLM
+//! writing request code.
+//!
+//! Each selected operation becomes one tool: a unique name from its `operationId` (or method and
+//! path), its summary as the description, an input schema of its path, query, header and cookie
+//! parameters plus `body`, annotations from the method, and an output schema from its 2xx JSON
+//! response when that is an object. Every tool's handler is the same tested executor
+//! (`openapi/executor.js`) behind a small JSON *plan* (method, base URL, path, how each argument is
+//! serialised, the body's content type, the credentials it needs), so a described operation is
+//! called as the description says, by construction.
+
+use std::collections::{BTreeSet, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+pub use crate::toolset::OperationFilter;
+use crate::toolset::ToolSpec;
+
+pub mod spec;
+
+pub use spec::{Flavour, MAX_SPEC_BYTES, Operation, Spec, looks_like_spec};
+
+const EXECUTOR: &str = include_str!("openapi/executor.js");
+/// Longest tool description taken from a summary or description.
+const MAX_DESCRIPTION_CHARS: usize = 1000;
+
+/// A security scheme the selected tools need, and how the daemon's credential should inject it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub struct AuthNeed {
+    /// The scheme's name in the description.
+    pub scheme: String,
+    /// The name of the server credential that satisfies it: the scheme's name, with characters
+    /// a credential name cannot have replaced by `_`.
+    pub credential: String,
+    /// How to add it: the `inject` of `PUT /admin/servers/{id}/credentials/{scheme}`.
+    #[schema(value_type = Object)]
+    pub inject: Value,
+    /// Tools that need it (alone or with another scheme).
+    pub tools: Vec<String>,
+}
+
+/// The tools an API description yields, and what the operator should know.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    pub tools: Vec<DerivedTool>,
+    pub base_url: url::Url,
+    pub auth: Vec<AuthNeed>,
+    pub warnings: Vec<String>,
+    /// Operations the description has, selected or not.
+    pub operations_total: usize,
+}
+
+/// One tool and what the generation needs to know about its operation.
+#[derive(Debug, Clone)]
+pub struct DerivedTool {
+    pub spec: ToolSpec,
+    /// `METHOD /path`, for messages.
+    pub operation: String,
+    pub read_only: bool,
+    /// Alternatives, each a set of credential names that together satisfy the operation
+    /// (none, or an empty alternative: no credential needed).
+    pub security: Vec<Vec<String>>,
+    /// Arguments for a self-test call, from the description's examples, defaults and enums; or
+    /// why there are none.
+    pub example: Result<Value, String>,
+}
+
+impl DerivedTool {
+    /// Whether the credentials named `configured` satisfy one of the operation's alternatives.
+    pub fn satisfied_by(&self, configured: &[String]) -> bool {
+        self.security.is_empty() || self.security.iter().any(|all| all.iter().all(|s| configured.contains(s)))
+    }
+}
+
+/// Derives tools from `spec`: the operations `filter` selects, at most `max_tools` of them.
+pub fn derive(
+    spec: &Spec,
+    source: Option<&url::Url>,
+    base_url: Option<&str>,
+    filter: &OperationFilter,
+    max_tools: usize,
+) -> Result<Derived, String> {
+    let mut warnings = Vec::new();
+    let operations = spec.operations();
+    if operations.is_empty() {
+        return Err("the API description has no operations".into());
+    }
+    let base_url = match base_url {
+        Some(raw) => url::Url::parse(raw).map_err(|e| format!("base_url {raw:?} is not a URL: {e}"))?,
+        None => spec.base_url(source)?,
+    };
+    let mut selected: Vec<&Operation> = operations
+        .iter()
+        .filter(|op| filter.include.is_empty() || filter.include.iter().any(|rule| matches(rule, op)))
+        .filter(|op| !filter.exclude.iter().any(|rule| matches(rule, op)))
+        .collect();
+    for rule in filter.include.iter().chain(&filter.exclude) {
+        if !operations.iter().any(|op| matches(rule, op)) {
+            warnings.push(format!("operations rule {rule:?} matches no operation"));
+        }
+    }
+    if selected.is_empty() {
+        return Err(format!(
+            "the operations filter selects none of the {} operations; rules look like \"tag:pets\", \"GET /pets/{{id}}\" \
+             or \"operationId:listPets\"",
+            operations.len()
+        ));
+    }
+    if selected.len() > max_tools {
+        let left: Vec<String> = selected[max_tools..].iter().map(|op| describe(op)).collect();
+        warnings.push(format!(
+            "{} operations selected; the first {max_tools} became tools ([generation] max_tools). Left out: {}{}. \
+             Choose with \"operations\": {{\"include\": [...]}}",
+            selected.len(),
+            left.iter().take(20).cloned().collect::<Vec<_>>().join(", "),
+            if left.len() > 20 { format!(" and {} more", left.len() - 20) } else { String::new() }
+        ));
+        selected.truncate(max_tools);
+    }
+    let schemes = spec.security_schemes();
+    let mut names = HashSet::new();
+    let mut tools = Vec::new();
+    let mut auth: Vec<AuthNeed> = Vec::new();
+    for operation in selected {
+        if let Some(body) = &operation.body
+            && body.content_type.starts_with("multipart/")
+        {
+            warnings.push(format!(
+                "{} is left out: its body is {}, which the executor does not send (multipart is not supported)",
+                describe(operation),
+                body.content_type
+            ));
+            continue;
+        }
+        let name = unique_name(operation, &mut names);
+        let needs: Vec<String> =
+            operation.security.iter().flatten().cloned().collect::<BTreeSet<_>>().into_iter().collect();
+        for scheme in &needs {
+            match auth.iter_mut().find(|a| &a.scheme == scheme) {
+                Some(need) => need.tools.push(name.clone()),
+                None => match schemes.iter().find(|(n, _)| n == scheme).map(|(_, s)| injection(s)) {
+                    Some(Ok(inject)) => auth.push(AuthNeed {
+                        scheme: scheme.clone(),
+                        credential: credential_name(scheme),
+                        inject,
+                        tools: vec![name.clone()],
+                    }),
+                    Some(Err(problem)) => warnings.push(format!("security scheme {scheme:?}: {problem}")),
+                    None => warnings.push(format!("security scheme {scheme:?} is used but not defined")),
+                },
+            }
+        }
+        let credentials: Vec<String> = needs.iter().map(|s| credential_name(s)).collect();
+        let (spec, example) = tool(operation, &name, &base_url, &credentials, &mut warnings);
+        tools.push(DerivedTool {
+            spec,
+            operation: format!("{} {}", operation.method, operation.path),
+            read_only: matches!(operation.method.as_str(), "GET" | "HEAD"),
+            security: operation
+                .security
+                .iter()
+                .map(|all| all.iter().map(|scheme| credential_name(scheme)).collect())
+                .collect(),
+            example,
+        });
+    }
+    if tools.is_empty() {
+        return Err(format!("none of the selected operations can be called: {}", warnings.join("; ")));
+    }
+    Ok(Derived { tools, base_url, auth, warnings, operations_total: operations.len() })
+}
+
+/// The credential name for a security scheme: its name where a credential name allows it.
+pub fn credential_name(scheme: &str) -> String {
+    let mut name: String = scheme
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .take(64)
+        .collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        name.replace_range(..name.chars().next().map_or(0, char::len_utf8), "k");
+    }
+    if name.is_empty() { "key".to_string() } else { name }
+}
+
+/// Whether an `operations` rule selects `op`.
+fn matches(rule: &str, op: &Operation) -> bool {
+    let rule = rule.trim();
+    if let Some(tag) = rule.strip_prefix("tag:") {
+        return op.tags.iter().any(|t| t.eq_ignore_ascii_case(tag.trim()));
+    }
+    if let Some(id) = rule.strip_prefix("operationId:") {
+        return op.operation_id.as_deref() == Some(id.trim());
+    }
+    if let Some((method, path)) = rule.split_once(' ') {
+        return method.eq_ignore_ascii_case(&op.method) && path.trim() == op.path;
+    }
+    op.operation_id.as_deref() == Some(rule)
+}
+
+fn describe(op: &Operation) -> String {
+    match &op.operation_id {
+        Some(id) => format!("{id} ({} {})", op.method, op.path),
+        None => format!("{} {}", op.method, op.path),
+    }
+}
+
+/// A tool name from the operationId (`listPets` → `list_pets`) or the method and path, unique
+/// among `taken`.
+fn unique_name(op: &Operation, taken: &mut HashSet<String>) -> String {
+    let source = op.operation_id.clone().unwrap_or_else(|| format!("{} {}", op.method.to_lowercase(), op.path));
+    let mut name = String::new();
+    let mut previous_lower = false;
+    for c in source.chars() {
+        if c.is_ascii_uppercase() && previous_lower {
+            name.push('_');
+        }
+        if c.is_ascii_alphanumeric() {
+            name.push(c.to_ascii_lowercase());
+        } else if !name.ends_with('_') {
+            name.push('_');
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+    }
+    let mut name = name.trim_matches('_').to_string();
+    if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        name = format!("op_{name}");
+    }
+    name.truncate(60);
+    let name = name.trim_end_matches('_').to_string();
+    let mut candidate = name.clone();
+    let mut n = 2;
+    while !taken.insert(candidate.clone()) {
+        candidate = format!("{name}_{n}");
+        n += 1;
+    }
+    candidate
+}
+
+/// How a credential for this scheme is injected (the credentials API's `inject`).
+fn injection(scheme: &Value) -> Result<Value, String> {
+    let kind = scheme.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "apiKey" => {
+            let name = scheme.get("name").and_then(Value::as_str).ok_or("an apiKey scheme without a name")?;
+            match scheme.get("in").and_then(Value::as_str) {
+                Some("header") => Ok(json!({"header": name, "format": "{value}"})),
+                Some("query") => Ok(json!({"query": name})),
+                Some("cookie") => Ok(json!({"header": "Cookie", "format": format!("{name}={{value}}")})),
+                other => Err(format!("an apiKey scheme in {other:?} cannot be injected")),
+            }
+        }
+        "http" => match scheme.get("scheme").and_then(Value::as_str).map(str::to_ascii_lowercase).as_deref() {
+            Some("basic") => Ok(json!({"basic": {"username": "<username>"}})),
+            _ => Ok(json!({"header": "Authorization", "format": "Bearer {value}"})),
+        },
+        // Swagger 2.0 `basic`; OAuth 2 and OpenID Connect as a bearer token the operator obtains.
+        "basic" => Ok(json!({"basic": {"username": "<username>"}})),
+        "oauth2" | "openIdConnect" => Ok(json!({"header": "Authorization", "format": "Bearer {value}"})),
+        other => Err(format!("scheme type {other:?} is not supported")),
+    }
+}
+
+/// The tool for one operation, and example arguments for its self-test.
+fn tool(
+    op: &Operation,
+    name: &str,
+    base: &url::Url,
+    needs: &[String],
+    warnings: &mut Vec<String>,
+) -> (ToolSpec, Result<Value, String>) {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut params = Vec::new();
+    let mut example = Ok(Map::new());
+    let mut add_example = |arg: &str, value: Option<&Value>, needed: bool| {
+        if let Ok(args) = &mut example {
+            match value {
+                Some(value) if needed => {
+                    args.insert(arg.to_string(), value.clone());
+                }
+                None if needed => example = Err(format!("the description gives no example for {arg}")),
+                _ => {}
+            }
+        }
+    };
+    for parameter in &op.parameters {
+        let mut arg = parameter.name.clone();
+        if properties.contains_key(&arg) {
+            arg = format!("{}_{}", parameter.name, parameter.location);
+        }
+        let mut schema = parameter.schema.clone();
+        if !schema.is_object() {
+            schema = json!({});
+        }
+        if let Some(text) = &parameter.description {
+            schema["description"] = Value::String(trim(text, 300));
+        }
+        properties.insert(arg.clone(), schema);
+        if parameter.required {
+            required.push(Value::String(arg.clone()));
+        }
+        add_example(&arg, parameter.example.as_ref(), parameter.required);
+        params.push(json!({
+            "arg": arg, "name": parameter.name, "in": parameter.location,
+            "style": parameter.style, "explode": parameter.explode,
+        }));
+    }
+    let mut body = Value::Null;
+    if let Some(request_body) = &op.body {
+        let arg = if properties.contains_key("body") { "request_body".to_string() } else { "body".to_string() };
+        let mut schema = request_body.schema.clone();
+        if !schema.is_object() {
+            schema = json!({});
+        }
+        if let Some(text) = &request_body.description {
+            schema["description"] = Value::String(trim(text, 300));
+        }
+        properties.insert(arg.clone(), schema);
+        if request_body.required {
+            required.push(Value::String(arg.clone()));
+        }
+        add_example(&arg, request_body.example.as_ref(), request_body.required);
+        body = json!({"arg": arg, "type": request_body.content_type});
+    }
+    let plan = json!({
+        "method": op.method,
+        "base": base.as_str(),
+        "path": op.path,
+        "params": params,
+        "body": body,
+        "auth": needs.iter().map(|s| format!("the credential {s:?}")).collect::<Vec<_>>(),
+    });
+    let description = description(op);
+    let mut annotations = Map::new();
+    annotations.insert("readOnlyHint".into(), Value::Bool(matches!(op.method.as_str(), "GET" | "HEAD" | "OPTIONS")));
+    if op.method == "DELETE" {
+        annotations.insert("destructiveHint".into(), Value::Bool(true));
+    }
+    if matches!(op.method.as_str(), "PUT" | "DELETE") {
+        annotations.insert("idempotentHint".into(), Value::Bool(true));
+    }
+    annotations.insert("openWorldHint".into(), Value::Bool(true));
+    let mut input_schema = Map::new();
+    input_schema.insert("type".into(), "object".into());
+    input_schema.insert("properties".into(), Value::Object(properties));
+    if !required.is_empty() {
+        input_schema.insert("required".into(), Value::Array(required));
+    }
+    let output_schema = op.response.as_ref().and_then(output_schema);
+    if op.response.is_some() && output_schema.is_none() {
+        warnings.push(format!("{}: its response is not a JSON object, so it is returned as text", describe(op)));
+    }
+    let spec = ToolSpec {
+        name: name.to_string(),
+        title: op.summary.as_deref().map(|s| trim(s, 200)),
+        description,
+        input_schema: sanitize(input_schema),
+        output_schema,
+        handler: format!("const plan = {plan};\n{EXECUTOR}"),
+        annotations: Some(annotations),
+    };
+    (spec, example.map(Value::Object))
+}
+
+/// A tool description: the summary, what the description adds, and the fields the response
+/// has, so an agent can tell what the call gives back without calling it.
+fn description(op: &Operation) -> String {
+    let summary = op.summary.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let detail = op.description.as_deref().map(str::trim).filter(|d| !d.is_empty() && Some(*d) != summary);
+    let mut text = match (summary, detail) {
+        (Some(summary), Some(detail)) => {
+            let summary = trim(summary, 200);
+            let end = if summary.ends_with(['.', '!', '?']) { "" } else { "." };
+            format!("{summary}{end} {}", trim(detail, MAX_DESCRIPTION_CHARS - summary.len().min(400)))
+        }
+        (Some(only), None) | (None, Some(only)) => trim(only, MAX_DESCRIPTION_CHARS),
+        (None, None) => format!("{} {}", op.method, op.path),
+    };
+    if let Some(fields) = op.response.as_ref().and_then(response_fields) {
+        text.push_str(&format!(" Returns {fields}."));
+    }
+    if op.deprecated { format!("(Deprecated) {text}") } else { text }
+}
+
+/// "an object with id, name, …" / "a list of objects with …" from a response schema.
+fn response_fields(schema: &Value) -> Option<String> {
+    let (what, object) = match schema.get("items") {
+        Some(items) if schema.get("type").is_some_and(|t| t == "array") => ("a list of objects", items),
+        _ => ("an object", schema),
+    };
+    let names: Vec<&String> = object.get("properties")?.as_object()?.keys().collect();
+    if names.is_empty() {
+        return None;
+    }
+    let shown: Vec<&str> = names.iter().take(8).map(|n| n.as_str()).collect();
+    let more = if names.len() > 8 { format!(" and {} more fields", names.len() - 8) } else { String::new() };
+    Some(format!("{what} with {}{more}", shown.join(", ")))
+}
+
+/// The output schema of an object response, made lenient: real APIs add fields and leave out
+/// ones their description calls required, and a client rejects a result that does not match
+/// the listed schema. Types are kept; `required` and closed objects are not.
+fn output_schema(schema: &Value) -> Option<Map<String, Value>> {
+    let object = schema.as_object()?;
+    let is_object = object.get("type").is_some_and(|t| t == "object")
+        || (object.get("type").is_none() && object.contains_key("properties"));
+    if !is_object {
+        return None;
+    }
+    let mut lenient = schema.clone();
+    loosen(&mut lenient);
+    match lenient {
+        Value::Object(map) => Some(sanitize(map)),
+        _ => None,
+    }
+}
+
+fn loosen(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("required");
+            if map.get("additionalProperties") == Some(&Value::Bool(false)) {
+                map.remove("additionalProperties");
+            }
+            // `readOnly`/`writeOnly` are hints; formats are not checked for results.
+            map.remove("format");
+            map.values_mut().for_each(loosen);
+        }
+        Value::Array(items) => items.iter_mut().for_each(loosen),
+        _ => {}
+    }
+}
+
+/// A schema the daemon's JSON Schema checks accept: OpenAPI-only keywords removed.
+fn sanitize(mut schema: Map<String, Value>) -> Map<String, Value> {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for key in ["nullable", "discriminator", "xml", "externalDocs", "example"] {
+                    map.remove(key);
+                }
+                // OpenAPI 3.0's boolean exclusiveMinimum/Maximum are not JSON Schema 2020-12.
+                for key in ["exclusiveMinimum", "exclusiveMaximum"] {
+                    if map.get(key).is_some_and(Value::is_boolean) {
+                        map.remove(key);
+                    }
+                }
+                map.values_mut().for_each(walk);
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut value = Value::Object(std::mem::take(&mut schema));
+    walk(&mut value);
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// Whitespace collapsed and cut at `max` characters.
+fn trim(text: &str, max: usize) -> String {
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.chars().count() <= max {
+        return collapsed;
+    }
+    let cut: String = collapsed.chars().take(max.saturating_sub(1)).collect();
+    format!("{}…", cut.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn petstore() -> Spec {
+        Spec::from_value(json!({
+            "openapi": "3.0.3",
+            "info": {"title": "Pets"},
+            "servers": [{"url": "https://api.pets.test/v1"}],
+            "security": [{"key": []}],
+            "components": {
+                "securitySchemes": {
+                    "key": {"type": "apiKey", "in": "header", "name": "X-Api-Key"},
+                    "bearer": {"type": "http", "scheme": "bearer"}
+                },
+                "schemas": {"Pet": {"type": "object", "required": ["id"], "additionalProperties": false,
+                    "properties": {"id": {"type": "integer", "format": "int64"}, "name": {"type": "string", "nullable": true}}}}
+            },
+            "paths": {
+                "/pets": {
+                    "get": {"operationId": "listPets", "summary": "List pets", "tags": ["pets"],
+                        "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+                        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/Pet"}}}}}}},
+                    "post": {"operationId": "createPet", "tags": ["pets"], "security": [{"bearer": []}],
+                        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}},
+                        "responses": {"201": {"description": "created", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}}}}
+                },
+                "/pets/{petId}": {
+                    "parameters": [{"name": "petId", "in": "path", "required": true, "schema": {"type": "integer"}}],
+                    "get": {"operationId": "getPet", "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}}}},
+                    "delete": {"operationId": "deletePet", "responses": {"204": {"description": "gone"}}}
+                },
+                "/upload": {"post": {"operationId": "upload", "requestBody": {"content": {"multipart/form-data": {"schema": {"type": "object"}}}}, "responses": {"200": {"description": "ok"}}}}
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn operations_become_tools_with_schemas_annotations_and_plans() {
+        let derived = derive(&petstore(), None, None, &OperationFilter::default(), 64).unwrap();
+        let names: Vec<&str> = derived.tools.iter().map(|t| t.spec.name.as_str()).collect();
+        assert_eq!(names, ["list_pets", "create_pet", "get_pet", "delete_pet"]);
+        assert!(
+            derived.warnings.iter().any(|w| w.contains("upload") && w.contains("multipart")),
+            "{:?}",
+            derived.warnings
+        );
+        let specs: Vec<&ToolSpec> = derived.tools.iter().map(|t| &t.spec).collect();
+        let list = specs[0];
+        assert_eq!(list.input_schema["properties"]["limit"]["type"], "integer");
+        assert_eq!(list.annotations.as_ref().unwrap()["readOnlyHint"], true);
+        assert!(list.output_schema.is_none(), "an array response has no output schema");
+        let create = specs[1];
+        assert_eq!(create.input_schema["required"], json!(["body"]));
+        assert_eq!(create.input_schema["properties"]["body"]["properties"]["name"]["type"], json!(["string", "null"]));
+        let output = create.output_schema.as_ref().unwrap();
+        assert!(
+            output.get("required").is_none() && output.get("additionalProperties").is_none(),
+            "lenient: {output:?}"
+        );
+        let get = specs[2];
+        assert_eq!(get.input_schema["required"], json!(["petId"]));
+        let delete = specs[3];
+        let annotations = delete.annotations.as_ref().unwrap();
+        assert_eq!(
+            (annotations["destructiveHint"].clone(), annotations["idempotentHint"].clone()),
+            (json!(true), json!(true))
+        );
+        assert!(get.handler.starts_with("const plan = {"), "{}", get.handler);
+        for tool in specs {
+            crate::serve::isolate::check_handler(&tool.handler).unwrap_or_else(|e| panic!("{}: {e}", tool.name));
+            crate::toolset::validator(&Value::Object(tool.input_schema.clone())).unwrap();
+        }
+        assert_eq!(derived.auth.len(), 2);
+        let key = derived.auth.iter().find(|a| a.scheme == "key").unwrap();
+        assert_eq!(key.inject, json!({"header": "X-Api-Key", "format": "{value}"}));
+        assert_eq!(key.tools, ["list_pets", "get_pet", "delete_pet"]);
+    }
+
+    #[test]
+    fn filters_select_and_max_tools_cuts_with_a_warning() {
+        let spec = petstore();
+        let pick = |include: &[&str], exclude: &[&str]| OperationFilter {
+            include: include.iter().map(|s| s.to_string()).collect(),
+            exclude: exclude.iter().map(|s| s.to_string()).collect(),
+        };
+        let names = |d: Derived| d.tools.into_iter().map(|t| t.spec.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(derive(&spec, None, None, &pick(&["tag:pets"], &[]), 64).unwrap()),
+            ["list_pets", "create_pet"]
+        );
+        assert_eq!(
+            names(derive(&spec, None, None, &pick(&["GET /pets/{petId}", "operationId:deletePet"], &[]), 64).unwrap()),
+            ["get_pet", "delete_pet"]
+        );
+        assert_eq!(
+            names(derive(&spec, None, None, &pick(&[], &["tag:pets", "upload"]), 64).unwrap()),
+            ["get_pet", "delete_pet"]
+        );
+        let cut = derive(&spec, None, None, &OperationFilter::default(), 2).unwrap();
+        assert_eq!(cut.tools.len(), 2);
+        assert!(cut.warnings.iter().any(|w| w.contains("max_tools") && w.contains("getPet")), "{:?}", cut.warnings);
+        let none = derive(&spec, None, None, &pick(&["tag:nothing"], &[]), 64).unwrap_err();
+        assert!(none.contains("selects none"), "{none}");
+    }
+
+    #[test]
+    fn names_are_valid_and_unique() {
+        let mut taken = HashSet::new();
+        let op = |id: Option<&str>, method: &str, path: &str| Operation {
+            method: method.into(),
+            path: path.into(),
+            operation_id: id.map(str::to_owned),
+            summary: None,
+            description: None,
+            tags: vec![],
+            deprecated: false,
+            parameters: vec![],
+            body: None,
+            response: None,
+            security: vec![],
+        };
+        assert_eq!(unique_name(&op(Some("repos/get-content"), "GET", "/"), &mut taken), "repos_get_content");
+        assert_eq!(unique_name(&op(Some("getHTTPStatus"), "GET", "/"), &mut taken), "get_httpstatus");
+        assert_eq!(unique_name(&op(None, "GET", "/users/{id}/repos"), &mut taken), "get_users_id_repos");
+        assert_eq!(unique_name(&op(Some("2fa"), "GET", "/"), &mut taken), "op_2fa");
+        assert_eq!(unique_name(&op(Some("repos/get-content"), "GET", "/"), &mut taken), "repos_get_content_2");
+        let long = "a".repeat(200);
+        assert!(unique_name(&op(Some(&long), "GET", "/"), &mut taken).len() <= 64);
+        for name in &taken {
+            let valid = name.len() <= 64
+                && name.starts_with(|c: char| c.is_ascii_lowercase())
+                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            assert!(valid, "{name}");
+        }
+    }
+
+    #[test]
+    fn injections_follow_the_scheme() {
+        assert_eq!(
+            injection(&json!({"type": "apiKey", "in": "query", "name": "appid"})).unwrap(),
+            json!({"query": "appid"})
+        );
+        assert_eq!(
+            injection(&json!({"type": "apiKey", "in": "cookie", "name": "sid"})).unwrap(),
+            json!({"header": "Cookie", "format": "sid={value}"})
+        );
+        assert_eq!(
+            injection(&json!({"type": "http", "scheme": "Basic"})).unwrap(),
+            json!({"basic": {"username": "<username>"}})
+        );
+        assert_eq!(injection(&json!({"type": "oauth2"})).unwrap()["format"], "Bearer {value}");
+        assert!(injection(&json!({"type": "mutualTLS"})).is_err());
+    }
+}

@@ -679,8 +679,11 @@ impl Config {
                 "[generation] concurrency and compile_concurrency must be at least 1".into(),
             ));
         }
-        if !(1..=1000).contains(&self.generation.max_tools) {
-            return Err(ConfigError::Invalid("[generation] max_tools must be between 1 and 1000".into()));
+        if !(1..=crate::toolset::MAX_TOOLS).contains(&self.generation.max_tools) {
+            return Err(ConfigError::Invalid(format!(
+                "[generation] max_tools must be between 1 and {} (the most tools a server may have)",
+                crate::toolset::MAX_TOOLS
+            )));
         }
         for host in self.egress.resolve.keys() {
             if host.is_empty() || host.contains('/') || host.contains(':') {

@@ -253,6 +253,12 @@ impl Inner {
         let (urls, documents) = self.fetch(job, llm.model(), finished).await?;
         finished.prompt_hash = Some(prompt_hash(&job.prompt, &job.allow_domains, &credentials_section));
         clock.lap(&mut finished.timings, Stage::Fetching);
+        // A linked API description is derived from, not summarised for the LLM to write code.
+        if let Some(described) = self.description_among(&documents, finished).await {
+            let settings =
+                OpenApiSettings { url: described.url.as_ref().map(url::Url::to_string), ..Default::default() };
+            return self.derive_stages(job, described, &settings, credentials, clock, finished).await;
+        }
         let candidates = Candidates::collect(&urls, &job.allow_domains, &documents);
         if !job.force
             && let Some(outcome) = self.reuse_cached(job, llm.model(), finished).await?

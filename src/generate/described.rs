@@ -17,20 +17,22 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::openapi::select::{self, Choice};
 use super::openapi::{self, Derived, Spec};
 use super::{Inner, Job, StageClock, StageError};
 use crate::catalog::{FinishedGeneration, NewDocument, ToolExtras};
 use crate::credentials::Credential;
+use crate::generate::docs::FetchedDocument;
 use crate::serve::egress::ServerPolicy;
 use crate::states::{GenerationOutcome, Stage};
-use crate::toolset::{OpenApiSettings, Toolset};
+use crate::toolset::{OpenApiSettings, OperationFilter, Toolset};
 use crate::whitelist::{Provenance, Whitelist, admit};
 
-/// What the description was read from, for messages and relative URLs.
-struct Described {
+/// A parsed description and where it was read from (for messages and relative URLs).
+pub(super) struct Described {
     spec: Spec,
     /// Where it was fetched from; `None` for an inline description.
-    url: Option<url::Url>,
+    pub(super) url: Option<url::Url>,
 }
 
 impl Inner {
@@ -43,23 +45,39 @@ impl Inner {
     ) -> Result<GenerationOutcome, StageError> {
         let mut clock = StageClock::new();
         let credentials = self.credentials(job).await?;
-
         self.enter(job, Stage::Fetching).await?;
         let described = self.read_description(job, settings, finished).await?;
         clock.lap(&mut finished.timings, Stage::Fetching);
 
+        self.derive_stages(job, described, settings, credentials, clock, finished).await
+    }
+
+    /// Planning (choosing operations, deriving tools) and testing, for a description at hand:
+    /// the rest of [`Inner::described_stages`], and where a prompt generation goes when one of
+    /// its documents is an API description.
+    pub(super) async fn derive_stages(
+        &self,
+        job: &Job,
+        described: Described,
+        settings: &OpenApiSettings,
+        credentials: Vec<Credential>,
+        mut clock: StageClock,
+        finished: &mut FinishedGeneration,
+    ) -> Result<GenerationOutcome, StageError> {
+        let planning = |e: String| StageError::new(Stage::Planning, e);
         self.enter(job, Stage::Planning).await?;
         let spec = Arc::new(described.spec);
-        let (source, base_url, filter) =
-            (described.url.clone(), settings.base_url.clone(), settings.operations.clone());
         let max_tools = self.settings.max_tools;
+        let (filter, choices) = self.choose_operations(job, &spec, &settings.operations, finished).await?;
+        let (source, base_url) = (described.url.clone(), settings.base_url.clone());
         let derive_spec = spec.clone();
-        let derived = tokio::task::spawn_blocking(move || {
+        let mut derived = tokio::task::spawn_blocking(move || {
             openapi::derive(&derive_spec, source.as_ref(), base_url.as_deref(), &filter, max_tools)
         })
         .await
-        .map_err(|e| StageError::new(Stage::Planning, e))?
-        .map_err(|e| StageError::new(Stage::Planning, e))?;
+        .map_err(|e| planning(e.to_string()))?
+        .map_err(planning)?;
+        derived.apply(&choices);
         let configured: Vec<String> = credentials.iter().map(|c| c.name.clone()).collect();
         finished.whitelist = whitelist(job, &derived, described.url.as_ref())?;
         finished.plan = Some(plan_record(&spec, described.url.as_ref(), &derived, &configured));
@@ -76,6 +94,69 @@ impl Inner {
         Toolset::check(&specs).map_err(|e| StageError::new(Stage::Testing, e))?;
         clock.lap(&mut finished.timings, Stage::Testing);
         Ok(GenerationOutcome::Ready)
+    }
+
+    /// The first fetched document that is an API description, read whole (the fetching stage
+    /// keeps only the start of long pages). A document that only looked like one is noted in
+    /// the warnings and left to the LLM pipeline.
+    pub(super) async fn description_among(
+        &self,
+        documents: &[FetchedDocument],
+        finished: &mut FinishedGeneration,
+    ) -> Option<Described> {
+        for document in documents.iter().filter(|d| openapi::looks_like_spec(&d.text)) {
+            let read = match self.fetch_description(&document.final_url).await {
+                Ok((text, url, _)) => tokio::task::spawn_blocking(move || Spec::parse(&text))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|parsed| parsed.map(|spec| Described { spec, url: Some(url) })),
+                Err(error) => Err(error),
+            };
+            match read {
+                Ok(described) => return Some(described),
+                Err(error) => finished.warnings.push(format!(
+                    "{} looks like an API description but could not be read ({error}); the tools are written from \
+                     its text instead",
+                    document.final_url
+                )),
+            }
+        }
+        None
+    }
+
+    /// Which operations become tools: with a prompt and an LLM, the LLM's choice among those
+    /// the operator's filter selects (with its names and descriptions); otherwise the filter.
+    async fn choose_operations(
+        &self,
+        job: &Job,
+        spec: &Arc<Spec>,
+        operator: &OperationFilter,
+        finished: &mut FinishedGeneration,
+    ) -> Result<(OperationFilter, Vec<Choice>), StageError> {
+        if job.prompt.trim().is_empty() {
+            return Ok((operator.clone(), Vec::new()));
+        }
+        let Some(llm) = self.llm.clone() else {
+            finished.warnings.push(
+                "no LLM is configured, so the prompt did not choose the operations; \"operations\" did (or the \
+                 first [generation] max_tools)"
+                    .into(),
+            );
+            return Ok((operator.clone(), Vec::new()));
+        };
+        let listed = spec.clone();
+        let operations = tokio::task::spawn_blocking(move || listed.operations())
+            .await
+            .map_err(|e| StageError::new(Stage::Planning, e))?;
+        let candidates = openapi::filtered(&operations, operator);
+        let (choices, usage) =
+            select::select(llm.as_ref(), &job.prompt, spec.title(), &candidates, self.settings.max_tools)
+                .await
+                .map_err(|e| StageError::new(Stage::Planning, e))?;
+        super::add_usage(finished, usage);
+        finished.model = Some(llm.model().to_string());
+        let include = choices.iter().map(|c| c.operation.clone()).collect();
+        Ok((OperationFilter { include, exclude: Vec::new() }, choices))
     }
 
     /// Fetching: the description's text from its URL or the catalog, stored with the
@@ -125,11 +206,27 @@ impl Inner {
             .await
             .map_err(|e| StageError::internal(Stage::Fetching, e))?;
         finished.content_hash = Some(sha256);
-        let spec = tokio::task::spawn_blocking(move || Spec::parse(&text))
+        let mut root = tokio::task::spawn_blocking(move || openapi::spec::parse_document(&text))
             .await
             .map_err(|e| fail(e.to_string()))?
             .map_err(|e| fail(format!("{shown_url}: {e}")))?;
+        if let Some(source) = &url {
+            finished.warnings.extend(self.inline_external_refs(job, &mut root, source).await);
+        }
+        let spec = Spec::from_value(root).map_err(|e| fail(format!("{shown_url}: {e}")))?;
         Ok(Described { spec, url })
+    }
+
+    /// Fetches the files the description's `$ref`s name, from its own host and the operator's
+    /// domains only, and makes the description one document.
+    async fn inline_external_refs(&self, job: &Job, root: &mut Value, source: &url::Url) -> Vec<String> {
+        let operator = Whitelist::from_operator_domains(&job.allow_domains).unwrap_or_default();
+        let allowed = |url: &url::Url| {
+            url.host_str() == source.host_str()
+                || crate::whitelist::CanonicalHost::of_url(url).is_some_and(|host| operator.allows(&host))
+        };
+        let fetch = |url: url::Url| async move { self.fetch_description(url.as_str()).await.map(|(text, _, _)| text) };
+        openapi::external::inline(root, source, allowed, fetch).await
     }
 
     /// The description at `url` (GitHub pages are read raw), through the egress's document

@@ -17,6 +17,8 @@ use serde_json::{Map, Value, json};
 pub use crate::toolset::OperationFilter;
 use crate::toolset::ToolSpec;
 
+pub mod external;
+pub mod select;
 pub mod spec;
 
 pub use spec::{Flavour, MAX_SPEC_BYTES, Operation, Spec, looks_like_spec};
@@ -90,11 +92,7 @@ pub fn derive(
         Some(raw) => url::Url::parse(raw).map_err(|e| format!("base_url {raw:?} is not a URL: {e}"))?,
         None => spec.base_url(source)?,
     };
-    let mut selected: Vec<&Operation> = operations
-        .iter()
-        .filter(|op| filter.include.is_empty() || filter.include.iter().any(|rule| matches(rule, op)))
-        .filter(|op| !filter.exclude.iter().any(|rule| matches(rule, op)))
-        .collect();
+    let mut selected = filtered(&operations, filter);
     for rule in filter.include.iter().chain(&filter.exclude) {
         if !operations.iter().any(|op| matches(rule, op)) {
             warnings.push(format!("operations rule {rule:?} matches no operation"));
@@ -169,6 +167,41 @@ pub fn derive(
         return Err(format!("none of the selected operations can be called: {}", warnings.join("; ")));
     }
     Ok(Derived { tools, base_url, auth, warnings, operations_total: operations.len() })
+}
+
+/// The operations `filter` selects, in document order.
+pub fn filtered<'a>(operations: &'a [Operation], filter: &OperationFilter) -> Vec<&'a Operation> {
+    operations
+        .iter()
+        .filter(|op| filter.include.is_empty() || filter.include.iter().any(|rule| matches(rule, op)))
+        .filter(|op| !filter.exclude.iter().any(|rule| matches(rule, op)))
+        .collect()
+}
+
+impl Derived {
+    /// Applies the names and descriptions an LLM chose; schemas and requests stay as derived.
+    /// A name already taken keeps the derived one (a warning says so).
+    pub fn apply(&mut self, choices: &[select::Choice]) {
+        for choice in choices {
+            let Some(index) = self.tools.iter().position(|t| t.operation == choice.operation) else { continue };
+            if let Some(description) = choice.description.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
+                self.tools[index].spec.description = trim(description, MAX_DESCRIPTION_CHARS);
+            }
+            let Some(name) = &choice.name else { continue };
+            let old = self.tools[index].spec.name.clone();
+            if *name == old {
+                continue;
+            }
+            if self.tools.iter().any(|t| &t.spec.name == name) {
+                self.warnings.push(format!("{}: the name {name:?} is taken; it keeps {old:?}", choice.operation));
+                continue;
+            }
+            self.tools[index].spec.name = name.clone();
+            for need in &mut self.auth {
+                need.tools.iter_mut().filter(|t| **t == old).for_each(|t| *t = name.clone());
+            }
+        }
+    }
 }
 
 /// The credential name for a security scheme: its name where a credential name allows it.
@@ -330,6 +363,7 @@ fn tool(
         "path": op.path,
         "params": params,
         "body": body,
+        "accept": op.accept,
         "auth": needs.iter().map(|s| format!("the credential {s:?}")).collect::<Vec<_>>(),
     });
     let description = description(op);
@@ -354,7 +388,7 @@ fn tool(
     }
     let spec = ToolSpec {
         name: name.to_string(),
-        title: op.summary.as_deref().map(|s| trim(s, 200)),
+        title: op.summary.as_deref().filter(|s| !s.trim().is_empty()).map(|s| trim(s, 200)),
         description,
         input_schema: sanitize(input_schema),
         output_schema,
@@ -379,7 +413,8 @@ fn description(op: &Operation) -> String {
         (None, None) => format!("{} {}", op.method, op.path),
     };
     if let Some(fields) = op.response.as_ref().and_then(response_fields) {
-        text.push_str(&format!(" Returns {fields}."));
+        let end = if text.ends_with(['.', '!', '?']) { "" } else { "." };
+        text.push_str(&format!("{end} Returns {fields}."));
     }
     if op.deprecated { format!("(Deprecated) {text}") } else { text }
 }
@@ -410,6 +445,7 @@ fn output_schema(schema: &Value) -> Option<Map<String, Value>> {
         return None;
     }
     let mut lenient = schema.clone();
+    lenient["type"] = Value::String("object".into());
     loosen(&mut lenient);
     match lenient {
         Value::Object(map) => Some(sanitize(map)),
@@ -418,47 +454,134 @@ fn output_schema(schema: &Value) -> Option<Map<String, Value>> {
 }
 
 fn loosen(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.remove("required");
-            if map.get("additionalProperties") == Some(&Value::Bool(false)) {
-                map.remove("additionalProperties");
-            }
-            // `readOnly`/`writeOnly` are hints; formats are not checked for results.
-            map.remove("format");
-            map.values_mut().for_each(loosen);
+    each_schema(value, &mut |schema| {
+        schema.remove("required");
+        if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+            schema.remove("additionalProperties");
         }
-        Value::Array(items) => items.iter_mut().for_each(loosen),
-        _ => {}
-    }
+        // Formats and patterns are not checked on results: an API's data rarely keeps to them.
+        schema.remove("format");
+        schema.remove("pattern");
+    });
 }
 
-/// A schema the daemon's JSON Schema checks accept: OpenAPI-only keywords removed.
-fn sanitize(mut schema: Map<String, Value>) -> Map<String, Value> {
-    fn walk(value: &mut Value) {
-        match value {
-            Value::Object(map) => {
-                for key in ["nullable", "discriminator", "xml", "externalDocs", "example"] {
-                    map.remove(key);
+/// Calls `visit` on `schema` and every schema inside it, telling keywords from property names:
+/// `properties` holds schemas under arbitrary names, `items` a schema, `allOf` a list of them.
+fn each_schema(schema: &mut Value, visit: &mut impl FnMut(&mut Map<String, Value>)) {
+    let Value::Object(map) = schema else { return };
+    visit(map);
+    for (key, value) in map.iter_mut() {
+        match key.as_str() {
+            "properties" | "patternProperties" | "definitions" | "$defs" | "dependentSchemas" => {
+                if let Value::Object(named) = value {
+                    named.values_mut().for_each(|s| each_schema(s, visit));
                 }
-                // OpenAPI 3.0's boolean exclusiveMinimum/Maximum are not JSON Schema 2020-12.
-                for key in ["exclusiveMinimum", "exclusiveMaximum"] {
-                    if map.get(key).is_some_and(Value::is_boolean) {
-                        map.remove(key);
-                    }
-                }
-                map.values_mut().for_each(walk);
             }
-            Value::Array(items) => items.iter_mut().for_each(walk),
+            "items"
+            | "additionalProperties"
+            | "additionalItems"
+            | "not"
+            | "contains"
+            | "propertyNames"
+            | "if"
+            | "then"
+            | "else"
+            | "unevaluatedProperties"
+            | "unevaluatedItems" => match value {
+                Value::Array(list) => list.iter_mut().for_each(|s| each_schema(s, visit)),
+                other => each_schema(other, visit),
+            },
+            "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
+                if let Value::Array(list) = value {
+                    list.iter_mut().for_each(|s| each_schema(s, visit));
+                }
+            }
             _ => {}
         }
     }
-    let mut value = Value::Object(std::mem::take(&mut schema));
-    walk(&mut value);
+}
+
+/// A schema the daemon's JSON Schema checks accept: OpenAPI-only keywords removed, and
+/// keywords whose values are not what JSON Schema allows (a real description's mistakes)
+/// dropped rather than refusing the tool.
+fn sanitize(schema: Map<String, Value>) -> Map<String, Value> {
+    let mut value = Value::Object(schema);
+    each_schema(&mut value, &mut |map| {
+        for key in ["nullable", "discriminator", "xml", "externalDocs", "example"] {
+            map.remove(key);
+        }
+        // `$ref`s are inlined by now; `$id`, anchors and recursive references (some of them
+        // from other JSON Schema drafts) would only point elsewhere.
+        map.retain(|key, _| !key.starts_with('$'));
+        for key in ["readOnly", "writeOnly", "deprecated", "uniqueItems"] {
+            if map.get(key).is_some_and(|v| !v.is_boolean()) {
+                map.remove(key);
+            }
+        }
+        // OpenAPI 3.0's boolean exclusiveMinimum/Maximum are not JSON Schema 2020-12.
+        for key in ["exclusiveMinimum", "exclusiveMaximum"] {
+            if map.get(key).is_some_and(|v| !v.is_number()) {
+                map.remove(key);
+            }
+        }
+        let type_ok = |t: &Value| {
+            const TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "object", "array", "null"];
+            match t {
+                Value::String(name) => TYPES.contains(&name.as_str()),
+                Value::Array(names) => names.iter().all(|n| n.as_str().is_some_and(|n| TYPES.contains(&n))),
+                _ => false,
+            }
+        };
+        if map.get("type").is_some_and(|t| !type_ok(t)) {
+            map.remove("type");
+        }
+        for key in ["minimum", "maximum", "multipleOf"] {
+            if map.get(key).is_some_and(|v| !v.is_number()) {
+                map.remove(key);
+            }
+        }
+        for key in ["minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"] {
+            if map.get(key).is_some_and(|v| !v.is_u64()) {
+                map.remove(key);
+            }
+        }
+        if map.get("required").is_some_and(|r| !r.as_array().is_some_and(|names| names.iter().all(Value::is_string))) {
+            map.remove("required");
+        }
+        if map.get("enum").is_some_and(|e| !e.is_array()) {
+            map.remove("enum");
+        }
+        if map.get("pattern").is_some_and(|p| !p.as_str().is_some_and(regex_compiles)) {
+            map.remove("pattern");
+        }
+        for key in ["properties", "patternProperties", "definitions", "$defs"] {
+            if map.get(key).is_some_and(|p| !p.is_object()) {
+                map.remove(key);
+            }
+        }
+        for key in ["items", "additionalProperties", "not"] {
+            if map.get(key).is_some_and(|s| !s.is_object() && !s.is_boolean()) {
+                map.remove(key);
+            }
+        }
+        for key in ["allOf", "anyOf", "oneOf"] {
+            if map
+                .get(key)
+                .is_some_and(|list| !list.as_array().is_some_and(|l| !l.is_empty() && l.iter().all(Value::is_object)))
+            {
+                map.remove(key);
+            }
+        }
+    });
     match value {
         Value::Object(map) => map,
         _ => Map::new(),
     }
+}
+
+/// Whether a `pattern` is a regular expression the daemon's schema checks can compile.
+fn regex_compiles(pattern: &str) -> bool {
+    crate::toolset::validator(&json!({"type": "string", "pattern": pattern})).is_ok()
 }
 
 /// Whitespace collapsed and cut at `max` characters.
@@ -592,6 +715,7 @@ mod tests {
             parameters: vec![],
             body: None,
             response: None,
+            accept: None,
             security: vec![],
         };
         assert_eq!(unique_name(&op(Some("repos/get-content"), "GET", "/"), &mut taken), "repos_get_content");
@@ -607,6 +731,38 @@ mod tests {
                 && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
             assert!(valid, "{name}");
         }
+    }
+
+    #[test]
+    fn broken_keywords_are_dropped_and_output_schemas_are_lenient() {
+        let input = json!({"type": "object", "properties": {
+            "a": {"type": {}, "minimum": "1", "nullable": true},
+            "b": {"type": "string", "pattern": "(?<=x)y", "exclusiveMinimum": true},
+            "required": {"type": "string", "format": "uuid"},
+            "c": {"allOf": [], "items": "x"}
+        }});
+        let Value::Object(input) = input else { unreachable!() };
+        let clean = Value::Object(sanitize(input));
+        assert_eq!(clean["properties"]["a"], json!({}));
+        assert_eq!(clean["properties"]["b"], json!({"type": "string"}));
+        assert_eq!(clean["properties"]["required"]["format"], "uuid", "a property named `required` is a property");
+        assert_eq!(clean["properties"]["c"], json!({}));
+        crate::toolset::validator(&clean).unwrap();
+        let output = output_schema(&json!({"properties": {"id": {"type": "string", "format": "uuid"}, "format": {"type": "string"}}, "required": ["id"]})).unwrap();
+        assert_eq!(
+            Value::Object(output),
+            json!({"type": "object", "properties": {"id": {"type": "string"}, "format": {"type": "string"}}})
+        );
+    }
+
+    #[test]
+    fn descriptions_add_the_response_fields() {
+        let spec = petstore();
+        let derived = derive(&spec, None, None, &OperationFilter::default(), 64).unwrap();
+        assert_eq!(derived.tools[0].spec.description, "List pets. Returns a list of objects with id, name.");
+        assert_eq!(derived.tools[3].spec.description, "DELETE /pets/{petId}");
+        assert_eq!(credential_name("petstore auth"), "petstore_auth");
+        assert_eq!(credential_name("_x"), "kx");
     }
 
     #[test]

@@ -40,6 +40,10 @@ impl PetsApi {
         let router = axum::Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap, body: String| {
             let (record, spec) = (record.clone(), spec.clone());
             async move {
+                if uri.path() == "/defs.yaml" {
+                    let text = "Orders:\n  type: object\n  properties:\n    count: {type: integer}\n";
+                    return ([("content-type", "application/yaml")], text.to_string()).into_response();
+                }
                 if uri.path() == "/spec.yaml" {
                     let text = spec.lock().unwrap().clone();
                     return ([("content-type", "application/yaml")], text).into_response();
@@ -336,7 +340,7 @@ paths:
       tags: [store]
       security: [{{basic: []}}]
       responses:
-        "200": {{description: ok, schema: {{type: object, properties: {{count: {{type: integer}}}}}}}}
+        "200": {{description: ok, schema: {{$ref: "defs.yaml#/Orders"}}}}
   /secure/inventory:
     get:
       operationId: inventory
@@ -392,6 +396,11 @@ async fn a_swagger_description_by_url_with_a_missing_credential_and_a_tool_cap()
     let tool = |name: &str| view["tools"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned().unwrap();
     assert_eq!(tool("find_by_status")["self_test"]["status"], "passed", "the enum gave the example");
     assert!(tool("list_orders")["self_test"]["reason"].as_str().unwrap().contains("\"basic\""));
+    assert_eq!(
+        tool("list_orders")["output_schema"]["properties"]["count"]["type"],
+        "integer",
+        "the schema in the other file was fetched and resolved"
+    );
     api.take();
 
     let client = app.mcp("ops").await;
@@ -464,5 +473,50 @@ async fn bad_descriptions_are_refused_before_anything_is_stored() {
     assert_eq!(view["status"], "failed");
     let error = view["latest_generation"]["error"].as_str().unwrap_or_default().to_string();
     assert!(error.contains("fetching failed") && error.contains("not an OpenAPI or Swagger description"), "{error}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_llm_a_prompt_chooses_operations_of_a_linked_description_and_never_writes_requests() {
+    use crate::scripted_llm::{Scripted, ScriptedLlm};
+    let api = PetsApi::start().await;
+    *api.spec_yaml.lock().unwrap() = swagger_yaml(api.port);
+    let llm = ScriptedLlm::start().await;
+    llm.push(Scripted::text(
+        r#"{"operations": [{"operation": "GET /pets/findByStatus", "name": "find_pets", "description": "Finds pets by their status."},
+                           {"operation": "GET /users"}]}"#,
+    ));
+    let mut env = llm.daemon_env(false);
+    env.push((format!("MCPBOOTD_EGRESS__RESOLVE__{PETS_HOST}"), "127.0.0.1".to_string()));
+    let app = spawn_app_with(AppOptions { env, ..Default::default() }).await;
+    // A prompt that links the description: it is recognised by its content and derived from.
+    let prompt = format!("Tools to look up pets by status and list users: http://{PETS_HOST}:{}/spec.yaml", api.port);
+    let (status, _) = app.post("/admin/servers", &json!({"id": "chosen", "prompt": prompt})).await;
+    assert_eq!(status, 202);
+    let view = wait_finished(&app, "chosen").await;
+    assert_eq!(view["status"], "ready", "{view:#}");
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 1, "one request: the choice; no planning, no handler writing");
+    let sent = requests[0].last_user_message();
+    assert!(sent.contains("GET /pets/findByStatus | findByStatus | pet |"), "the index: {sent}");
+    assert!(!sent.contains("collectionFormat"), "the index, not the description, goes to the LLM");
+    let names: Vec<&str> = view["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["find_pets", "list_users"]);
+    let find = &view["tools"][0];
+    assert_eq!(find["description"], "Finds pets by their status.");
+    assert_eq!(
+        find["input_schema"]["properties"]["status"]["items"]["enum"],
+        json!(["available", "sold"]),
+        "schemas are derived"
+    );
+    assert!(find["handler"].as_str().unwrap().starts_with("const plan = "), "the handler is the executor");
+    assert_eq!(view["generation"]["plan"]["openapi"]["flavour"], "swagger 2.0");
+    assert!(view["generation"]["tokens"]["input"].as_u64().unwrap() > 0);
+    api.take();
+    let client = app.mcp("chosen").await;
+    let result = mcp_call(&client, "find_pets", json!({"status": ["sold"]})).await;
+    assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
+    assert_eq!(api.take().pop().unwrap().query.as_deref(), Some("status=sold"));
+    client.cancel().await.unwrap();
     app.stop().await;
 }

@@ -21,6 +21,7 @@ mod load;
 mod mcp_transport;
 mod observability;
 mod openapi;
+mod openapi_quality;
 mod overruns;
 mod sandbox_escapes;
 mod scripted_llm;

@@ -52,6 +52,7 @@ for (const p of plan.params) {
   else if (p.in === 'cookie') cookies.push(`${p.name}=${enc(headerValue(p, v))}`);
 }
 if (cookies.length) headers.cookie = cookies.join('; ');
+if (plan.accept && !Object.keys(headers).some((h) => h.toLowerCase() === 'accept')) headers.accept = plan.accept;
 let body;
 if (plan.body && args[plan.body.arg] !== undefined) {
   const value = args[plan.body.arg];

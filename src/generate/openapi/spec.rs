@@ -8,6 +8,17 @@ use serde_json::{Map, Value};
 pub const MAX_SPEC_BYTES: usize = 32 * 1024 * 1024;
 /// How deep `$ref`s are followed inside one schema before the rest is left open (`{}`).
 const MAX_REF_DEPTH: usize = 12;
+/// How deep a resolved schema may nest (counting every keyword level).
+const MAX_NESTING: usize = 48;
+/// Schema objects one resolved schema may hold (a few hundred kilobytes of JSON at most).
+const MAX_SCHEMA_NODES: usize = 3000;
+
+/// The state of resolving one schema: the `$ref`s being followed, and what is left of the size
+/// budget.
+struct Walk {
+    stack: Vec<String>,
+    budget: usize,
+}
 
 /// Which description language a document is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +58,8 @@ pub struct Operation {
     pub body: Option<Body>,
     /// The schema of the first 2xx JSON response, resolved.
     pub response: Option<Value>,
+    /// The media type to ask for (`Accept`): the 2xx response's JSON type, else its first one.
+    pub accept: Option<String>,
     /// Alternatives, each a set of scheme names that together satisfy it (`[]`: no auth).
     pub security: Vec<Vec<String>>,
 }
@@ -75,10 +88,19 @@ pub struct Body {
     pub example: Option<Value>,
 }
 
-/// Whether `text` looks like an API description, without parsing all of it.
+/// Whether `text` looks like an API description, without parsing all of it: a JSON object
+/// with an `openapi` or `swagger` key near its start, or YAML with one at the top level.
 pub fn looks_like_spec(text: &str) -> bool {
     let head: String = text.chars().take(4096).collect();
-    ["\"openapi\"", "\"swagger\"", "openapi:", "swagger:"].iter().any(|marker| head.contains(marker))
+    let trimmed = head.trim_start();
+    if trimmed.starts_with('{') {
+        return ["\"openapi\"", "\"swagger\""].iter().any(|key| trimmed.contains(key));
+    }
+    head.lines().take(100).any(|line| {
+        ["openapi:", "swagger:", "\"openapi\":", "'openapi':", "\"swagger\":", "'swagger':"]
+            .iter()
+            .any(|key| line.starts_with(key))
+    })
 }
 
 impl std::fmt::Debug for Spec {
@@ -90,16 +112,7 @@ impl std::fmt::Debug for Spec {
 impl Spec {
     /// Parses a description from JSON or YAML text and recognises its version.
     pub fn parse(text: &str) -> Result<Spec, String> {
-        if text.len() > MAX_SPEC_BYTES {
-            return Err(format!("the API description is {} bytes; at most {MAX_SPEC_BYTES} are read", text.len()));
-        }
-        let trimmed = text.trim_start();
-        let root: Value = if trimmed.starts_with('{') {
-            serde_json::from_str(trimmed).map_err(|e| format!("the API description is not valid JSON: {e}"))?
-        } else {
-            yaml_serde::from_str(text).map_err(|e| format!("the API description is not valid JSON or YAML: {e}"))?
-        };
-        Spec::from_value(root)
+        Spec::from_value(parse_document(text)?)
     }
 
     pub fn from_value(root: Value) -> Result<Spec, String> {
@@ -134,8 +147,9 @@ impl Spec {
     /// Follows a local `$ref` (`#/components/schemas/X`), once.
     fn lookup(&self, reference: &str) -> Option<&Value> {
         let pointer = reference.strip_prefix('#')?;
-        let decoded = pointer.replace("~1", "/").replace("~0", "~");
-        self.root.pointer(&decoded).or_else(|| self.root.pointer(pointer))
+        // JSON pointers in `$ref`s are often percent-encoded too (`%7Bid%7D` for `{id}`).
+        let decoded = percent_encoding::percent_decode_str(pointer).decode_utf8_lossy();
+        self.root.pointer(pointer).or_else(|| self.root.pointer(&decoded))
     }
 
     /// `value` with `$ref` replaced by what it points at (not recursively).
@@ -154,26 +168,28 @@ impl Spec {
     /// turned into a `null` type, and recursion cut (a schema met again inside itself, or past
     /// [`MAX_REF_DEPTH`], becomes `{}`: anything).
     pub fn resolve_schema(&self, schema: &Value) -> Value {
-        let mut stack = Vec::new();
-        self.resolve(schema, &mut stack, 0)
+        let mut walk = Walk { stack: Vec::new(), budget: MAX_SCHEMA_NODES };
+        self.resolve(schema, &mut walk, 0)
     }
 
-    fn resolve(&self, schema: &Value, stack: &mut Vec<String>, depth: usize) -> Value {
-        if depth > 24 {
-            return Value::Object(Map::new());
-        }
+    fn resolve(&self, schema: &Value, walk: &mut Walk, depth: usize) -> Value {
         match schema {
+            // Deeper than any real schema nests, or larger than a tool's schema should be (a
+            // description whose schemas nest many distinct `$ref`s would otherwise grow
+            // exponentially as they are inlined): the rest is left open.
+            Value::Object(_) if depth > MAX_NESTING || walk.budget == 0 => Value::Object(Map::new()),
             Value::Object(map) => {
+                walk.budget -= 1;
                 if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
-                    if stack.iter().any(|seen| seen == reference) || stack.len() >= MAX_REF_DEPTH {
+                    if walk.stack.iter().any(|seen| seen == reference) || walk.stack.len() >= MAX_REF_DEPTH {
                         return Value::Object(Map::new());
                     }
                     let Some(target) = self.lookup(reference) else {
                         return Value::Object(Map::new());
                     };
-                    stack.push(reference.to_string());
-                    let resolved = self.resolve(target, stack, depth + 1);
-                    stack.pop();
+                    walk.stack.push(reference.to_string());
+                    let resolved = self.resolve(target, walk, depth + 1);
+                    walk.stack.pop();
                     return resolved;
                 }
                 let mut out = Map::new();
@@ -183,7 +199,17 @@ impl Spec {
                         "example" | "examples" | "default" | "enum" | "const" => value.clone(),
                         k if k.starts_with("x-") => continue,
                         "discriminator" | "xml" | "externalDocs" => continue,
-                        _ => self.resolve(value, stack, depth + 1),
+                        // Maps from names to schemas: every name is kept, whatever it is.
+                        "properties" | "patternProperties" | "definitions" | "$defs" => match value {
+                            Value::Object(named) => Value::Object(
+                                named
+                                    .iter()
+                                    .map(|(name, schema)| (name.clone(), self.resolve(schema, walk, depth + 1)))
+                                    .collect(),
+                            ),
+                            other => other.clone(),
+                        },
+                        _ => self.resolve(value, walk, depth + 1),
                     };
                     out.insert(key.clone(), resolved);
                 }
@@ -202,9 +228,7 @@ impl Spec {
                 }
                 Value::Object(out)
             }
-            Value::Array(items) => {
-                Value::Array(items.iter().map(|item| self.resolve(item, stack, depth + 1)).collect())
-            }
+            Value::Array(items) => Value::Array(items.iter().map(|item| self.resolve(item, walk, depth + 1)).collect()),
             other => other.clone(),
         }
     }
@@ -248,6 +272,7 @@ impl Spec {
                     parameters,
                     body,
                     response: self.response_schema(operation),
+                    accept: self.accept(operation),
                     security: operation
                         .get("security")
                         .map(security_alternatives)
@@ -326,7 +351,12 @@ impl Spec {
             }
         }
         if !form.is_empty() {
-            let content_type = self.consumes(operation).unwrap_or_else(|| "application/x-www-form-urlencoded".into());
+            // Form fields go as a form: urlencoded unless the operation only takes multipart.
+            let multipart_only = self
+                .consumes_list(operation)
+                .is_some_and(|kinds| !kinds.is_empty() && kinds.iter().all(|k| k.starts_with("multipart/")));
+            let content_type = if multipart_only { "multipart/form-data" } else { "application/x-www-form-urlencoded" };
+            let content_type = content_type.to_string();
             let schema = serde_json::json!({"type": "object", "properties": form, "required": form_required});
             body = Some(Body {
                 content_type,
@@ -359,7 +389,13 @@ impl Spec {
         (parameters, body)
     }
 
-    /// Swagger 2.0's `consumes` (the operation's, else the document's) first entry.
+    /// Swagger 2.0's `consumes`: the operation's, else the document's.
+    fn consumes_list(&self, operation: &Value) -> Option<Vec<String>> {
+        let list = operation.get("consumes").or_else(|| self.root.get("consumes"))?.as_array()?;
+        Some(list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+    }
+
+    /// Swagger 2.0's `consumes` entry a JSON body is sent as: a JSON type, else the first.
     fn consumes(&self, operation: &Value) -> Option<String> {
         let list = operation.get("consumes").or_else(|| self.root.get("consumes"))?.as_array()?;
         list.iter()
@@ -367,6 +403,26 @@ impl Spec {
             .find(|kind| kind.contains("json"))
             .or_else(|| list.iter().filter_map(Value::as_str).next())
             .map(str::to_owned)
+    }
+
+    fn accept(&self, operation: &Value) -> Option<String> {
+        let kinds: Vec<String> = match self.flavour {
+            Flavour::Swagger2 => operation
+                .get("produces")
+                .or_else(|| self.root.get("produces"))?
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => {
+                let responses = operation.get("responses")?.as_object()?;
+                let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
+                self.deref(response).get("content")?.as_object()?.keys().cloned().collect()
+            }
+        };
+        let valid = |kind: &&String| kind.contains('/') && !kind.contains('*') && !kind.contains(char::is_whitespace);
+        kinds.iter().filter(valid).find(|k| k.contains("json")).or_else(|| kinds.iter().find(valid)).cloned()
     }
 
     fn response_schema(&self, operation: &Value) -> Option<Value> {
@@ -447,6 +503,101 @@ impl Spec {
             .and_then(Value::as_object);
         schemes.into_iter().flatten().map(|(name, scheme)| (name.clone(), self.deref(scheme).clone())).collect()
     }
+}
+
+/// A JSON or YAML document (a description, or a file one refers to) as JSON.
+pub fn parse_document(text: &str) -> Result<Value, String> {
+    if text.len() > MAX_SPEC_BYTES {
+        return Err(format!("the API description is {} bytes; at most {MAX_SPEC_BYTES} are read", text.len()));
+    }
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') {
+        return serde_json::from_str(trimmed).map_err(|e| format!("the API description is not valid JSON: {e}"));
+    }
+    let Lenient(value) =
+        yaml_serde::from_str(text).map_err(|e| format!("the API description is not valid JSON or YAML: {e}"))?;
+    Ok(value)
+}
+
+/// A YAML document read as JSON, leniently: real descriptions have integer keys (`200:`
+/// response codes, kept as strings), integers beyond 64 bits (kept as the nearest float) and
+/// tags (their value is kept), which a plain `serde_json::Value` refuses.
+struct Lenient(Value);
+
+impl<'de> serde::Deserialize<'de> for Lenient {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Lenient, D::Error> {
+        deserializer.deserialize_any(LenientVisitor).map(Lenient)
+    }
+}
+
+struct LenientVisitor;
+
+impl<'de> serde::de::Visitor<'de> for LenientVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_i128<E>(self, v: i128) -> Result<Value, E> {
+        Ok(i64::try_from(v).map(Value::from).unwrap_or_else(|_| float(v as f64)))
+    }
+    fn visit_u128<E>(self, v: u128) -> Result<Value, E> {
+        Ok(u64::try_from(v).map(Value::from).unwrap_or_else(|_| float(v as f64)))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(float(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(LenientVisitor)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Lenient(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some((Lenient(key), Lenient(value))) = map.next_entry()? {
+            let key = match key {
+                Value::String(text) => text,
+                other => other.to_string(),
+            };
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
+        use serde::de::VariantAccess;
+        let (_tag, variant): (String, _) = data.variant()?;
+        variant.newtype_variant::<Lenient>().map(|Lenient(value)| value)
+    }
+}
+
+fn float(v: f64) -> Value {
+    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
 }
 
 /// An example for a parameter or media object: its own `example`, the first of its `examples`
@@ -588,6 +739,40 @@ mod tests {
         assert!(Spec::parse("openapi: 3.0.0").unwrap_err().contains("no `paths`"));
         assert!(looks_like_spec("{\n  \"openapi\": \"3.0.0\""));
         assert!(!looks_like_spec("<html>"));
+        assert!(looks_like_spec("# comment\nopenapi: 3.1.0\ninfo: {}"));
+        assert!(!looks_like_spec("<p>Our API follows openapi: see the spec</p>"));
+        assert!(!looks_like_spec("  nested:\n    openapi: 3.0.0"));
+    }
+
+    #[test]
+    fn yaml_with_integer_keys_and_huge_numbers_reads_as_json() {
+        let text = "openapi: 3.0.0\npaths:\n  /a:\n    get:\n      parameters:\n        - {name: seed, in: query, schema: {type: integer, minimum: -9223372036854776000}}\n      responses:\n        200: {description: ok}\n";
+        let spec = Spec::parse(text).unwrap();
+        assert!(spec.root.pointer("/paths/~1a/get/responses/200").is_some(), "an integer key becomes a string");
+        let minimum = &spec.operations()[0].parameters[0].schema["minimum"];
+        assert!(minimum.as_f64().unwrap() < -9.2e18, "{minimum}");
+    }
+
+    #[test]
+    fn property_names_that_look_like_keywords_are_kept() {
+        let spec = Spec::from_value(json!({"openapi": "3.0.0", "paths": {}})).unwrap();
+        let schema = json!({"type": "object", "properties": {"xml": {"type": "string"}, "x-id": {"type": "integer"}, "example": {"type": "string"}}});
+        let resolved = spec.resolve_schema(&schema);
+        let names: Vec<&String> = resolved["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(names, ["xml", "x-id", "example"]);
+    }
+
+    #[test]
+    fn examples_come_from_the_parameter_its_schema_or_the_required_fields() {
+        let p = |v: Value| v;
+        assert_eq!(example_of(&p(json!({"example": 5})), &json!({})), Some(json!(5)));
+        assert_eq!(example_of(&p(json!({"examples": {"a": {"value": "x"}}})), &json!({})), Some(json!("x")));
+        assert_eq!(example_of(&Value::Null, &json!({"enum": ["on", "off"]})), Some(json!("on")));
+        assert_eq!(example_of(&Value::Null, &json!({"type": "array", "items": {"default": 3}})), Some(json!([3])));
+        let object =
+            json!({"type": "object", "required": ["a"], "properties": {"a": {"example": 1}, "b": {"type": "string"}}});
+        assert_eq!(example_of(&Value::Null, &object), Some(json!({"a": 1})));
+        assert_eq!(example_of(&Value::Null, &json!({"type": "string"})), None);
     }
 
     #[test]

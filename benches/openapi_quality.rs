@@ -43,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
         })
         .collect();
     files.sort();
+    large_description(&dir);
     let env = openapi_quality::daemon_env().into_iter().collect::<Vec<_>>();
     let daemon = support::start_daemon(env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()).await?;
     let run = openapi_quality::QualityRun::new(format!("http://{}", daemon.address), sample).await;
@@ -56,4 +57,32 @@ async fn main() -> anyhow::Result<()> {
     println!();
     openapi_quality::print_reports(&reports);
     daemon.stop().await
+}
+
+/// Parsing and deriving from a description of over 20 MB: the largest sample's paths repeated
+/// under distinct prefixes until the JSON text passes 20 MB.
+fn large_description(dir: &std::path::Path) {
+    use mcpbootd::generate::openapi::{OperationFilter, Spec, derive};
+    let Ok(text) = std::fs::read_to_string(dir.join("digitalocean.json")) else { return };
+    let mut root: serde_json::Value = serde_json::from_str(&text).expect("digitalocean.json is JSON");
+    let paths = root["paths"].as_object().cloned().unwrap_or_default();
+    let mut copy = 0;
+    while serde_json::to_string(&root).unwrap().len() < 20 * 1024 * 1024 {
+        copy += 1;
+        for (path, item) in &paths {
+            root["paths"][format!("/copy{copy}{path}")] = item.clone();
+        }
+    }
+    let text = serde_json::to_string(&root).unwrap();
+    let started = std::time::Instant::now();
+    let spec = Spec::parse(&text).expect("the large description parses");
+    let parsed = started.elapsed();
+    let derived = derive(&spec, None, None, &OperationFilter::default(), 64).expect("tools are derived");
+    println!(
+        "large description: {:.1} MB, {} operations; parsed in {:.0} ms, 64 tools derived in {:.0} ms more\n",
+        text.len() as f64 / 1048576.0,
+        derived.operations_total,
+        parsed.as_secs_f64() * 1000.0,
+        (started.elapsed() - parsed).as_secs_f64() * 1000.0
+    );
 }

@@ -145,7 +145,7 @@ impl Inner {
             return Ok((operator.clone(), Vec::new()));
         };
         let listed = spec.clone();
-        let operations = tokio::task::spawn_blocking(move || listed.operations())
+        let operations = tokio::task::spawn_blocking(move || listed.operations_where(|_| false))
             .await
             .map_err(|e| StageError::new(Stage::Planning, e))?;
         let candidates = openapi::filtered(&operations, operator);

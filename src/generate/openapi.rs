@@ -84,10 +84,14 @@ pub fn derive(
     max_tools: usize,
 ) -> Result<Derived, String> {
     let mut warnings = Vec::new();
-    let operations = spec.operations();
-    if operations.is_empty() {
+    // Choose on the operations' heads, then resolve the schemas of the chosen ones only.
+    let heads = spec.operations_where(|_| false);
+    if heads.is_empty() {
         return Err("the API description has no operations".into());
     }
+    let chosen: HashSet<(String, String)> =
+        filtered(&heads, filter).into_iter().take(max_tools).map(|op| (op.method.clone(), op.path.clone())).collect();
+    let operations = spec.operations_where(|op| chosen.contains(&(op.method.clone(), op.path.clone())));
     let base_url = match base_url {
         Some(raw) => url::Url::parse(raw).map_err(|e| format!("base_url {raw:?} is not a URL: {e}"))?,
         None => spec.base_url(source)?,

@@ -235,29 +235,22 @@ impl Spec {
 
     /// Every operation under `paths`, in document order.
     pub fn operations(&self) -> Vec<Operation> {
+        self.operations_where(|_| true)
+    }
+
+    /// Every operation under `paths`, in document order; only those `complete` accepts (it sees
+    /// the method, path, operationId, summary, description, tags and deprecation) get their
+    /// parameters, body and response resolved. Choosing first keeps a description with
+    /// thousands of operations cheap when a few are wanted.
+    pub fn operations_where(&self, complete: impl Fn(&Operation) -> bool) -> Vec<Operation> {
         let mut operations = Vec::new();
         let global_security = self.root.get("security").map(security_alternatives).unwrap_or_default();
         for (path, item) in self.root["paths"].as_object().into_iter().flatten() {
             let item = self.deref(item);
-            let shared = item.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
             for method in ["get", "put", "post", "delete", "options", "head", "patch", "trace"] {
                 let Some(operation) = item.get(method).filter(|o| o.is_object()) else { continue };
-                let mut raw: Vec<Value> =
-                    operation.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
-                // Path-item parameters apply unless the operation overrides them (same name and place).
-                for parameter in &shared {
-                    let p = self.deref(parameter);
-                    let overridden = raw.iter().any(|own| {
-                        let own = self.deref(own);
-                        own.get("name") == p.get("name") && own.get("in") == p.get("in")
-                    });
-                    if !overridden {
-                        raw.push(parameter.clone());
-                    }
-                }
-                let (parameters, body) = self.parameters(&raw, operation);
                 let text = |key: &str| operation.get(key).and_then(Value::as_str).map(str::to_owned);
-                operations.push(Operation {
+                let mut head = Operation {
                     method: method.to_ascii_uppercase(),
                     path: path.clone(),
                     operation_id: text("operationId"),
@@ -269,18 +262,42 @@ impl Spec {
                         .map(|t| t.iter().filter_map(Value::as_str).map(str::to_owned).collect())
                         .unwrap_or_default(),
                     deprecated: operation.get("deprecated") == Some(&Value::Bool(true)),
-                    parameters,
-                    body,
-                    response: self.response_schema(operation),
-                    accept: self.accept(operation),
+                    parameters: Vec::new(),
+                    body: None,
+                    response: None,
+                    accept: None,
                     security: operation
                         .get("security")
                         .map(security_alternatives)
                         .unwrap_or_else(|| global_security.clone()),
-                });
+                };
+                if complete(&head) {
+                    let raw = self.merged_parameters(item, operation);
+                    (head.parameters, head.body) = self.parameters(&raw, operation);
+                    head.response = self.response_schema(operation);
+                    head.accept = self.accept(operation);
+                }
+                operations.push(head);
             }
         }
         operations
+    }
+
+    /// The operation's parameters plus its path item's, unless the operation overrides them
+    /// (same name and place).
+    fn merged_parameters(&self, item: &Value, operation: &Value) -> Vec<Value> {
+        let mut raw: Vec<Value> = operation.get("parameters").and_then(Value::as_array).cloned().unwrap_or_default();
+        for parameter in item.get("parameters").and_then(Value::as_array).into_iter().flatten() {
+            let p = self.deref(parameter);
+            let overridden = raw.iter().any(|own| {
+                let own = self.deref(own);
+                own.get("name") == p.get("name") && own.get("in") == p.get("in")
+            });
+            if !overridden {
+                raw.push(parameter.clone());
+            }
+        }
+        raw
     }
 
     fn parameters(&self, raw: &[Value], operation: &Value) -> (Vec<Parameter>, Option<Body>) {

@@ -5,7 +5,7 @@
 //! Every error here is a JSON-RPC error response ([`ApiError::as_jsonrpc`]): MCP clients show
 //! the message of such a body, where for any other they show only a status.
 
-mod params;
+pub(super) mod params;
 pub mod transport;
 
 use axum::extract::{Path, Request, State};

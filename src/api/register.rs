@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::access_token;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::mcp::params::Kind;
 use crate::api::model::{
     CredentialRequest, ErrorBody, GenerationStarted, OpenApiRegistration, PromptRegistration, Registered, Registration,
     ToolsetRegistered, ToolsetRegistration,
@@ -91,22 +92,40 @@ pub async fn create_server(
 
 /// Stores the server with a pending generation and starts generating.
 async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<Registered, ApiError> {
-    // The operator named where each credential goes: those hosts are meant to be reachable.
-    let mut allow_domains = body.allow_domains;
-    for credential in body.credentials.values() {
-        allow_domains
-            .extend(credential.domains.iter().filter(|d| !allow_domains.contains(d)).cloned().collect::<Vec<_>>());
-    }
+    let allow_domains = with_credential_domains(body.allow_domains, &body.credentials);
     let server = Checked::new(body.id, body.name, body.description, body.access_token, &allow_domains)?;
     let prompt = body.prompt;
     check_prompt(&prompt)?;
     if !state.generator.llm_configured() {
         return Err(llm_not_configured(&state.config.llm));
     }
+    let pending = Pending { prompt, allow_domains, dry_run: body.dry_run, code_mode: body.code_mode, openapi: None };
+    start_generation(state, server, body.credentials, pending, None).await
+}
+
+/// What a registration that is generated in the background stores besides its [`Checked`] part.
+struct Pending {
+    prompt: String,
+    allow_domains: Vec<String>,
+    dry_run: bool,
+    code_mode: Option<CodeModeSettings>,
+    openapi: Option<OpenApiSettings>,
+}
+
+/// Seals the credentials, stores the server with a pending generation and starts the job: the
+/// common end of prompt and API-description registrations. `inline_spec` is the text of an
+/// inline description, kept under `openapi.sha256`.
+async fn start_generation(
+    state: &AppState,
+    server: Checked,
+    credentials: BTreeMap<String, CredentialRequest>,
+    pending: Pending,
+    inline_spec: Option<&str>,
+) -> Result<Registered, ApiError> {
     let Checked { id, name, description, access_token_sha256, whitelist } = server;
-    let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
-    check_code_mode(body.code_mode.as_ref())?;
-    let dry_run = body.dry_run;
+    let credentials = seal_credentials(state, &id, credentials, &whitelist)?;
+    check_code_mode(pending.code_mode.as_ref())?;
+    let Pending { prompt, allow_domains, dry_run, code_mode, openapi } = pending;
     let generation_id = state
         .catalog
         .create_prompt_server(NewPromptServer {
@@ -118,11 +137,12 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
             credentials: &credentials,
             dry_run,
             access_token_sha256: access_token_sha256.as_deref(),
-            code_mode: body.code_mode.as_ref(),
-            openapi: None,
-            inline_spec: None,
+            code_mode: code_mode.as_ref(),
+            openapi: openapi.as_ref(),
+            inline_spec,
         })
         .await?;
+    let described = openapi.is_some();
     state.generator.spawn(Job {
         server: id.clone(),
         generation_id,
@@ -130,9 +150,13 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
         allow_domains,
         dry_run,
         force: false,
-        openapi: None,
+        openapi,
     });
-    tracing::info!(server_id = %id, generation_id, dry_run, "prompt server registered; generation started");
+    if described {
+        tracing::info!(server_id = %id, generation_id, dry_run, "API description server registered; derivation started");
+    } else {
+        tracing::info!(server_id = %id, generation_id, dry_run, "prompt server registered; generation started");
+    }
     Ok(Registered::Prompt(GenerationStarted {
         mcp_path: id.mcp_path(),
         id,
@@ -142,28 +166,37 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
     }))
 }
 
+/// The registration's `allow_domains` plus its credentials' domains: the operator named where
+/// each credential goes, so those hosts are meant to be reachable.
+fn with_credential_domains(
+    mut allow_domains: Vec<String>,
+    credentials: &BTreeMap<String, CredentialRequest>,
+) -> Vec<String> {
+    for credential in credentials.values() {
+        allow_domains
+            .extend(credential.domains.iter().filter(|d| !allow_domains.contains(d)).cloned().collect::<Vec<_>>());
+    }
+    allow_domains
+}
+
+/// Whether `raw` is an absolute http(s) URL with a host.
+fn is_http_url(raw: &str) -> bool {
+    url::Url::parse(raw).is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.host_str().is_some())
+}
+
 /// Stores a server derived from an API description and starts deriving. An inline description
 /// is parsed and derived here first, so one that yields no tools is refused before anything is
 /// stored; one given by URL is fetched by the generation.
 async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result<Registered, ApiError> {
-    let mut allow_domains = body.allow_domains;
-    for credential in body.credentials.values() {
-        allow_domains
-            .extend(credential.domains.iter().filter(|d| !allow_domains.contains(d)).cloned().collect::<Vec<_>>());
-    }
+    let allow_domains = with_credential_domains(body.allow_domains, &body.credentials);
     let invalid = |message: String| ApiError::new(ErrorCode::InvalidOpenapi, message);
-    let base_url = match body.base_url {
-        Some(raw) => match url::Url::parse(&raw) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => Some(raw),
-            _ => {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidField,
-                    format!("base_url {raw:?} must be an absolute http(s) URL such as \"https://api.example.com/v1\""),
-                ));
-            }
-        },
-        None => None,
-    };
+    if let Some(raw) = body.base_url.as_deref().filter(|raw| !is_http_url(raw)) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
+            format!("base_url {raw:?} must be an absolute http(s) URL such as \"https://api.example.com/v1\""),
+        ));
+    }
+    let base_url = body.base_url;
     let (url, inline) = match (body.openapi, body.openapi_spec) {
         (Some(_), Some(_)) => {
             return Err(ApiError::new(
@@ -171,18 +204,16 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
                 "send either \"openapi\" (the description's URL) or \"openapi_spec\" (the description itself), not both",
             ));
         }
-        (Some(raw), None) => match url::Url::parse(&raw) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => (Some(raw), None),
-            _ => {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidField,
-                    format!(
-                        "openapi {raw:?} must be the http(s) URL of an OpenAPI or Swagger description; send the \
-                             description itself as \"openapi_spec\""
-                    ),
-                ));
-            }
-        },
+        (Some(raw), None) if is_http_url(&raw) => (Some(raw), None),
+        (Some(raw), None) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                format!(
+                    "openapi {raw:?} must be the http(s) URL of an OpenAPI or Swagger description; send the \
+                     description itself as \"openapi_spec\""
+                ),
+            ));
+        }
         (None, Some(Value::String(text))) => (None, Some(text)),
         (None, Some(Value::Object(object))) => (None, Some(Value::Object(object).to_string())),
         (None, Some(other)) => {
@@ -190,7 +221,7 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
                 ErrorCode::InvalidField,
                 format!(
                     "openapi_spec must be the description as a JSON object or as JSON/YAML text, not {}",
-                    kind_of(&other)
+                    Kind::of(&other)
                 ),
             ));
         }
@@ -217,59 +248,15 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
         }
     }
     let server = Checked::new(body.id, name, body.description, body.access_token, &allow_domains)?;
-    let Checked { id, name, description, access_token_sha256, whitelist } = server;
-    let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
-    check_code_mode(body.code_mode.as_ref())?;
     let settings = OpenApiSettings {
         url,
         sha256: inline.as_ref().map(|text| hex::encode(Sha256::digest(text.as_bytes()))),
         operations: body.operations,
         base_url,
     };
-    let generation_id = state
-        .catalog
-        .create_prompt_server(NewPromptServer {
-            id: &id,
-            name: &name,
-            description: description.as_deref(),
-            prompt: &prompt,
-            allow_domains: &allow_domains,
-            credentials: &credentials,
-            dry_run: body.dry_run,
-            access_token_sha256: access_token_sha256.as_deref(),
-            code_mode: body.code_mode.as_ref(),
-            openapi: Some(&settings),
-            inline_spec: inline.as_deref(),
-        })
-        .await?;
-    state.generator.spawn(Job {
-        server: id.clone(),
-        generation_id,
-        prompt,
-        allow_domains,
-        dry_run: body.dry_run,
-        force: false,
-        openapi: Some(settings),
-    });
-    tracing::info!(server_id = %id, generation_id, "API description server registered; derivation started");
-    Ok(Registered::Prompt(GenerationStarted {
-        mcp_path: id.mcp_path(),
-        id,
-        name: Some(name),
-        status: Status::Pending,
-        generation_id,
-    }))
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    let pending =
+        Pending { prompt, allow_domains, dry_run: body.dry_run, code_mode: body.code_mode, openapi: Some(settings) };
+    start_generation(state, server, body.credentials, pending, inline.as_deref()).await
 }
 
 /// A prompt's checks: not blank, not too long, no pasted secret.

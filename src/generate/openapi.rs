@@ -89,16 +89,13 @@ pub fn derive(
     if heads.is_empty() {
         return Err("the API description has no operations".into());
     }
-    let chosen: HashSet<(String, String)> =
-        filtered(&heads, filter).into_iter().take(max_tools).map(|op| (op.method.clone(), op.path.clone())).collect();
-    let operations = spec.operations_where(|op| chosen.contains(&(op.method.clone(), op.path.clone())));
     let base_url = match base_url {
         Some(raw) => url::Url::parse(raw).map_err(|e| format!("base_url {raw:?} is not a URL: {e}"))?,
         None => spec.base_url(source)?,
     };
-    let mut selected = filtered(&operations, filter);
+    let mut selected = filtered(&heads, filter);
     for rule in filter.include.iter().chain(&filter.exclude) {
-        if !operations.iter().any(|op| matches(rule, op)) {
+        if !heads.iter().any(|op| matches(rule, op)) {
             warnings.push(format!("operations rule {rule:?} matches no operation"));
         }
     }
@@ -106,7 +103,7 @@ pub fn derive(
         return Err(format!(
             "the operations filter selects none of the {} operations; rules look like \"tag:pets\", \"GET /pets/{{id}}\" \
              or \"operationId:listPets\"",
-            operations.len()
+            heads.len()
         ));
     }
     if selected.len() > max_tools {
@@ -120,6 +117,9 @@ pub fn derive(
         ));
         selected.truncate(max_tools);
     }
+    let chosen: HashSet<(&str, &str)> = selected.iter().map(|op| (op.method.as_str(), op.path.as_str())).collect();
+    let operations = spec.operations_where(|op| chosen.contains(&(op.method.as_str(), op.path.as_str())));
+    let selected = operations.iter().filter(|op| chosen.contains(&(op.method.as_str(), op.path.as_str())));
     let schemes = spec.security_schemes();
     let mut names = HashSet::new();
     let mut tools = Vec::new();
@@ -170,7 +170,7 @@ pub fn derive(
     if tools.is_empty() {
         return Err(format!("none of the selected operations can be called: {}", warnings.join("; ")));
     }
-    Ok(Derived { tools, base_url, auth, warnings, operations_total: operations.len() })
+    Ok(Derived { tools, base_url, auth, warnings, operations_total: heads.len() })
 }
 
 /// The operations `filter` selects, in document order.

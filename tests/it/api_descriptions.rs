@@ -3,13 +3,12 @@
 //! loopback upstream that records everything it receives.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
-use crate::helpers::{AppOptions, TestApp, error_message, mcp_call, spawn_app_with, text_of};
+use crate::helpers::{AppOptions, TestApp, error_message, mcp_call, spawn_app_with, text_of, wait_for_status};
 
 const PETS_HOST: &str = "api.pets.test";
 
@@ -93,15 +92,7 @@ async fn app_for(env: &[(&str, &str)]) -> TestApp {
 
 /// Waits for the server's newest generation to finish; returns the server view.
 async fn wait_finished(app: &TestApp, id: &str) -> Value {
-    for _ in 0..1500 {
-        let (status, view) = app.get(&format!("/admin/servers/{id}")).await;
-        assert_eq!(status, 200, "{view}");
-        if ["ready", "failed", "planned"].contains(&view["status"].as_str().unwrap_or("")) {
-            return view;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("server {id} never finished generating");
+    wait_for_status(app, id, &["ready", "failed", "planned"]).await
 }
 
 /// An OpenAPI 3.0 description exercising every parameter place and style, three body kinds and

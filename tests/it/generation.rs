@@ -86,18 +86,6 @@ fn script_happy_path(llm: &ScriptedLlm, port: u16) {
     });
 }
 
-async fn wait_for_status(app: &TestApp, id: &str, wanted: &[&str]) -> Value {
-    for _ in 0..1500 {
-        let (status, view) = app.get(&format!("/admin/servers/{id}")).await;
-        assert_eq!(status, 200, "{view}");
-        if wanted.contains(&view["status"].as_str().unwrap_or("")) {
-            return view;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("server {id} never reached {wanted:?}");
-}
-
 async fn register_prompt(app: &TestApp, body: Value) -> String {
     let (status, response) = app.post("/admin/servers", &body).await;
     assert_eq!(status, 202, "{response}");

@@ -157,6 +157,19 @@ pub fn error_message(body: &Value) -> String {
     error["message"].as_str().unwrap_or_else(|| panic!("error message missing in {body}")).to_string()
 }
 
+/// Polls the server view until its status is one of `wanted`; returns the view.
+pub async fn wait_for_status(app: &TestApp, id: &str, wanted: &[&str]) -> Value {
+    for _ in 0..1500 {
+        let (status, view) = app.get(&format!("/admin/servers/{id}")).await;
+        assert_eq!(status, 200, "{view}");
+        if wanted.contains(&view["status"].as_str().unwrap_or("")) {
+            return view;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("server {id} never reached {wanted:?}");
+}
+
 /// A tool definition for a registration body.
 pub fn tool(name: &str, handler: &str) -> Value {
     json!({

@@ -13,6 +13,7 @@ use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
 
 use crate::api::error::{ApiError, ErrorCode};
 
@@ -62,15 +63,30 @@ enum Params {
     Other(Kind),
 }
 
-/// The kind of a JSON value, read without keeping the value.
+/// The kind of a JSON value, read without keeping the value; its `Display` is how error
+/// messages name it ("an object").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(in crate::api) enum Kind {
     Null,
     Bool,
     Number,
     String,
     Array,
     Object,
+}
+
+impl Kind {
+    /// The kind of a value at hand.
+    pub(in crate::api) fn of(value: &Value) -> Kind {
+        match value {
+            Value::Null => Kind::Null,
+            Value::Bool(_) => Kind::Bool,
+            Value::Number(_) => Kind::Number,
+            Value::String(_) => Kind::String,
+            Value::Array(_) => Kind::Array,
+            Value::Object(_) => Kind::Object,
+        }
+    }
 }
 
 impl fmt::Display for Kind {

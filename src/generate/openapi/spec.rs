@@ -370,7 +370,7 @@ impl Spec {
         if !form.is_empty() {
             // Form fields go as a form: urlencoded unless the operation only takes multipart.
             let multipart_only = self
-                .consumes_list(operation)
+                .media_types(operation, "consumes")
                 .is_some_and(|kinds| !kinds.is_empty() && kinds.iter().all(|k| k.starts_with("multipart/")));
             let content_type = if multipart_only { "multipart/form-data" } else { "application/x-www-form-urlencoded" };
             let content_type = content_type.to_string();
@@ -406,46 +406,37 @@ impl Spec {
         (parameters, body)
     }
 
-    /// Swagger 2.0's `consumes`: the operation's, else the document's.
-    fn consumes_list(&self, operation: &Value) -> Option<Vec<String>> {
-        let list = operation.get("consumes").or_else(|| self.root.get("consumes"))?.as_array()?;
+    /// Swagger 2.0's `consumes` (or, with `key` = `produces`, `produces`): the operation's list,
+    /// else the document's.
+    fn media_types(&self, operation: &Value, key: &str) -> Option<Vec<String>> {
+        let list = operation.get(key).or_else(|| self.root.get(key))?.as_array()?;
         Some(list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
     }
 
     /// Swagger 2.0's `consumes` entry a JSON body is sent as: a JSON type, else the first.
     fn consumes(&self, operation: &Value) -> Option<String> {
-        let list = operation.get("consumes").or_else(|| self.root.get("consumes"))?.as_array()?;
-        list.iter()
-            .filter_map(Value::as_str)
-            .find(|kind| kind.contains("json"))
-            .or_else(|| list.iter().filter_map(Value::as_str).next())
-            .map(str::to_owned)
+        let kinds = self.media_types(operation, "consumes")?;
+        kinds.iter().find(|kind| kind.contains("json")).or(kinds.first()).cloned()
+    }
+
+    /// The first 2xx response, resolved.
+    fn success_response<'a>(&'a self, operation: &'a Value) -> Option<&'a Value> {
+        let responses = operation.get("responses")?.as_object()?;
+        let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
+        Some(self.deref(response))
     }
 
     fn accept(&self, operation: &Value) -> Option<String> {
         let kinds: Vec<String> = match self.flavour {
-            Flavour::Swagger2 => operation
-                .get("produces")
-                .or_else(|| self.root.get("produces"))?
-                .as_array()?
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            _ => {
-                let responses = operation.get("responses")?.as_object()?;
-                let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
-                self.deref(response).get("content")?.as_object()?.keys().cloned().collect()
-            }
+            Flavour::Swagger2 => self.media_types(operation, "produces")?,
+            _ => self.success_response(operation)?.get("content")?.as_object()?.keys().cloned().collect(),
         };
         let valid = |kind: &&String| kind.contains('/') && !kind.contains('*') && !kind.contains(char::is_whitespace);
         kinds.iter().filter(valid).find(|k| k.contains("json")).or_else(|| kinds.iter().find(valid)).cloned()
     }
 
     fn response_schema(&self, operation: &Value) -> Option<Value> {
-        let responses = operation.get("responses")?.as_object()?;
-        let (_, response) = responses.iter().find(|(code, _)| code.starts_with('2'))?;
-        let response = self.deref(response);
+        let response = self.success_response(operation)?;
         let schema = match self.flavour {
             Flavour::Swagger2 => response.get("schema")?,
             _ => {

@@ -15,6 +15,7 @@ pub mod oauth;
 pub mod openapi;
 pub mod register;
 mod unread_body;
+pub mod versions;
 pub mod wire;
 
 use std::sync::Arc;
@@ -89,6 +90,15 @@ pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::get_server, admin::delete_server))
         .routes(routes!(admin::regenerate_server))
         .routes(routes!(events::server_events))
+        .routes(routes!(events::daemon_events))
+        .routes(routes!(versions::list_versions))
+        .routes(routes!(versions::get_version))
+        .routes(routes!(versions::diff_versions))
+        .routes(routes!(versions::approve_version))
+        .routes(routes!(versions::reject_version))
+        .routes(routes!(versions::activate_version))
+        .routes(routes!(versions::put_approval))
+        .routes(routes!(versions::check_drift))
         .routes(routes!(admin::put_access_token, admin::delete_access_token))
         .routes(routes!(credentials::list_credentials))
         .routes(routes!(credentials::put_credential, credentials::delete_credential))

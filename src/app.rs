@@ -92,6 +92,10 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     for (server, stage) in catalog.fail_interrupted_generations().await? {
         tracing::warn!(server_id = %server, %stage, "generation interrupted by a restart was marked failed");
     }
+    if let Some(every) = config.generation.drift_interval() {
+        tracing::info!(every = %humantime::format_duration(every), "documentation drift checks on");
+        generator.spawn_drift_checks(every);
+    }
     let mcp_hosts = Arc::new(AllowedHosts::new(&config.mcp_allowed_hosts()));
     let state = AppState {
         config,

@@ -6,7 +6,8 @@
 //! [`CallLog`]) so that tool calls never wait for the disk.
 //!
 //! One submodule per entity: [`servers`], [`generations`] (the life of a prompt generation),
-//! [`tools`], [`calls`] (the call log), [`credentials`] (sealed upstream API credentials) and
+//! [`tools`], [`calls`] (the call log), [`credentials`] (sealed upstream API credentials),
+//! [`versions`] (numbered generations, review, activation, drift state, tool failures) and
 //! [`registrations`] (the batched toolset writer). This
 //! file opens the catalog and holds what they share.
 
@@ -26,16 +27,18 @@ mod generations;
 mod registrations;
 mod servers;
 mod tools;
+mod versions;
 
 pub use calls::{CallLog, CallRecord, EgressRecord, Retention};
 pub use credentials::{CredentialRecord, NewCredential, PutCredential};
 pub use generations::{
     CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument,
-    NewPromptServer, StageTimings,
+    NewPromptServer, StageTimings, StartGeneration,
 };
 pub use registrations::NewToolsetServer;
 pub use servers::{MountRecord, ServedGeneration, ServerRecord, ServerSummary};
 pub use tools::ToolExtras;
+pub use versions::{DriftEvent, DriftState, DriftSubject, FailedCall, Review, VersionRefusal, VersionSummary};
 
 /// Version of the code that produced a generation; part of the generation cache key.
 pub const GENERATOR_VERSION: &str = concat!("mcpbootd-", env!("CARGO_PKG_VERSION"));

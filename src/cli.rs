@@ -11,6 +11,7 @@ use clap::{ArgGroup, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::json;
 use url::Url;
 
+use crate::api::model::RegenerateRequest;
 use crate::client::commands::{self, Failure, Register, Session};
 use crate::client::{AdminClient, DEFAULT_URL, TOKEN_ENV, parse_base_url};
 use crate::config::{CliOverrides, Config, EXAMPLE_CONFIG, parse_listen};
@@ -98,6 +99,9 @@ enum Command {
         /// Stop after planning: store the plan, mount nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Every new version waits for approval (`mcpbootd approve`) before it is served.
+        #[arg(long, conflicts_with = "toolset")]
+        require_approval: bool,
         /// Follow the generation until it is ready or failed, then print the MCP URL.
         #[arg(long)]
         wait: bool,
@@ -161,6 +165,12 @@ enum Command {
         /// Stop after planning.
         #[arg(long)]
         dry_run: bool,
+        /// Write only this tool of the active version again (repeatable); the others are kept.
+        #[arg(long = "tool", value_name = "NAME")]
+        tools: Vec<String>,
+        /// With --tool: give the compiler the tool's recent failed calls to repair it from.
+        #[arg(long, requires = "tools")]
+        with_failures: bool,
         /// Follow the generation until it is ready or failed.
         #[arg(long)]
         wait: bool,
@@ -360,6 +370,7 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
             description,
             allow_domains,
             dry_run,
+            require_approval,
             wait,
         } => {
             let register = Register {
@@ -373,6 +384,7 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
                 description,
                 allow_domains,
                 dry_run,
+                require_approval,
                 wait,
             };
             commands::register(session, register).await
@@ -383,8 +395,10 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
         Command::Calls { id, limit, .. } => commands::calls(session, &id, limit).await,
         Command::Delete { id, .. } => commands::delete(session, &id).await,
         Command::Export { id, .. } => commands::export(session, &id).await,
-        Command::Regenerate { id, force, dry_run, wait, .. } => {
-            commands::regenerate(session, &id, force, dry_run, wait).await
+        Command::Regenerate { id, force, dry_run, tools, with_failures, wait } => {
+            let tools = (!tools.is_empty()).then_some(tools);
+            let body = RegenerateRequest { force, dry_run, tools, with_failures };
+            commands::regenerate(session, &id, body, wait).await
         }
         Command::Code {
             action: CodeAction::Exec { id, code, file, input, input_file, timeout_ms, max_tool_calls, allowed_servers },

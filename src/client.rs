@@ -136,9 +136,8 @@ impl AdminClient {
     }
 
     /// `POST /admin/servers/{id}/regenerate`
-    pub async fn regenerate(&self, id: &str, force: bool, dry_run: bool) -> Result<GenerationStarted, ClientError> {
-        let body = RegenerateRequest { force, dry_run };
-        self.json(Method::POST, &["admin", "servers", id, "regenerate"], &[], Some(&body)).await
+    pub async fn regenerate(&self, id: &str, body: &RegenerateRequest) -> Result<GenerationStarted, ClientError> {
+        self.json(Method::POST, &["admin", "servers", id, "regenerate"], &[], Some(body)).await
     }
 
     /// `POST /admin/servers/{id}/tools/{tool}/call`

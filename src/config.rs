@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -82,6 +83,9 @@ pub struct CatalogConfig {
     /// Console and error text kept in the call log per server, in MiB: the oldest calls beyond it
     /// are pruned too, so a chatty server cannot fill the disk.
     pub max_call_log_mb_per_server: u64,
+    /// Versions kept per server (0: all); the oldest inactive ones beyond it are deleted, never
+    /// the active one or one awaiting approval.
+    pub max_versions_per_server: u64,
 }
 
 /// Where the key that encrypts upstream API credentials at rest comes from.
@@ -317,6 +321,29 @@ pub struct GenerationConfig {
     pub self_test: bool,
     /// Tools derived from one API description when the registration does not choose operations.
     pub max_tools: usize,
+    /// A finished generation waits in `awaiting_approval` until an operator approves it (a
+    /// server's own `require_approval` wins).
+    pub require_approval: bool,
+    /// How often each prompt server's documents are re-fetched and compared (`"24h"`, `"90m"`);
+    /// `"off"` (or empty) never.
+    pub drift_check_interval: String,
+    /// A tool's health is judged over its last this many calls.
+    pub health_window: u32,
+    /// A tool whose share of failed calls in the window reaches this is `degraded`.
+    pub degraded_error_rate: f64,
+    /// Calls in the window before a tool can be judged at all.
+    pub degraded_min_calls: u32,
+}
+
+impl GenerationConfig {
+    /// `drift_check_interval` as a duration; `None` when drift checks are off.
+    pub fn drift_interval(&self) -> Option<Duration> {
+        let text = self.drift_check_interval.trim();
+        if text.is_empty() || text == "off" {
+            return None;
+        }
+        humantime::parse_duration(text).ok().filter(|d| !d.is_zero())
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -400,6 +427,7 @@ impl Default for CatalogConfig {
             path: PathBuf::from("./data/mcpbootd.db"),
             max_calls_per_server: 10_000,
             max_call_log_mb_per_server: 64,
+            max_versions_per_server: 0,
         }
     }
 }
@@ -467,6 +495,11 @@ impl Default for GenerationConfig {
             max_total_chars: 200_000,
             self_test: true,
             max_tools: 64,
+            require_approval: false,
+            drift_check_interval: "off".to_string(),
+            health_window: 20,
+            degraded_error_rate: 0.5,
+            degraded_min_calls: 5,
         }
     }
 }
@@ -677,6 +710,34 @@ impl Config {
         if self.generation.concurrency == 0 || self.generation.compile_concurrency == 0 {
             return Err(ConfigError::Invalid(
                 "[generation] concurrency and compile_concurrency must be at least 1".into(),
+            ));
+        }
+        let generation = &self.generation;
+        let interval = generation.drift_check_interval.trim();
+        if !(interval.is_empty() || interval == "off") {
+            match humantime::parse_duration(interval) {
+                Ok(every) if every >= Duration::from_secs(1) => {}
+                Ok(_) => {
+                    return Err(ConfigError::Invalid(
+                        "[generation] drift_check_interval must be at least 1s, or \"off\"".into(),
+                    ));
+                }
+                Err(error) => {
+                    return Err(ConfigError::Invalid(format!(
+                        "[generation] drift_check_interval {interval:?} is not a duration ({error}); write e.g. \"24h\", \
+                         \"90m\" or \"off\""
+                    )));
+                }
+            }
+        }
+        if !(1..=64).contains(&generation.health_window) || generation.degraded_min_calls > generation.health_window {
+            return Err(ConfigError::Invalid(
+                "[generation] health_window must be between 1 and 64, and degraded_min_calls at most health_window".into(),
+            ));
+        }
+        if !(generation.degraded_error_rate > 0.0 && generation.degraded_error_rate <= 1.0) {
+            return Err(ConfigError::Invalid(
+                "[generation] degraded_error_rate must be a share of calls above 0 and at most 1, e.g. 0.5".into(),
             ));
         }
         if !(1..=crate::toolset::MAX_TOOLS).contains(&self.generation.max_tools) {

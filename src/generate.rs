@@ -17,11 +17,13 @@ pub mod candidates;
 pub mod compile;
 mod described;
 pub mod docs;
+pub mod drift;
 pub mod endpoint;
 pub mod extract;
 pub mod html;
 pub mod openapi;
 pub mod plan;
+pub mod repair;
 pub mod self_test;
 
 use std::sync::Arc;
@@ -45,7 +47,7 @@ use crate::llm::{LlmClient, Usage};
 use crate::serve::call::Caller;
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::registry::Registry;
-use crate::states::{GenerationOutcome, Stage, Status};
+use crate::states::{GenerationOutcome, Stage, Status, Trigger};
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
 use crate::toolset::{OpenApiSettings, ServerId, ToolSpec, Toolset};
@@ -61,6 +63,10 @@ pub struct Job {
     pub force: bool,
     /// Set when the server is derived from an API description; `prompt` may then be empty.
     pub openapi: Option<OpenApiSettings>,
+    /// What started it (a drift candidate whose self-test fails waits for review).
+    pub trigger: Trigger,
+    /// Set for a targeted regeneration of some of the active version's tools.
+    pub repair: Option<repair::Repair>,
 }
 
 /// Runs generation jobs in the background, at most `[generation] concurrency` at once.
@@ -79,11 +85,14 @@ struct Inner {
     llm: Option<Arc<dyn LlmClient>>,
     metrics: Arc<Metrics>,
     settings: GenerationConfig,
+    /// `[catalog] max_versions_per_server`: older versions are pruned after each generation.
+    keep_versions: u64,
     max_response_bytes: u64,
     permits: Semaphore,
     /// At shutdown running jobs stop and are marked failed (regenerate resumes them).
     tasks: Tasks,
     events: tokio::sync::broadcast::Sender<StatusEvent>,
+    lifecycle: tokio::sync::broadcast::Sender<LifecycleEvent>,
 }
 
 /// A generation's status changed; published to `GET /admin/servers/{id}/events` subscribers.
@@ -93,6 +102,19 @@ pub struct StatusEvent {
     pub status: Status,
     pub generation_id: i64,
     pub error: Option<String>,
+}
+
+/// Something happened to a server's versions: documentation drift was found, or an operator
+/// approved, rejected or activated a version. Published to `GET /admin/events` subscribers.
+#[derive(Debug, Clone)]
+pub struct LifecycleEvent {
+    /// `drift` or `version`.
+    pub kind: &'static str,
+    pub id: ServerId,
+    pub status: Option<Status>,
+    pub generation_id: Option<i64>,
+    pub version: Option<i64>,
+    pub detail: Option<String>,
 }
 
 /// A stage failure: which stage, and what went wrong.
@@ -150,9 +172,11 @@ impl Generator {
                 llm,
                 metrics,
                 settings: config.generation.clone(),
+                keep_versions: config.catalog.max_versions_per_server,
                 permits: Semaphore::new(config.generation.concurrency),
                 tasks,
                 events: tokio::sync::broadcast::channel(256).0,
+                lifecycle: tokio::sync::broadcast::channel(64).0,
             }),
         }
     }
@@ -160,6 +184,16 @@ impl Generator {
     /// Status changes of every generation, as they happen.
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<StatusEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// Drift and version events of every server, as they happen.
+    pub fn subscribe_lifecycle(&self) -> tokio::sync::broadcast::Receiver<LifecycleEvent> {
+        self.inner.lifecycle.subscribe()
+    }
+
+    /// Tells `GET /admin/events` subscribers about a change to a server's versions.
+    pub fn announce(&self, event: LifecycleEvent) {
+        self.inner.announce(event);
     }
 
     pub fn llm_configured(&self) -> bool {
@@ -215,14 +249,25 @@ impl Inner {
             }
         };
         finished.timings.total_ms = Some(started.elapsed().as_millis() as u64);
-        if let Err(error) = self.catalog.finish_generation(&job.server, job.generation_id, outcome, &finished).await {
-            tracing::error!(%error, "could not store the generation's result");
-            return;
+        finished.require_approval = self.settings.require_approval;
+        // A candidate nobody asked for is served unreviewed only if every self-test passed.
+        finished.hold_for_review = job.trigger == Trigger::Drift && finished.tools.iter().any(|(_, extras)| self_test_failed(extras));
+        let status = match self.catalog.finish_generation(&job.server, job.generation_id, outcome, &finished).await {
+            Ok(status) => status,
+            Err(error) => {
+                tracing::error!(%error, "could not store the generation's result");
+                return;
+            }
+        };
+        match self.catalog.prune_versions(&job.server, self.keep_versions).await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(pruned, keep = self.keep_versions, "old versions pruned"),
+            Err(error) => tracing::warn!(%error, "could not prune old versions"),
         }
         let stage_millis: Vec<(Stage, u64)> = finished.timings.stages.iter().map(|(s, ms)| (*s, *ms)).collect();
         self.metrics.record_generation(outcome, &stage_millis, finished.input_tokens, finished.output_tokens);
         // Mount before announcing `ready`, so a client that reacts to the event finds the server.
-        if outcome == GenerationOutcome::Ready {
+        if status == Status::Ready {
             let _change = self.registry.serialize(&job.server).await;
             match self.catalog.mount_record(&job.server).await {
                 Ok(Some(record)) => self.registry.mount(record),
@@ -230,12 +275,17 @@ impl Inner {
                 Err(error) => tracing::error!(%error, "could not read the generated server"),
             }
         }
-        self.publish(&job, outcome.into(), finished.error.clone());
-        tracing::info!(outcome = %outcome, elapsed_ms = started.elapsed().as_millis() as u64, cache_hit = finished.cached_from.is_some(), "generation finished");
+        self.publish(&job, status, finished.error.clone());
+        tracing::info!(outcome = %status, elapsed_ms = started.elapsed().as_millis() as u64, cache_hit = finished.cached_from.is_some(), "generation finished");
     }
 
     /// Runs the stages in order; each one enters its status first and records its time.
     async fn stages(&self, job: &Job, finished: &mut FinishedGeneration) -> Result<GenerationOutcome, StageError> {
+        if let Some(repair) = &job.repair {
+            let active = self.catalog.get_server(&job.server).await.ok().flatten().and_then(|server| server.generation);
+            let active = active.ok_or_else(|| StageError::new(Stage::Compiling, "the server serves no version to repair"))?;
+            return self.repair_stages(job, repair, &active, finished).await;
+        }
         if let Some(settings) = &job.openapi {
             return self.described_stages(job, settings, finished).await;
         }
@@ -446,11 +496,20 @@ impl Inner {
         Ok(())
     }
 
+    fn announce(&self, event: LifecycleEvent) {
+        // No subscribers is the normal case; the send error only says so.
+        let _ = self.lifecycle.send(event);
+    }
+
     fn publish(&self, job: &Job, status: Status, error: Option<String>) {
         // No subscribers is the normal case; the send error only says so.
         let _ =
             self.events.send(StatusEvent { id: job.server.clone(), status, generation_id: job.generation_id, error });
     }
+}
+
+fn self_test_failed(extras: &ToolExtras) -> bool {
+    extras.self_test.as_ref().and_then(|outcome| outcome.get("status")).and_then(Value::as_str) == Some("failed")
 }
 
 /// MCP annotations from the HTTP methods a tool's endpoints use.

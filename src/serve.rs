@@ -5,6 +5,7 @@
 pub mod call;
 pub mod code_mode;
 pub mod egress;
+pub mod health;
 pub mod isolate;
 pub mod mount;
 pub mod registry;

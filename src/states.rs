@@ -137,6 +137,11 @@ text_enum! {
         /// A dry run's plan, stored without tools.
         Planned = "planned",
         Failed = "failed",
+        /// Tools stored and self-tested, waiting for an operator to approve them before they are
+        /// served (`[generation] require_approval`).
+        AwaitingApproval = "awaiting_approval",
+        /// An operator refused the version that awaited approval; it is never served.
+        Rejected = "rejected",
     }
 }
 
@@ -145,7 +150,8 @@ impl Status {
     pub const RUNNING: [Status; 5] =
         [Status::Pending, Status::Fetching, Status::Planning, Status::Compiling, Status::Testing];
 
-    /// Whether a generation in this status has finished (`ready`, `planned` or `failed`).
+    /// Whether a generation in this status has finished (`ready`, `planned`, `failed`,
+    /// `awaiting_approval` or `rejected`).
     pub fn is_final(self) -> bool {
         !Status::RUNNING.contains(&self)
     }
@@ -190,6 +196,20 @@ impl From<GenerationOutcome> for Status {
             GenerationOutcome::Planned => Status::Planned,
             GenerationOutcome::Failed => Status::Failed,
         }
+    }
+}
+
+text_enum! {
+    /// What started a generation (a version of a server).
+    pub enum Trigger ("trigger") {
+        /// The server's registration.
+        Registration = "registration",
+        /// An operator's `POST .../regenerate`.
+        Regenerate = "regenerate",
+        /// A documentation drift check found changed documents.
+        Drift = "drift",
+        /// A targeted regeneration of some tools (`"tools"` in the regenerate body).
+        Repair = "repair",
     }
 }
 
@@ -280,9 +300,9 @@ mod tests {
     }
 
     #[test]
-    fn only_ready_planned_and_failed_are_final() {
+    fn only_stages_and_pending_are_not_final() {
         let finals: Vec<&str> = Status::ALL.iter().filter(|s| s.is_final()).map(|s| s.as_str()).collect();
-        assert_eq!(finals, ["ready", "planned", "failed"]);
+        assert_eq!(finals, ["ready", "planned", "failed", "awaiting_approval", "rejected"]);
         for stage in Stage::ALL {
             assert!(!Status::from(*stage).is_final());
         }

@@ -7,20 +7,23 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use serde_json::json;
 
 use crate::access_token;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{
     AccessTokenRequest, AccessTokenSet, CallList, CallRequest, CallResult, CallsQuery, ErrorBody, GenerationStarted,
-    RegenerateRequest, ServerList, ServerSummary, ServerView, ToolsetRegistration,
+    RegenerateRequest, ServerList, ServerSummary, ServerView, ToolHealthView, ToolsetRegistration,
 };
 use crate::api::register::llm_not_configured;
-use crate::catalog::ServerRecord;
+use crate::catalog::{ServerRecord, StartGeneration};
 use crate::generate::Job;
+use crate::generate::repair::{self, Repair};
 use crate::serve::call::CallError;
+use crate::serve::health::Health;
 use crate::serve::registry::{MountError, Mounted};
-use crate::states::{ServerKind, Status, Via};
+use crate::states::{ServerKind, Status, Trigger, Via};
 use crate::toolset::ServerId;
 
 const DEFAULT_CALLS_LIMIT: i64 = 50;
@@ -30,7 +33,19 @@ const MAX_CALLS_LIMIT: i64 = 1000;
 #[utoipa::path(get, path = "/admin/servers", responses((status = 200, description = "every registered server", body = ServerList)))]
 pub async fn list_servers(State(state): State<AppState>) -> Result<Json<ServerList>, ApiError> {
     let servers = state.catalog.list_servers().await?;
-    Ok(Json(ServerList { servers: servers.into_iter().map(ServerSummary::from).collect() }))
+    let servers = servers
+        .into_iter()
+        .map(|row| {
+            let mut summary = ServerSummary::from(row);
+            // Servers not called since the daemon started are judged when first called.
+            if let Some((_, tools)) = state.registry.tool_health(&summary.id) {
+                summary.degraded_tools =
+                    tools.into_iter().filter(|(_, health)| health.degraded).map(|(name, _)| name).collect();
+            }
+            summary
+        })
+        .collect();
+    Ok(Json(ServerList { servers }))
 }
 
 /// Everything about a server
@@ -45,7 +60,31 @@ pub async fn list_servers(State(state): State<AppState>) -> Result<Json<ServerLi
 )]
 pub async fn get_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<ServerView>, ApiError> {
     let record = find_server(&state, &id).await?;
-    Ok(Json(ServerView::from(&record)))
+    let mut view = ServerView::from(&record);
+    if let Some(served) = &record.generation {
+        let health = tool_health(&state, &record.id, served.id).await?;
+        for tool in &mut view.tools {
+            tool.health = health.get(&tool.tool.name).map(|health| ToolHealthView::from(*health));
+        }
+    }
+    Ok(Json(view))
+}
+
+/// Each tool's health: from the built mount when it serves `generation_id`, else from the log.
+async fn tool_health(
+    state: &AppState,
+    id: &ServerId,
+    generation_id: i64,
+) -> Result<std::collections::BTreeMap<String, Health>, ApiError> {
+    if let Some((served, tools)) = state.registry.tool_health(id)
+        && served == generation_id
+    {
+        return Ok(tools.into_iter().collect());
+    }
+    state.caller.call_log().flush().await;
+    let rule = state.registry.health_rule();
+    let recent = state.catalog.recent_failures_by_tool(id, generation_id, rule.window).await?;
+    Ok(recent.into_iter().map(|(tool, failed)| (tool, rule.judge(&failed))).collect())
 }
 
 /// Unmount and delete a server
@@ -111,15 +150,31 @@ pub async fn regenerate_server(
             ));
         }
     };
-    let generation_id =
-        state.catalog.start_regeneration(&record.id, record.kind, body.dry_run, body.force).await?.ok_or_else(
-            || {
-                ApiError::new(
-                    ErrorCode::GenerationRunning,
-                    format!("server {id:?} is already being generated; wait for it to finish"),
-                )
-            },
-        )?;
+    let repair = match &body.tools {
+        Some(tools) => Some(repair_of(&state, &record, tools, body.with_failures, body.dry_run).await?),
+        None if body.with_failures => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                "with_failures repairs named tools: add \"tools\": [\"tool_name\", ...]",
+            ));
+        }
+        None => None,
+    };
+    let start = StartGeneration {
+        dry_run: body.dry_run,
+        force: body.force,
+        trigger: if repair.is_some() { Trigger::Repair } else { Trigger::Regenerate },
+        detail: repair.as_ref().map(|repair| format!("tools: {}", repair.tools.join(", "))),
+        repair: repair.as_ref().map(|repair| {
+            json!({"tools": repair.tools, "with_failures": body.with_failures, "failures": repair.failures})
+        }),
+    };
+    let generation_id = state.catalog.start_regeneration(&record.id, record.kind, &start).await?.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::GenerationRunning,
+            format!("server {id:?} is already being generated; wait for it to finish"),
+        )
+    })?;
     state.generator.spawn(Job {
         server: record.id.clone(),
         generation_id,
@@ -128,6 +183,8 @@ pub async fn regenerate_server(
         dry_run: body.dry_run,
         force: body.force,
         openapi,
+        trigger: start.trigger,
+        repair,
     });
     let started = GenerationStarted {
         mcp_path: record.id.mcp_path(),
@@ -139,6 +196,68 @@ pub async fn regenerate_server(
     Ok((StatusCode::ACCEPTED, Json(started)))
 }
 
+/// A targeted regeneration of `tools` of the server's active version, with their recent failed
+/// calls when `with_failures`; refused with what to do instead when it cannot apply.
+async fn repair_of(
+    state: &AppState,
+    record: &ServerRecord,
+    tools: &[String],
+    with_failures: bool,
+    dry_run: bool,
+) -> Result<Repair, ApiError> {
+    let id = &record.id;
+    if record.kind != ServerKind::Prompt {
+        return Err(ApiError::new(
+            ErrorCode::NotGenerated,
+            format!(
+                "server {id:?}'s tools are derived from its API description, not written one by one; regenerate it \
+                 without \"tools\""
+            ),
+        ));
+    }
+    if dry_run {
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
+            "dry_run stops after planning, and a targeted regeneration reuses the active plan: leave one out",
+        ));
+    }
+    let Some(active) = &record.generation else {
+        return Err(ApiError::new(
+            ErrorCode::NotGenerated,
+            format!("server {id:?} serves no version yet; regenerate it whole first"),
+        ));
+    };
+    let mut names: Vec<String> = Vec::with_capacity(tools.len());
+    for tool in tools {
+        if !names.contains(tool) {
+            names.push(tool.clone());
+        }
+    }
+    let unknown = repair::unknown_tools(active, &names);
+    if names.is_empty() || !unknown.is_empty() {
+        let known: Vec<&str> = active.tools.tools().iter().map(|t| t.name.as_str()).collect();
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
+            format!(
+                "tools must name tools of version {} of server {id:?} ({}); unknown: {}",
+                active.version,
+                known.join(", "),
+                if unknown.is_empty() { "(none given)".to_string() } else { unknown.join(", ") }
+            ),
+        ));
+    }
+    let mut failures = std::collections::BTreeMap::new();
+    if with_failures {
+        // The newest calls may still be queued for the log.
+        state.caller.call_log().flush().await;
+        for name in &names {
+            let calls = state.catalog.failed_calls(id, active.id, name, repair::FAILURES_PER_TOOL).await?;
+            failures.insert(name.clone(), calls);
+        }
+    }
+    Ok(Repair { tools: names, failures })
+}
+
 /// The regenerate body, read without asking for a content type so `curl -X POST .../regenerate`
 /// works; empty means the defaults.
 fn regenerate_body(body: &[u8]) -> Result<RegenerateRequest, ApiError> {
@@ -146,7 +265,9 @@ fn regenerate_body(body: &[u8]) -> Result<RegenerateRequest, ApiError> {
         return Ok(RegenerateRequest::default());
     }
     let refused = |error: &dyn std::fmt::Display| {
-        let message = format!("expected {{\"force\"?: bool, \"dry_run\"?: bool}}: {error}");
+        let message = format!(
+            "expected {{\"force\"?: bool, \"dry_run\"?: bool, \"tools\"?: [names], \"with_failures\"?: bool}}: {error}"
+        );
         ApiError::with_status(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, message)
     };
     let mut deserializer = serde_json::Deserializer::from_slice(body);

@@ -58,6 +58,11 @@ text_enum! {
         NotGenerated = "not_generated",
         GenerationRunning = "generation_running",
         NothingToExport = "nothing_to_export",
+        /// No version with that number (`GET .../versions` lists them).
+        VersionNotFound = "version_not_found",
+        /// The version is not in a status that allows the change (approve one that awaits
+        /// approval, activate one that is ready).
+        VersionConflict = "version_conflict",
         /// `POST .../code` on a server (or daemon) with code mode off.
         CodeModeDisabled = "code_mode_disabled",
         BodyTooLarge = "body_too_large",
@@ -108,12 +113,11 @@ impl ErrorCode {
             | BatchNotSupported => StatusCode::BAD_REQUEST,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden | HostNotAllowed | OriginNotAllowed => StatusCode::FORBIDDEN,
-            RouteNotFound | ServerNotFound | ToolNotFound | CredentialNotFound | OauthNotSupported | MethodNotFound => {
-                StatusCode::NOT_FOUND
-            }
+            RouteNotFound | ServerNotFound | ToolNotFound | CredentialNotFound | OauthNotSupported | MethodNotFound
+            | VersionNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-            ServerExists | NotGenerated | GenerationRunning | NothingToExport | CodeModeDisabled => {
+            ServerExists | NotGenerated | GenerationRunning | NothingToExport | CodeModeDisabled | VersionConflict => {
                 StatusCode::CONFLICT
             }
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

@@ -15,7 +15,7 @@ use tokio::sync::broadcast::{Receiver, error::RecvError};
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::model::{ErrorBody, GenerationEvent};
+use crate::api::model::{DaemonEvent, ErrorBody, GenerationEvent};
 use crate::catalog::{Catalog, ServerRecord};
 use crate::generate::StatusEvent;
 use crate::states::Status;
@@ -106,4 +106,65 @@ fn current_status(record: &ServerRecord) -> StatusEvent {
 fn to_event(name: &str, status: &StatusEvent) -> Event {
     let data = serde_json::to_string(&GenerationEvent::from(status)).unwrap_or_else(|_| "{}".into());
     Event::default().event(name).data(data)
+}
+
+/// Every server's events as Server-Sent Events
+///
+/// `status` (a generation's status changed), `drift` (a server's documentation changed and a
+/// candidate version started) and `version` (a version was approved, rejected or activated).
+/// Each event's data is a `DaemonEvent`; the stream stays open until the daemon shuts down.
+#[utoipa::path(
+    get,
+    path = "/admin/events",
+    responses((status = 200, description = "an event stream of `DaemonEvent`s", content_type = "text/event-stream", body = DaemonEvent)),
+)]
+pub async fn daemon_events(State(state): State<AppState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let receivers = (state.generator.subscribe(), state.generator.subscribe_lifecycle());
+    let stream = futures_util::stream::unfold(receivers, |(mut statuses, mut lifecycle)| async move {
+        loop {
+            let event = tokio::select! {
+                status = statuses.recv() => match status {
+                    Ok(status) => DaemonEvent {
+                        kind: "status".into(),
+                        id: Some(status.id),
+                        status: Some(status.status),
+                        generation_id: Some(status.generation_id),
+                        version: None,
+                        detail: status.error,
+                    },
+                    Err(RecvError::Lagged(missed)) => lagged(missed),
+                    Err(RecvError::Closed) => return None,
+                },
+                change = lifecycle.recv() => match change {
+                    Ok(change) => DaemonEvent {
+                        kind: change.kind.into(),
+                        id: Some(change.id),
+                        status: change.status,
+                        generation_id: change.generation_id,
+                        version: change.version,
+                        detail: change.detail,
+                    },
+                    Err(RecvError::Lagged(missed)) => lagged(missed),
+                    Err(RecvError::Closed) => return None,
+                },
+            };
+            let data = serde_json::to_string(&event).unwrap_or_else(|_| "{}".into());
+            let sse = Event::default().event(event.kind.as_str()).data(data);
+            return Some((Ok(sse), (statuses, lifecycle)));
+        }
+    });
+    let stream = stream.take_until(state.tasks.shutdown_started());
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// A slow reader missed events: say so, so it can re-read the servers it follows.
+fn lagged(missed: u64) -> DaemonEvent {
+    DaemonEvent {
+        kind: "lagged".into(),
+        id: None,
+        status: None,
+        generation_id: None,
+        version: None,
+        detail: Some(format!("{missed} events were missed; GET /admin/servers for the current state")),
+    }
 }

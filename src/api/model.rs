@@ -18,7 +18,7 @@ use crate::catalog::{self, GenerationRecord, ServerRecord, format_millis};
 use crate::credentials::Injection;
 use crate::generate::StatusEvent;
 use crate::serve::isolate::{Outcome, ToolResult};
-use crate::states::{CallOutcome, GenerationSource, ServerKind, Status, Via, text_enum};
+use crate::states::{CallOutcome, GenerationSource, ServerKind, Status, Trigger, Via, text_enum};
 use crate::toolset::{CodeModeSettings, OpenApiSettings, OperationFilter, ServerId, ToolSpec};
 use crate::whitelist::{RefusedDomain, WhitelistEntry};
 
@@ -139,6 +139,10 @@ pub struct OpenApiRegistration {
     pub access_token: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_mode: Option<CodeModeSettings>,
+    /// Whether each new version waits for an operator's approval; absent: `[generation]
+    /// require_approval`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_approval: Option<bool>,
 }
 
 /// Generate a server's tools from a prompt, in the background (202).
@@ -179,6 +183,10 @@ pub struct PromptRegistration {
     /// Code mode: the `code_execution` tool (`docs/code-mode.md`). Off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_mode: Option<CodeModeSettings>,
+    /// Whether each new version waits for an operator's approval before it is served
+    /// (`docs/versions.md`); absent: `[generation] require_approval`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_approval: Option<bool>,
 }
 
 /// Register hand-written tools, ready at once without an LLM (201). `GET .../export` answers
@@ -273,6 +281,13 @@ pub struct RegenerateRequest {
     /// Stop after planning (status `planned`); the current tools keep serving.
     #[serde(default)]
     pub dry_run: bool,
+    /// Write only these tools of the active version again; the others are kept as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// With `tools`: give the compiler each tool's handler and its recent failed calls
+    /// (arguments, secrets redacted, and errors) to repair it from.
+    #[serde(default)]
+    pub with_failures: bool,
 }
 
 // Access tokens.
@@ -308,6 +323,15 @@ pub struct ServerSummary {
     /// Tools of the generation being served.
     pub tool_count: i64,
     pub mcp_path: String,
+    /// The version being served.
+    #[serde(default)]
+    pub active_version: Option<i64>,
+    /// Tools whose recent calls mostly failed (as far as this daemon has seen them called).
+    #[serde(default)]
+    pub degraded_tools: Vec<String>,
+    /// The last documentation drift check found changes (`drifted`) or could not run (`failed`).
+    #[serde(default)]
+    pub drift: Option<String>,
     /// RFC 3339, UTC, milliseconds.
     pub created_at: String,
     pub updated_at: String,
@@ -322,6 +346,9 @@ impl From<catalog::ServerSummary> for ServerSummary {
             kind: row.kind,
             status: row.status,
             tool_count: row.tool_count,
+            active_version: row.active_version,
+            degraded_tools: Vec::new(),
+            drift: row.drift.map(|drift| drift.status),
             created_at: format_millis(row.created_at),
             updated_at: format_millis(row.updated_at),
         }
@@ -361,8 +388,15 @@ pub struct ServerView {
     pub tools: Vec<ToolView>,
     /// The generation being served.
     pub generation: Option<GenerationView>,
-    /// The newest generation when it is not the one being served (running, failed or planned).
+    /// The newest generation when it is not the one being served (running, failed, planned,
+    /// awaiting approval or rejected).
     pub latest_generation: Option<GenerationView>,
+    /// Whether new versions wait for approval: the server's own setting, else the daemon's.
+    #[serde(default)]
+    pub require_approval: Option<bool>,
+    /// The last documentation drift check, when one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftView>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -388,6 +422,8 @@ impl From<&ServerRecord> for ServerView {
             tools: served.map(ToolView::all).unwrap_or_default(),
             generation: served.map(GenerationView::from),
             latest_generation: record.latest_generation.as_ref().map(GenerationView::from),
+            require_approval: record.require_approval,
+            drift: record.drift.as_ref().map(DriftView::from),
             created_at: format_millis(record.created_at),
             updated_at: format_millis(record.updated_at),
         }
@@ -407,6 +443,33 @@ pub struct ToolView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub self_test: Option<Value>,
+    /// How its recent calls went (the served version's tools only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<ToolHealthView>,
+}
+
+/// A tool's last calls: how many failed, and whether that makes it degraded.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct ToolHealthView {
+    /// Calls judged (at most `[generation] health_window`).
+    pub calls: u32,
+    pub failures: u32,
+    pub error_rate: f64,
+    /// `true` once `error_rate` reaches `[generation] degraded_error_rate` over at least
+    /// `degraded_min_calls` calls; `POST .../regenerate {"tools": [name], "with_failures": true}`
+    /// repairs it.
+    pub degraded: bool,
+}
+
+impl From<crate::serve::health::Health> for ToolHealthView {
+    fn from(health: crate::serve::health::Health) -> ToolHealthView {
+        ToolHealthView {
+            calls: health.calls,
+            failures: health.failures,
+            error_rate: (health.error_rate() * 1000.0).round() / 1000.0,
+            degraded: health.degraded,
+        }
+    }
 }
 
 impl ToolView {
@@ -417,6 +480,7 @@ impl ToolView {
                 tool: tool.clone(),
                 needs_network: extras.needs_network,
                 self_test: extras.self_test.clone(),
+                health: None,
             })
             .collect()
     }
@@ -426,6 +490,23 @@ impl ToolView {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct GenerationView {
     pub id: i64,
+    /// Its number among the server's versions: 1, 2, …
+    #[serde(default)]
+    pub version: i64,
+    /// What started it: `registration`, `regenerate`, `drift` or `repair`.
+    #[serde(default = "registration")]
+    pub triggered_by: Trigger,
+    /// For `drift`, the drift event; for `repair`, the tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_detail: Option<String>,
+    /// An operator's decision, when it awaited approval: `{"decision", "reason", "at"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub review: Option<Value>,
+    /// A targeted regeneration: `{"tools", "with_failures", "failures"}` as the compiler got them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub repair: Option<Value>,
     pub source: GenerationSource,
     pub status: Status,
     /// The same as `status`.
@@ -463,6 +544,11 @@ impl From<&GenerationRecord> for GenerationView {
         let d = &g.details;
         GenerationView {
             id: g.id,
+            version: g.version,
+            triggered_by: g.triggered_by,
+            trigger_detail: g.trigger_detail.clone(),
+            review: g.review.clone(),
+            repair: g.repair.clone(),
             source: g.source,
             status: g.status,
             stage: g.status,
@@ -553,6 +639,255 @@ impl From<&StatusEvent> for GenerationEvent {
             error: event.error.clone(),
         }
     }
+}
+
+// Versions (`docs/versions.md`).
+
+fn registration() -> Trigger {
+    Trigger::Registration
+}
+
+/// `GET /admin/servers/{id}/versions`: every version, oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct VersionList {
+    pub id: ServerId,
+    /// The version being served.
+    pub active_version: Option<i64>,
+    pub versions: Vec<VersionSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct VersionSummary {
+    pub version: i64,
+    pub generation_id: i64,
+    /// Whether this version is the one being served.
+    pub active: bool,
+    pub status: Status,
+    pub source: GenerationSource,
+    pub triggered_by: Trigger,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_detail: Option<String>,
+    pub model: Option<String>,
+    pub prompt_hash: Option<String>,
+    pub content_hash: Option<String>,
+    pub cache_hit: bool,
+    pub dry_run: bool,
+    pub tools: Vec<String>,
+    /// Self-test outcomes counted by status: `{"passed": 2, "skipped": 1}`.
+    pub self_test: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub review: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+}
+
+impl VersionSummary {
+    pub fn new(row: catalog::VersionSummary, active: Option<i64>) -> VersionSummary {
+        VersionSummary {
+            version: row.version,
+            generation_id: row.generation_id,
+            active: Some(row.generation_id) == active,
+            status: row.status,
+            source: row.source,
+            triggered_by: row.triggered_by,
+            trigger_detail: row.trigger_detail,
+            model: row.model,
+            prompt_hash: row.prompt_hash,
+            content_hash: row.content_hash,
+            cache_hit: row.cache_hit,
+            dry_run: row.dry_run,
+            tools: row.tools,
+            self_test: row.self_test,
+            review: row.review,
+            error: row.error,
+            created_at: format_millis(row.created_at),
+            finished_at: row.finished_at.map(format_millis),
+        }
+    }
+}
+
+/// `GET /admin/servers/{id}/versions/{n}`: one version whole, and for one awaiting approval its
+/// diff against the active version.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct VersionView {
+    #[serde(flatten)]
+    pub generation: GenerationView,
+    /// Whether this version is the one being served.
+    pub active: bool,
+    /// What approving it would change (versions awaiting approval only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff_from_active: Option<VersionDiff>,
+}
+
+/// `GET /admin/servers/{id}/versions/{a}/diff/{b}`: what changes going from `a` to `b`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct VersionDiff {
+    pub from: i64,
+    pub to: i64,
+    /// Tools only in `to`.
+    pub added: Vec<String>,
+    /// Tools only in `from`.
+    pub removed: Vec<String>,
+    /// A tool of `from` that reappears in `to` under another name with the same handler or the
+    /// same input schema.
+    pub renamed: Vec<Renamed>,
+    /// Tools in both (or renamed) whose definition or handler changed.
+    pub changed: Vec<ToolChange>,
+    /// Whitelist domains only in `to` / only in `from`.
+    pub whitelist_added: Vec<String>,
+    pub whitelist_removed: Vec<String>,
+    /// Credentials the tools need (API-description servers' security schemes): only in `to` /
+    /// only in `from`.
+    pub credentials_added: Vec<String>,
+    pub credentials_removed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct Renamed {
+    pub from: String,
+    pub to: String,
+}
+
+/// How one tool differs between two versions.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct ToolChange {
+    /// Its name in `to`.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<TextChange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<TextChange>,
+    /// Structural changes (`op`, `path`, `from`, `to`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_schema: Vec<ValueChange>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_schema: Vec<ValueChange>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<ValueChange>,
+    /// The handler's change as a unified diff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct TextChange {
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+/// One structural change in a JSON value: `add`, `remove` or `replace` at a JSON Pointer path.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct ValueChange {
+    pub op: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub from: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub to: Option<Value>,
+}
+
+/// `POST /admin/servers/{id}/versions/{n}/reject`; the body may be empty.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RejectRequest {
+    /// Why, for the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
+    pub reason: Option<String>,
+}
+
+/// `POST /admin/servers/{id}/activate`
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActivateRequest {
+    /// A ready version of the server.
+    pub version: i64,
+}
+
+/// `PUT /admin/servers/{id}/approval`
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSetting {
+    /// Whether new versions wait for approval; `null`: follow `[generation] require_approval`.
+    pub require_approval: Option<bool>,
+}
+
+/// The answer to approve, reject and activate.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct VersionChanged {
+    pub id: ServerId,
+    pub version: i64,
+    pub status: Status,
+    /// The version being served afterwards.
+    pub active_version: Option<i64>,
+}
+
+/// A server's last documentation drift check.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DriftView {
+    /// `checking`, `unchanged`, `drifted` (changes found; a candidate version was started) or
+    /// `failed` (the documents could not be fetched).
+    pub status: String,
+    pub checked_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The newest drift event's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_event: Option<i64>,
+}
+
+impl From<&catalog::DriftState> for DriftView {
+    fn from(state: &catalog::DriftState) -> DriftView {
+        DriftView {
+            status: state.status.clone(),
+            checked_at: format_millis(state.checked_at),
+            error: state.error.clone(),
+            last_event: state.last_event,
+        }
+    }
+}
+
+/// `POST /admin/servers/{id}/check-drift`: what the check found.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DriftReport {
+    pub id: ServerId,
+    pub drift: DriftView,
+    /// The documents that changed: `url`, `before_sha256`, `after_sha256`, `before_bytes`,
+    /// `after_bytes` (empty when none did).
+    #[schema(value_type = Vec<Object>)]
+    pub changes: Vec<Value>,
+    /// The drift event recorded for the changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<i64>,
+    /// The candidate version's generation, when one started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_id: Option<i64>,
+}
+
+/// An event of `GET /admin/events` (its `data`, as JSON); the SSE event name is `kind`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DaemonEvent {
+    /// `status` (a generation's status changed), `drift` (a server's documentation changed) or
+    /// `version` (a version was approved, rejected or activated); `lagged` when a slow reader
+    /// missed events.
+    pub kind: String,
+    /// The server; absent for `lagged`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<ServerId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+    /// A failure's error, a drift's changed URLs, a version change's action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 // Calls.

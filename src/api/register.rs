@@ -23,7 +23,7 @@ use crate::catalog::{CatalogError, MountRecord, NewCredential, NewPromptServer, 
 use crate::credentials::MAX_PER_SERVER;
 use crate::generate::{Job, openapi};
 use crate::serve::isolate::{check_handler, handler_warnings};
-use crate::states::Status;
+use crate::states::{Status, Trigger};
 use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
@@ -99,7 +99,14 @@ async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<R
     if !state.generator.llm_configured() {
         return Err(llm_not_configured(&state.config.llm));
     }
-    let pending = Pending { prompt, allow_domains, dry_run: body.dry_run, code_mode: body.code_mode, openapi: None };
+    let pending = Pending {
+        prompt,
+        allow_domains,
+        dry_run: body.dry_run,
+        code_mode: body.code_mode,
+        openapi: None,
+        require_approval: body.require_approval,
+    };
     start_generation(state, server, body.credentials, pending, None).await
 }
 
@@ -110,6 +117,7 @@ struct Pending {
     dry_run: bool,
     code_mode: Option<CodeModeSettings>,
     openapi: Option<OpenApiSettings>,
+    require_approval: Option<bool>,
 }
 
 /// Seals the credentials, stores the server with a pending generation and starts the job: the
@@ -125,7 +133,7 @@ async fn start_generation(
     let Checked { id, name, description, access_token_sha256, whitelist } = server;
     let credentials = seal_credentials(state, &id, credentials, &whitelist)?;
     check_code_mode(pending.code_mode.as_ref())?;
-    let Pending { prompt, allow_domains, dry_run, code_mode, openapi } = pending;
+    let Pending { prompt, allow_domains, dry_run, code_mode, openapi, require_approval } = pending;
     let generation_id = state
         .catalog
         .create_prompt_server(NewPromptServer {
@@ -140,6 +148,7 @@ async fn start_generation(
             code_mode: code_mode.as_ref(),
             openapi: openapi.as_ref(),
             inline_spec,
+            require_approval,
         })
         .await?;
     let described = openapi.is_some();
@@ -151,6 +160,8 @@ async fn start_generation(
         dry_run,
         force: false,
         openapi,
+        trigger: Trigger::Registration,
+        repair: None,
     });
     if described {
         tracing::info!(server_id = %id, generation_id, dry_run, "API description server registered; derivation started");
@@ -255,7 +266,14 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
         base_url,
     };
     let pending =
-        Pending { prompt, allow_domains, dry_run: body.dry_run, code_mode: body.code_mode, openapi: Some(settings) };
+        Pending {
+            prompt,
+            allow_domains,
+            dry_run: body.dry_run,
+            code_mode: body.code_mode,
+            openapi: Some(settings),
+            require_approval: body.require_approval,
+        };
     start_generation(state, server, body.credentials, pending, inline.as_deref()).await
 }
 

@@ -23,6 +23,10 @@ pub struct CallRecord {
     pub duration_us: i64,
     pub outcome: CallOutcome,
     pub error: Option<String>,
+    /// The agent received an error result (the handler's own `isError` result included).
+    pub is_error: bool,
+    /// A failed call's arguments, secrets redacted and long values cut (repair context).
+    pub arguments: Option<serde_json::Value>,
     pub fetches: i64,
     pub console: String,
     pub egress: Vec<EgressRecord>,
@@ -52,7 +56,7 @@ pub struct EgressRecord {
 macro_rules! call_columns {
     () => {
         "execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console, \
-         parent_execution_id, code"
+         parent_execution_id, code, is_error, arguments"
     };
 }
 
@@ -173,8 +177,8 @@ impl Catalog {
         for call in batch {
             let inserted = sqlx::query(
                 "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error,
-                                    fetches, console, parent_execution_id, code)
-                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM servers WHERE id = ?)",
+                                    fetches, console, parent_execution_id, code, is_error, arguments)
+                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM servers WHERE id = ?)",
             )
             .bind(&call.execution_id)
             .bind(&call.server_id)
@@ -189,6 +193,8 @@ impl Catalog {
             .bind(&call.console)
             .bind(&call.parent_execution_id)
             .bind(&call.code)
+            .bind(call.is_error)
+            .bind(call.arguments.as_ref().map(super::to_json))
             .bind(&call.server_id)
             .execute(&mut *tx)
             .await?;
@@ -232,6 +238,8 @@ fn call_record(row: &sqlx::sqlite::SqliteRow) -> CallRecord {
         duration_us: row.get("duration_us"),
         outcome: row.get("outcome"),
         error: row.get("error"),
+        is_error: row.get("is_error"),
+        arguments: row.get::<Option<String>, _>("arguments").and_then(|text| serde_json::from_str(&text).ok()),
         fetches: row.get("fetches"),
         console: row.get("console"),
         egress: Vec::new(),
@@ -386,6 +394,8 @@ mod tests {
             duration_us: 1,
             outcome: CallOutcome::Ok,
             error: None,
+            is_error: false,
+            arguments: None,
             fetches: 0,
             console: String::new(),
             egress: Vec::new(),

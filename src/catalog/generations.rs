@@ -9,7 +9,7 @@ use sqlx::Row;
 use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools, tool_from_row};
 use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
-use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status};
+use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status, Trigger};
 use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, ToolSpec, Toolset};
 use crate::whitelist::{RefusedDomain, Whitelist};
 
@@ -30,6 +30,11 @@ pub struct FinishedGeneration {
     pub llm_requests: u32,
     pub cached_from: Option<i64>,
     pub tools: Vec<(ToolSpec, ToolExtras)>,
+    /// Whether a ready generation waits for an operator's approval before it is served, unless
+    /// the server says otherwise (`[generation] require_approval`).
+    pub require_approval: bool,
+    /// Wait for approval whatever the settings say (an automatic candidate whose self-test failed).
+    pub hold_for_review: bool,
 }
 
 /// How long each stage of a generation took, stored as
@@ -58,6 +63,14 @@ impl serde::Serialize for StageTimings {
 #[derive(Debug, Clone)]
 pub struct GenerationRecord {
     pub id: i64,
+    /// Its number among its server's generations: 1, 2, …
+    pub version: i64,
+    pub triggered_by: Trigger,
+    pub trigger_detail: Option<String>,
+    /// An operator's decision, when it awaited approval: `{"decision", "reason", "at"}`.
+    pub review: Option<Value>,
+    /// A targeted regeneration's tools and the failures given to the compiler.
+    pub repair: Option<Value>,
     pub source: GenerationSource,
     pub status: Status,
     pub error: Option<String>,
@@ -122,6 +135,23 @@ pub struct NewDocument<'a> {
     pub discovered_urls: &'a [String],
 }
 
+/// What a new generation is and why it started.
+#[derive(Debug, Clone)]
+pub struct StartGeneration {
+    pub dry_run: bool,
+    pub force: bool,
+    pub trigger: Trigger,
+    pub detail: Option<String>,
+    /// A targeted regeneration: its tools and the failures the compiler gets.
+    pub repair: Option<Value>,
+}
+
+impl StartGeneration {
+    pub fn new(trigger: Trigger) -> StartGeneration {
+        StartGeneration { dry_run: false, force: false, trigger, detail: None, repair: None }
+    }
+}
+
 /// A finished generation whose plan (and tools, if it compiled) can be reused.
 pub struct CachedGeneration {
     pub id: i64,
@@ -140,6 +170,8 @@ pub struct NewPromptServer<'a> {
     pub prompt: &'a str,
     pub allow_domains: &'a [String],
     pub dry_run: bool,
+    /// `None`: `[generation] require_approval` decides.
+    pub require_approval: Option<bool>,
     pub access_token_sha256: Option<&'a str>,
     pub credentials: &'a [NewCredential],
     pub code_mode: Option<&'a CodeModeSettings>,
@@ -168,8 +200,8 @@ impl Catalog {
         }
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
-                                  access_token_sha256, code_mode, openapi)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                                  access_token_sha256, code_mode, openapi, require_approval)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(new.name)
@@ -183,13 +215,15 @@ impl Catalog {
         .bind(new.access_token_sha256)
         .bind(new.code_mode.map(to_json))
         .bind(new.openapi.map(to_json))
+        .bind(new.require_approval)
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {
             return Err(CatalogError::Conflict(new.id.to_string()));
         }
         insert_credentials(&mut tx, new.id, new.credentials, now).await?;
-        let generation_id = insert_generation(&mut tx, new.id, kind, new.dry_run, false, now).await?;
+        let start = StartGeneration { dry_run: new.dry_run, ..StartGeneration::new(Trigger::Registration) };
+        let generation_id = insert_generation(&mut tx, new.id, kind, &start, now).await?;
         tx.commit().await?;
         Ok(generation_id)
     }
@@ -200,8 +234,7 @@ impl Catalog {
         &self,
         id: &ServerId,
         kind: ServerKind,
-        dry_run: bool,
-        force: bool,
+        start: &StartGeneration,
     ) -> Result<Option<i64>, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
@@ -215,7 +248,7 @@ impl Catalog {
         if running > 0 {
             return Ok(None);
         }
-        let generation_id = insert_generation(&mut tx, id, kind, dry_run, force, now).await?;
+        let generation_id = insert_generation(&mut tx, id, kind, start, now).await?;
         sqlx::query("UPDATE servers SET status = ?, updated_at = ? WHERE id = ?")
             .bind(Status::Pending)
             .bind(now)
@@ -300,7 +333,7 @@ impl Catalog {
         Ok(())
     }
 
-    async fn generation_documents(
+    pub(super) async fn generation_documents(
         conn: &mut sqlx::SqliteConnection,
         generation_id: i64,
     ) -> Result<Vec<DocumentRef>, CatalogError> {
@@ -371,18 +404,30 @@ impl Catalog {
     }
 
     /// Writes how a generation ended, its tools, and the server's new state, in one transaction.
-    /// A `Ready` generation becomes the server's active one; otherwise the server keeps serving
-    /// whatever it served before (its status says what happened to the newest attempt).
+    /// A `Ready` generation becomes the server's active one, unless approval is required (the
+    /// server's `require_approval`, else `finished.require_approval`, or `hold_for_review`): then
+    /// it is stored as `awaiting_approval`. Otherwise the server keeps serving whatever it served
+    /// before (its status says what happened to the newest attempt). Returns the stored status.
     pub async fn finish_generation(
         &self,
         server: &ServerId,
         generation_id: i64,
         outcome: GenerationOutcome,
         finished: &FinishedGeneration,
-    ) -> Result<(), CatalogError> {
+    ) -> Result<Status, CatalogError> {
         let now = now_millis();
-        let status = Status::from(outcome);
         let mut tx = self.writer.begin().await?;
+        let mut status = Status::from(outcome);
+        if outcome == GenerationOutcome::Ready {
+            let required: Option<Option<bool>> =
+                sqlx::query_scalar("SELECT require_approval FROM servers WHERE id = ?")
+                    .bind(server.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if finished.hold_for_review || required.flatten().unwrap_or(finished.require_approval) {
+                status = Status::AwaitingApproval;
+            }
+        }
         sqlx::query(
             "UPDATE generations SET status = ?, error = ?, prompt_hash = ?, content_hash = ?, model = ?, plan = ?,
                  whitelist = ?, refused_domains = ?, warnings = ?, timings = ?, input_tokens = ?, output_tokens = ?,
@@ -410,7 +455,7 @@ impl Catalog {
         .await?;
         let tools: Vec<_> = finished.tools.iter().map(|(tool, extras)| ToolRow::new(tool, extras)).collect();
         insert_tools(&mut tx, generation_id, &tools).await?;
-        let activate = outcome == GenerationOutcome::Ready;
+        let activate = status == Status::Ready;
         sqlx::query(
             "UPDATE servers SET status = ?, updated_at = ?,
                  active_generation_id = CASE WHEN ? THEN ? ELSE active_generation_id END
@@ -424,7 +469,7 @@ impl Catalog {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(status)
     }
 
     /// Marks generations that a previous run of the daemon left unfinished as failed, so nothing
@@ -472,26 +517,30 @@ fn status_list(statuses: &[Status]) -> String {
     statuses.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
 }
 
+/// A new `pending` generation; the catalog's trigger gives it the server's next version number.
 async fn insert_generation(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     server: &ServerId,
     kind: ServerKind,
-    dry_run: bool,
-    force: bool,
+    start: &StartGeneration,
     now: i64,
 ) -> Result<i64, CatalogError> {
     let source = if kind == ServerKind::OpenApi { GenerationSource::OpenApi } else { GenerationSource::Llm };
     Ok(sqlx::query_scalar(
-        "INSERT INTO generations (server_id, source, status, generator_version, created_at, dry_run, force)
-         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        "INSERT INTO generations (server_id, source, status, generator_version, created_at, dry_run, force,
+                                  triggered_by, trigger_detail, repair)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
     )
     .bind(server.as_str())
     .bind(source)
     .bind(Status::Pending)
     .bind(GENERATOR_VERSION)
     .bind(now)
-    .bind(dry_run)
-    .bind(force)
+    .bind(start.dry_run)
+    .bind(start.force)
+    .bind(start.trigger)
+    .bind(start.detail.as_deref())
+    .bind(start.repair.as_ref().map(to_json))
     .fetch_one(&mut **tx)
     .await?)
 }
@@ -504,8 +553,8 @@ impl Catalog {
         id: i64,
     ) -> Result<Option<GenerationRecord>, CatalogError> {
         let Some(row) = sqlx::query(
-            "SELECT id, source, status, error, generator_version, whitelist, created_at, finished_at,
-                    dry_run, force, prompt_hash, content_hash, model, plan, cache_hit, cached_from,
+            "SELECT id, version, triggered_by, trigger_detail, review, repair, source, status, error,
+                    generator_version, whitelist, created_at, finished_at, dry_run, force, prompt_hash, content_hash, model, plan, cache_hit, cached_from,
                     input_tokens, output_tokens, llm_requests, timings, warnings, refused_domains
              FROM generations WHERE id = ?",
         )
@@ -533,8 +582,14 @@ impl Catalog {
             });
             tools.push(tool_from_row(&t, t.get("name"))?);
         }
+        let json_column = |name: &str| row.get::<Option<String>, _>(name).as_deref().map(from_json).transpose();
         Ok(Some(GenerationRecord {
             id: row.get("id"),
+            version: row.get::<Option<i64>, _>("version").unwrap_or_default(),
+            triggered_by: row.get("triggered_by"),
+            trigger_detail: row.get("trigger_detail"),
+            review: json_column("review")?,
+            repair: json_column("repair")?,
             source: row.get("source"),
             status: row.get("status"),
             error: row.get("error"),

@@ -17,6 +17,9 @@ pub struct ServerSummary {
     pub status: Status,
     /// Tools of the generation being served.
     pub tool_count: i64,
+    /// The version being served.
+    pub active_version: Option<i64>,
+    pub drift: Option<super::DriftState>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -62,6 +65,10 @@ pub struct ServerRecord {
     pub code_mode: Option<CodeModeSettings>,
     /// How tools are derived, for a server registered from an API description.
     pub openapi: Option<OpenApiSettings>,
+    /// Whether new versions wait for approval; `None`: the daemon's setting.
+    pub require_approval: Option<bool>,
+    /// The last documentation drift check.
+    pub drift: Option<super::DriftState>,
     /// The generation being served.
     pub generation: Option<GenerationRecord>,
     /// The newest generation, when it is not the one being served (running, failed or planned).
@@ -71,8 +78,9 @@ pub struct ServerRecord {
 impl Catalog {
     pub async fn list_servers(&self) -> Result<Vec<ServerSummary>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT s.id, s.name, s.kind, s.status, s.created_at, s.updated_at,
-                    (SELECT COUNT(*) FROM tools t WHERE t.generation_id = s.active_generation_id) AS tool_count
+            "SELECT s.id, s.name, s.kind, s.status, s.created_at, s.updated_at, s.drift,
+                    (SELECT COUNT(*) FROM tools t WHERE t.generation_id = s.active_generation_id) AS tool_count,
+                    (SELECT version FROM generations g WHERE g.id = s.active_generation_id) AS active_version
              FROM servers s ORDER BY s.created_at, s.id",
         )
         .fetch_all(&self.reader)
@@ -85,6 +93,8 @@ impl Catalog {
                     kind: row.get("kind"),
                     status: row.get("status"),
                     tool_count: row.get("tool_count"),
+                    active_version: row.get("active_version"),
+                    drift: row.get::<Option<String>, _>("drift").as_deref().map(from_json).transpose()?,
                     created_at: row.get("created_at"),
                     updated_at: row.get("updated_at"),
                 })
@@ -98,7 +108,7 @@ impl Catalog {
         let mut snapshot = self.reader.begin().await?;
         let row = sqlx::query(
             "SELECT id, name, description, kind, prompt, allow_domains, status, active_generation_id, created_at,
-                    updated_at, access_token_sha256, code_mode, openapi
+                    updated_at, access_token_sha256, code_mode, openapi, require_approval, drift
              FROM servers WHERE id = ?",
         )
         .bind(id.as_str())
@@ -179,7 +189,18 @@ impl Catalog {
         Ok(updated.rows_affected() > 0)
     }
 
-    /// Deletes a server with its generations, tools and call log. Returns false if it did not exist.
+    /// Sets (or with `None` clears) whether a server's new versions wait for approval; `false`
+    /// if there is no such server.
+    pub async fn set_require_approval(&self, id: &ServerId, required: Option<bool>) -> Result<bool, CatalogError> {
+        let updated = sqlx::query("UPDATE servers SET require_approval = ?, updated_at = ? WHERE id = ?")
+            .bind(required)
+            .bind(now_millis())
+            .bind(id.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(updated.rows_affected() == 1)
+    }
+
     /// Sets (or with `None` clears) a server's code-mode settings; `false` if there is no
     /// such server.
     pub async fn set_code_mode(
@@ -196,6 +217,7 @@ impl Catalog {
         Ok(updated.rows_affected() == 1)
     }
 
+    /// Deletes a server with its generations, tools and call log. Returns false if it did not exist.
     pub async fn delete_server(&self, id: &ServerId) -> Result<bool, CatalogError> {
         let mut tx = self.writer.begin().await?;
         // Break the server -> generation reference first so the cascade has a clean order.
@@ -246,6 +268,8 @@ async fn server_from_row(
         access_token_sha256: row.get("access_token_sha256"),
         code_mode: code_mode(&row)?,
         openapi: row.get::<Option<String>, _>("openapi").map(|json| from_json(&json)).transpose()?,
+        require_approval: row.get("require_approval"),
+        drift: row.get::<Option<String>, _>("drift").map(|json| from_json(&json)).transpose()?,
         credentials,
         generation,
         latest_generation,

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::api::model::{OpenApiRegistration, PromptRegistration, Registered, Registration, ToolsetRegistration};
+use crate::api::model::{
+    OpenApiRegistration, PromptRegistration, RegenerateRequest, Registered, Registration, ToolsetRegistration,
+};
 use crate::client::output::{self, print_out};
 use crate::client::progress::{self, GenerationEnd};
 use crate::client::{AdminClient, ClientError};
@@ -81,6 +83,8 @@ pub struct Register {
     pub description: Option<String>,
     pub allow_domains: Vec<String>,
     pub dry_run: bool,
+    /// Every new version waits for an operator's approval (docs/versions.md).
+    pub require_approval: bool,
     pub wait: bool,
 }
 
@@ -111,6 +115,7 @@ fn openapi_body(register: &Register) -> Result<OpenApiRegistration, Failure> {
         prompt: register.prompt.clone(),
         allow_domains: register.allow_domains.clone(),
         dry_run: register.dry_run,
+        require_approval: register.require_approval.then_some(true),
         ..Default::default()
     })
 }
@@ -129,6 +134,7 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
             access_token: None,
             credentials: Default::default(),
             code_mode: None,
+            require_approval: register.require_approval.then_some(true),
         }),
         (None, None) => return Err(Failure::Local("register needs a prompt or --toolset FILE".into())),
     };
@@ -293,9 +299,9 @@ pub async fn export(session: &Session, id: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `regenerate <id> [--force] [--dry-run] [--wait]`
-pub async fn regenerate(session: &Session, id: &str, force: bool, dry_run: bool, wait: bool) -> Result<(), Failure> {
-    let started = session.client.regenerate(id, force, dry_run).await?;
+/// `regenerate <id> [--force] [--dry-run] [--tool NAME]… [--with-failures] [--wait]`
+pub async fn regenerate(session: &Session, id: &str, body: RegenerateRequest, wait: bool) -> Result<(), Failure> {
+    let started = session.client.regenerate(id, &body).await?;
     let id = started.id.to_string();
     let generation_id = Some(started.generation_id);
     if wait {

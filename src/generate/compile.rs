@@ -109,6 +109,31 @@ pub async fn repair(
     Ok((handler, usage))
 }
 
+/// A tool in service that fails: the model sees its handler and the calls that failed recently
+/// (their arguments, secrets redacted, and the errors they returned) and answers with a new
+/// handler, checked like any other.
+pub async fn repair_in_service(
+    llm: &dyn LlmClient,
+    request: &CompileRequest<'_>,
+    tool: &PlannedTool,
+    handler: &str,
+    failures: &str,
+) -> Result<(String, Usage), GenerateError> {
+    let messages = vec![
+        Message::user(tool_message(&shared_context(request), tool)),
+        Message::assistant(format!("```javascript\n{}\n```", handler.trim_end())),
+        Message::user(format!(
+            "This handler is in service, and these recent calls of it failed (the arguments each was called with, \
+             secrets redacted, and what it returned):\n\n{}\n\nFind the cause and fix it, keeping what works. Reply \
+             with the complete corrected function body in one ```javascript block, nothing else.",
+            failures.trim()
+        )),
+    ];
+    let (handler, attempts, usage) = converse(llm, messages, &tool.name).await?;
+    tracing::info!(tool = %tool.name, attempts, "handler repaired from its failed calls");
+    Ok((handler, usage))
+}
+
 /// What every tool's conversation shares: the request, the domains and the documents.
 fn shared_context(request: &CompileRequest<'_>) -> String {
     format!(

@@ -13,6 +13,7 @@ use crate::catalog::{CallLog, CallRecord, now_millis};
 use crate::config::SandboxConfig;
 use crate::credentials::Redactor;
 use crate::serve::egress::{Egress, ServerPolicy};
+use crate::serve::health::{Health, HealthRule, ToolHealth};
 use crate::serve::isolate::{Completion, Invocation, Isolates, Outcome, PoolError, Program, SandboxLimits, ToolResult};
 use crate::states::{CallOutcome, Via};
 use crate::telemetry::metrics::{EgressOutcome, Metrics, ToolSeries};
@@ -30,6 +31,8 @@ pub struct CallableTool {
     read_only: bool,
     /// The labels its calls are counted under.
     series: ToolSeries,
+    /// Its last calls, and whether they make it degraded.
+    health: ToolHealth,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,8 +81,9 @@ pub struct Caller {
 }
 
 impl CallableTool {
-    /// A tool from its spec, counted under `series` (see [`Metrics::tool_series`]).
-    pub fn new(spec: &ToolSpec, series: ToolSeries) -> Result<CallableTool, String> {
+    /// A tool from its spec, counted under `series` (see [`Metrics::tool_series`]), its health
+    /// judged from `health` on.
+    pub fn new(spec: &ToolSpec, series: ToolSeries, health: ToolHealth) -> Result<CallableTool, String> {
         let validator = crate::toolset::validator(&Value::Object(spec.input_schema.clone()))
             .map_err(|e| format!("input schema of tool {:?} cannot be used: {e}", spec.name))?;
         let output_validator = spec
@@ -96,7 +100,16 @@ impl CallableTool {
             output_validator,
             read_only,
             series,
+            health,
         })
+    }
+
+    pub fn health(&self) -> Health {
+        self.health.health()
+    }
+
+    pub fn series(&self) -> &ToolSeries {
+        &self.series
     }
 
     /// Checks arguments against the input schema; the message names the offending field.
@@ -196,6 +209,8 @@ impl Caller {
             )));
         }
         tool.check_arguments(&arguments).map_err(CallError::InvalidArguments)?;
+        // Kept for the log in case the call fails: repairing a tool starts from its failures.
+        let logged_arguments = arguments.clone();
 
         let Origin { via, parent_execution_id, execution_id } = origin;
         let execution_id = execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
@@ -223,6 +238,9 @@ impl Caller {
             started_at,
             started,
             egress: Arc::clone(&egress),
+            arguments: Some(logged_arguments),
+            redactor: &policy.redactor,
+            is_error: false,
             written: false,
         };
         let mut completion = match self.pool.run(server.as_str(), invocation).instrument(span.clone()).await {
@@ -252,7 +270,13 @@ impl Caller {
             Outcome::Limit => CallOutcome::Limit,
         };
         tracing::debug!(parent: &span, %outcome, elapsed_us = started.elapsed().as_micros() as u64, "call finished");
-        entry.write(outcome, completion.error, i64::from(completion.fetches), completion.console);
+        let error = match completion.error {
+            // A handler's own error result: the log keeps what the agent was told.
+            None if completion.result.is_error => Some(result_text(&completion.result)),
+            error => error,
+        };
+        entry.is_error = outcome != CallOutcome::Ok || completion.result.is_error;
+        entry.write(outcome, error, i64::from(completion.fetches), completion.console);
         let execution_id = std::mem::take(&mut entry.execution_id);
         Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
     }
@@ -272,6 +296,11 @@ struct CallEntry<'a> {
     started_at: i64,
     started: Instant,
     egress: Arc<crate::serve::egress::CallEgress>,
+    /// The call's arguments, logged only when it fails.
+    arguments: Option<Value>,
+    redactor: &'a Redactor,
+    /// The agent gets an error result (set before a successful run is written).
+    is_error: bool,
     written: bool,
 }
 
@@ -289,6 +318,16 @@ impl CallEntry<'_> {
         }
         let elapsed = self.started.elapsed();
         metrics.record_call(&self.tool.series, outcome, elapsed);
+        let failed = self.is_error || outcome != CallOutcome::Ok;
+        if HealthRule::counts(outcome)
+            && let Some(degraded) = self.tool.health.record(failed)
+        {
+            metrics.record_tool_health(&self.tool.series, degraded);
+            if degraded {
+                tracing::warn!(server_id = %self.server, tool = %self.tool.name, "tool degraded: too many of its recent calls failed");
+            }
+        }
+        let arguments = self.arguments.take().filter(|_| failed).map(|arguments| for_the_log(arguments, self.redactor));
         self.caller.call_log.record(CallRecord {
             execution_id: self.execution_id.clone(),
             server_id: self.server.to_string(),
@@ -299,6 +338,8 @@ impl CallEntry<'_> {
             duration_us: elapsed.as_micros() as i64,
             outcome,
             error,
+            is_error: failed,
+            arguments,
             fetches,
             console,
             egress,
@@ -316,6 +357,60 @@ impl Drop for CallEntry<'_> {
             self.write(CallOutcome::Cancelled, Some(cancelled.into()), 0, String::new());
         }
     }
+}
+
+/// The text a result shows the agent, cut to what a log line needs.
+fn result_text(result: &ToolResult) -> String {
+    let text: Vec<&str> = result.content.iter().filter_map(|item| item.get("text").and_then(Value::as_str)).collect();
+    let text = if text.is_empty() { "the tool returned an error result".to_string() } else { text.join("\n") };
+    cut(text, MAX_LOGGED_TEXT)
+}
+
+/// Text kept per logged error result and per logged argument value.
+const MAX_LOGGED_TEXT: usize = 2000;
+/// Object keys whose values are secrets whatever the server's credentials are.
+const SECRET_KEYS: [&str; 9] =
+    ["password", "passwd", "secret", "token", "apikey", "api_key", "authorization", "cookie", "credential"];
+
+/// A failed call's arguments as the log keeps them: the server's credential values and the
+/// values of keys that name secrets redacted, long strings cut, at most 8 KB in all.
+fn for_the_log(mut arguments: Value, redactor: &Redactor) -> Value {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map.iter_mut() {
+                    let key = key.to_ascii_lowercase().replace('-', "_");
+                    if SECRET_KEYS.iter().any(|secret| key.contains(secret)) {
+                        *value = Value::String("[redacted]".into());
+                    } else {
+                        walk(value);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            Value::String(text) if text.len() > MAX_LOGGED_TEXT => *text = cut(std::mem::take(text), MAX_LOGGED_TEXT),
+            _ => {}
+        }
+    }
+    redactor.json(&mut arguments);
+    walk(&mut arguments);
+    if arguments.to_string().len() > 8 * 1024 {
+        return Value::String(cut(arguments.to_string(), 8 * 1024));
+    }
+    arguments
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("…[cut]");
+    }
+    text
 }
 
 /// Takes the server's credential values out of everything the call hands back or logs: an

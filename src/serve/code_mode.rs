@@ -476,6 +476,8 @@ impl ScriptEntry<'_> {
             via: self.via,
             started_at: self.started_at,
             duration_us: elapsed.as_micros() as i64,
+            is_error: error.is_some(),
+            arguments: None,
             outcome,
             error,
             fetches: tool_calls,

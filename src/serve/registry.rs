@@ -31,6 +31,7 @@ use crate::credentials::vault::Vault;
 use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Origin};
 use crate::serve::code_mode::CodeMode;
 use crate::serve::egress::ServerPolicy;
+use crate::serve::health::{Health, HealthRule, ToolHealth};
 use crate::serve::mount::{McpMount, McpSettings};
 use crate::telemetry::metrics::{Metrics, ToolSeries};
 use crate::toolset::{CodeModeSettings, ServerId};
@@ -64,6 +65,8 @@ pub struct Registry {
     mcp: McpSettings,
     metrics: Arc<Metrics>,
     max_response_bytes: u64,
+    /// When a tool counts as degraded.
+    health: HealthRule,
 }
 
 /// One server in the registry: routing and auth data at once, the rest on first use.
@@ -142,6 +145,7 @@ impl Registry {
                 changes: (0..CHANGE_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
                 stripe_hasher: std::hash::RandomState::new(),
                 max_response_bytes: caller.max_response_bytes(),
+                health: HealthRule::new(&config.generation),
                 metrics: caller.metrics().clone(),
                 mcp: McpSettings::new(config, caller, Arc::new(code_mode)),
                 catalog,
@@ -244,7 +248,17 @@ impl Registry {
                         return Err(MountError::Catalog { id: mount.id.clone() });
                     }
                 };
-                let built = self.open_credentials(mount, credentials).and_then(|c| self.assemble(mount, generation, c));
+                // Seeded from the log, so a restart or a remount does not forget a failing tool.
+                let recent = match self.catalog.recent_failures_by_tool(&mount.id, mount.generation_id, self.health.window).await {
+                    Ok(recent) => recent,
+                    Err(error) => {
+                        tracing::error!(server_id = %mount.id, %error, "cannot read the server's recent calls");
+                        return Err(MountError::Catalog { id: mount.id.clone() });
+                    }
+                };
+                let built = self
+                    .open_credentials(mount, credentials)
+                    .and_then(|c| self.assemble(mount, generation, c, &recent));
                 if let Err(message) = &built {
                     tracing::error!(server_id = %mount.id, generation_id = mount.generation_id, error = %message, "cannot mount server");
                 }
@@ -277,11 +291,14 @@ impl Registry {
         mount: &Mount,
         generation: ServedGeneration,
         credentials: Vec<Credential>,
+        recent: &std::collections::BTreeMap<String, Vec<bool>>,
     ) -> Result<Arc<Mounted>, String> {
-        let tools = generation
-            .tools
-            .iter()
-            .map(|spec| CallableTool::new(spec, self.metrics.tool_series(mount.id.as_str(), &spec.name)));
+        let tools = generation.tools.iter().map(|spec| {
+            let health = ToolHealth::new(self.health, recent.get(&spec.name).map_or(&[][..], Vec::as_slice));
+            let series = self.metrics.tool_series(mount.id.as_str(), &spec.name);
+            self.metrics.record_tool_health(&series, health.health().degraded);
+            CallableTool::new(spec, series, health)
+        });
         let tools = tools.collect::<Result<Vec<_>, _>>()?;
         let server = Arc::new(MountedServer {
             id: mount.id.clone(),
@@ -301,6 +318,20 @@ impl Registry {
         });
         let mcp = McpMount::new(server.clone(), generation.tools, &self.mcp, mount.cancel.clone());
         Ok(Arc::new(Mounted { server, mcp }))
+    }
+
+    /// The health of each tool of `id`'s served generation, if its mount has been built (one
+    /// that has not has had no calls since the daemon started; the call log knows the rest).
+    pub fn tool_health(&self, id: &ServerId) -> Option<(i64, Vec<(String, Health)>)> {
+        let mount = self.get(id)?;
+        let Some(Ok(built)) = mount.built.get() else { return None };
+        let tools = built.server.tools.iter().map(|tool| (tool.name.clone(), tool.health())).collect();
+        Some((mount.generation_id, tools))
+    }
+
+    /// The rule tools are judged by.
+    pub fn health_rule(&self) -> HealthRule {
+        self.health
     }
 
     pub fn len(&self) -> usize {

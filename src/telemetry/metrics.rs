@@ -41,6 +41,10 @@ pub enum EgressOutcome {
 
 /// The label value for servers (and their tools) past `max_labelled_servers`.
 const OTHER: &str = "other";
+/// How a documentation drift check can end.
+const DRIFT_CHECK_RESULTS: [&str; 3] = ["unchanged", "drifted", "failed"];
+/// What an operator can do to a version.
+const VERSION_CHANGES: [&str; 3] = ["approved", "rejected", "activated"];
 /// The label value for requests to ids that are not mounted servers.
 const UNKNOWN: &str = "unknown";
 /// The MCP endpoint refusals counted by server.
@@ -117,6 +121,12 @@ struct EgressLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LifecycleLabels {
+    /// A fixed set: see [`Metrics::record_drift_check`] and [`Metrics::record_version_change`].
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct GenerationLabels {
     outcome: GenerationOutcome,
 }
@@ -165,6 +175,10 @@ pub struct Metrics {
     code_executions: Family<ScriptLabels, Counter>,
     code_tool_calls: Family<ScriptToolCallLabels, Counter>,
     code_sandboxed_bytes: Counter,
+    tool_degraded: Family<SeriesLabels, Gauge>,
+    drift_checks: Family<LifecycleLabels, Counter>,
+    drift_events: Counter,
+    version_changes: Family<LifecycleLabels, Counter>,
     gauges: GaugeHandles,
 }
 
@@ -223,6 +237,10 @@ impl Metrics {
             code_executions: Family::default(),
             code_tool_calls: Family::default(),
             code_sandboxed_bytes: Counter::default(),
+            tool_degraded: Family::default(),
+            drift_checks: Family::default(),
+            drift_events: Counter::default(),
+            version_changes: Family::default(),
             gauges: GaugeHandles::default(),
         };
         // Zero-valued series that dashboards expect to exist from the start.
@@ -237,6 +255,12 @@ impl Metrics {
         }
         for direction in ["input", "output"] {
             let _ = metrics.llm_tokens.get_or_create(&TokenLabels { direction });
+        }
+        for result in DRIFT_CHECK_RESULTS {
+            let _ = metrics.drift_checks.get_or_create(&LifecycleLabels { result });
+        }
+        for result in VERSION_CHANGES {
+            let _ = metrics.version_changes.get_or_create(&LifecycleLabels { result });
         }
         metrics.build_info.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
         metrics.register();
@@ -331,6 +355,26 @@ impl Metrics {
             self.code_sandboxed_bytes.clone(),
         );
         registry.register("mcpbootd_mounted_servers", "Servers mounted and serving MCP", g.mounted_servers.clone());
+        registry.register(
+            "mcpbootd_tool_degraded",
+            "1 while a tool's error rate over its last calls is at or past [generation] degraded_error_rate",
+            self.tool_degraded.clone(),
+        );
+        registry.register(
+            "mcpbootd_drift_checks",
+            "Documentation drift checks by result (unchanged, drifted, failed)",
+            self.drift_checks.clone(),
+        );
+        registry.register(
+            "mcpbootd_drift_events",
+            "Changes found in servers' documentation (each starts a candidate version)",
+            self.drift_events.clone(),
+        );
+        registry.register(
+            "mcpbootd_version_changes",
+            "Operator decisions on versions (approved, rejected, activated)",
+            self.version_changes.clone(),
+        );
     }
 
     /// The series a tool's calls are counted under: its own labels while fewer than
@@ -430,6 +474,28 @@ impl Metrics {
         self.llm_tokens.get_or_create(&TokenLabels { direction: "output" }).inc_by(output_tokens);
     }
 
+    /// Whether a tool is degraded (see `serve::health`). Tools of unlabelled servers share
+    /// `other`, which then says whether the last of them to change is degraded.
+    pub fn record_tool_health(&self, series: &ToolSeries, degraded: bool) {
+        let labels = SeriesLabels { server: series.server.clone(), tool: series.tool.clone() };
+        self.tool_degraded.get_or_create(&labels).set(i64::from(degraded));
+    }
+
+    /// A documentation drift check ended: `unchanged`, `drifted` or `failed`.
+    pub fn record_drift_check(&self, result: &'static str) {
+        debug_assert!(DRIFT_CHECK_RESULTS.contains(&result));
+        self.drift_checks.get_or_create(&LifecycleLabels { result }).inc();
+        if result == "drifted" {
+            self.drift_events.inc();
+        }
+    }
+
+    /// An operator approved, rejected or activated a version.
+    pub fn record_version_change(&self, result: &'static str) {
+        debug_assert!(VERSION_CHANGES.contains(&result));
+        self.version_changes.get_or_create(&LifecycleLabels { result }).inc();
+    }
+
     /// Forgets a deleted server's series and frees its label, so label sets do not grow with
     /// churn. (Its calls counted under `other` stay there.)
     pub fn forget_server(&self, server: &str) {
@@ -439,6 +505,7 @@ impl Metrics {
             for outcome in CallOutcome::ALL {
                 self.calls.remove(&CallLabels { server: label.clone(), tool: tool.clone(), outcome: *outcome });
             }
+            self.tool_degraded.remove(&SeriesLabels { server: label.clone(), tool: tool.clone() });
             self.call_duration.remove(&SeriesLabels { server: label.clone(), tool });
         }
         for status in REJECTION_STATUSES {

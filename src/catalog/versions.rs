@@ -1,0 +1,480 @@
+//! Versions: a server's generations by number, the review gate (approve, reject), activation of
+//! any ready version (rollback), retention, documentation drift state, and what the call log
+//! says about each tool's health and failures.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sqlx::Row;
+
+use super::{Catalog, CatalogError, DocumentRef, GenerationRecord, from_json, now_millis, to_json};
+use crate::states::{GenerationSource, ServerKind, Status, Trigger};
+use crate::toolset::{OpenApiSettings, ServerId};
+
+/// One version as the list of versions shows it.
+#[derive(Debug, Clone)]
+pub struct VersionSummary {
+    pub version: i64,
+    pub generation_id: i64,
+    pub source: GenerationSource,
+    pub status: Status,
+    pub triggered_by: Trigger,
+    pub trigger_detail: Option<String>,
+    pub model: Option<String>,
+    pub prompt_hash: Option<String>,
+    pub content_hash: Option<String>,
+    pub cache_hit: bool,
+    pub dry_run: bool,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+    pub tools: Vec<String>,
+    /// Self-test outcomes counted by status (`passed`, `failed`, `skipped`).
+    pub self_test: BTreeMap<String, i64>,
+    pub review: Option<Value>,
+    pub error: Option<String>,
+}
+
+/// Why a version could not be approved, rejected or activated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VersionRefusal {
+    NoServer,
+    NoVersion,
+    /// It is in a status that does not allow the change.
+    Status(Status),
+}
+
+/// An operator's decision on a version that awaits approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Review {
+    Approve,
+    Reject,
+}
+
+/// The last documentation drift check of a server, kept on the server row.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DriftState {
+    /// `checking`, `unchanged`, `drifted` or `failed` (the documents could not be fetched).
+    pub status: String,
+    /// When the last check started (`checking`) or finished.
+    pub checked_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The newest drift event's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_event: Option<i64>,
+}
+
+/// A change in a server's documentation, and the candidate version it started.
+#[derive(Debug, Clone)]
+pub struct DriftEvent {
+    pub id: i64,
+    pub server_id: String,
+    pub detected_at: i64,
+    /// `[{"url", "before_sha256", "after_sha256", "before_bytes", "after_bytes"}]`.
+    pub changes: Value,
+    pub generation_id: Option<i64>,
+}
+
+/// What a drift check needs to know about a server whose documents it re-fetches.
+#[derive(Debug, Clone)]
+pub struct DriftSubject {
+    pub id: ServerId,
+    pub kind: ServerKind,
+    pub prompt: Option<String>,
+    pub allow_domains: Vec<String>,
+    pub openapi: Option<OpenApiSettings>,
+    pub drift: Option<DriftState>,
+}
+
+/// A failed call of a tool, as repair context.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailedCall {
+    pub execution_id: String,
+    pub started_at: i64,
+    pub outcome: String,
+    /// The arguments as logged (secrets redacted, long values cut).
+    pub arguments: Option<Value>,
+    pub error: Option<String>,
+}
+
+impl Catalog {
+    /// A server's versions, oldest first, and the active one's generation id. `None` if there
+    /// is no such server.
+    pub async fn list_versions(
+        &self,
+        id: &ServerId,
+    ) -> Result<Option<(Option<i64>, Vec<VersionSummary>)>, CatalogError> {
+        let mut snapshot = self.reader.begin().await?;
+        let Some(active) =
+            sqlx::query_scalar::<_, Option<i64>>("SELECT active_generation_id FROM servers WHERE id = ?")
+                .bind(id.as_str())
+                .fetch_optional(&mut *snapshot)
+                .await?
+        else {
+            return Ok(None);
+        };
+        let rows = sqlx::query(
+            "SELECT g.id, g.version, g.source, g.status, g.triggered_by, g.trigger_detail, g.model, g.prompt_hash,
+                    g.content_hash, g.cache_hit, g.dry_run, g.created_at, g.finished_at, g.review, g.error,
+                    (SELECT json_group_array(name) FROM (SELECT name FROM tools WHERE generation_id = g.id
+                                                          ORDER BY position)) AS tools,
+                    (SELECT json_group_object(status, n) FROM
+                        (SELECT json_extract(self_test, '$.status') AS status, COUNT(*) AS n FROM tools
+                         WHERE generation_id = g.id AND self_test IS NOT NULL GROUP BY 1)) AS self_test
+             FROM generations g WHERE g.server_id = ? ORDER BY g.version",
+        )
+        .bind(id.as_str())
+        .fetch_all(&mut *snapshot)
+        .await?;
+        snapshot.rollback().await?;
+        let versions = rows
+            .iter()
+            .map(|row| {
+                Ok(VersionSummary {
+                    version: row.get::<Option<i64>, _>("version").unwrap_or_default(),
+                    generation_id: row.get("id"),
+                    source: row.get("source"),
+                    status: row.get("status"),
+                    triggered_by: row.get("triggered_by"),
+                    trigger_detail: row.get("trigger_detail"),
+                    model: row.get("model"),
+                    prompt_hash: row.get("prompt_hash"),
+                    content_hash: row.get("content_hash"),
+                    cache_hit: row.get("cache_hit"),
+                    dry_run: row.get("dry_run"),
+                    created_at: row.get("created_at"),
+                    finished_at: row.get("finished_at"),
+                    tools: from_json(&row.get::<String, _>("tools"))?,
+                    self_test: from_json(&row.get::<String, _>("self_test"))?,
+                    review: row.get::<Option<String>, _>("review").as_deref().map(from_json).transpose()?,
+                    error: row.get("error"),
+                })
+            })
+            .collect::<Result<Vec<_>, CatalogError>>()?;
+        Ok(Some((active, versions)))
+    }
+
+    /// Version `number` of a server, whole, and the server's active generation id.
+    pub async fn version(
+        &self,
+        id: &ServerId,
+        number: i64,
+    ) -> Result<Result<(GenerationRecord, Option<i64>), VersionRefusal>, CatalogError> {
+        let mut snapshot = self.reader.begin().await?;
+        let Some(active) =
+            sqlx::query_scalar::<_, Option<i64>>("SELECT active_generation_id FROM servers WHERE id = ?")
+                .bind(id.as_str())
+                .fetch_optional(&mut *snapshot)
+                .await?
+        else {
+            return Ok(Err(VersionRefusal::NoServer));
+        };
+        let generation_id: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM generations WHERE server_id = ? AND version = ?")
+                .bind(id.as_str())
+                .bind(number)
+                .fetch_optional(&mut *snapshot)
+                .await?;
+        let record = match generation_id {
+            Some(generation_id) => Catalog::generation(&mut snapshot, generation_id).await?,
+            None => None,
+        };
+        snapshot.rollback().await?;
+        Ok(record.map(|record| (record, active)).ok_or(VersionRefusal::NoVersion))
+    }
+
+    /// Approves or rejects a version that awaits approval. An approved version becomes the
+    /// active one (the caller remounts); a rejected one is kept, never served.
+    pub async fn review_version(
+        &self,
+        id: &ServerId,
+        number: i64,
+        review: Review,
+        reason: Option<&str>,
+    ) -> Result<Result<i64, VersionRefusal>, CatalogError> {
+        let now = now_millis();
+        let mut tx = self.writer.begin().await?;
+        let generation = match version_row(&mut tx, id, number).await? {
+            Ok(found) => found,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        if generation.1 != Status::AwaitingApproval {
+            return Ok(Err(VersionRefusal::Status(generation.1)));
+        }
+        let (decision, status) = match review {
+            Review::Approve => ("approved", Status::Ready),
+            Review::Reject => ("rejected", Status::Rejected),
+        };
+        let record = json!({"decision": decision, "reason": reason, "at": super::format_millis(now)});
+        sqlx::query("UPDATE generations SET status = ?, review = ? WHERE id = ?")
+            .bind(status)
+            .bind(to_json(&record))
+            .bind(generation.0)
+            .execute(&mut *tx)
+            .await?;
+        match review {
+            Review::Approve => activate(&mut tx, id, generation.0, now).await?,
+            Review::Reject => {
+                // The server goes back to what it serves, if anything.
+                sqlx::query(
+                    "UPDATE servers SET updated_at = ?,
+                         status = CASE WHEN active_generation_id IS NULL THEN ? ELSE ? END
+                     WHERE id = ?",
+                )
+                .bind(now)
+                .bind(Status::Rejected)
+                .bind(Status::Ready)
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(Ok(generation.0))
+    }
+
+    /// Makes a ready version the active one (a rollback, or a roll forward again). Returns its
+    /// generation id; the caller remounts.
+    pub async fn activate_version(
+        &self,
+        id: &ServerId,
+        number: i64,
+    ) -> Result<Result<i64, VersionRefusal>, CatalogError> {
+        let now = now_millis();
+        let mut tx = self.writer.begin().await?;
+        let (generation_id, status) = match version_row(&mut tx, id, number).await? {
+            Ok(found) => found,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        if status != Status::Ready {
+            return Ok(Err(VersionRefusal::Status(status)));
+        }
+        activate(&mut tx, id, generation_id, now).await?;
+        tx.commit().await?;
+        Ok(Ok(generation_id))
+    }
+
+    /// Deletes a server's oldest versions beyond `keep`, never the active one, one awaiting
+    /// approval or one still running. Returns how many were deleted.
+    pub async fn prune_versions(&self, id: &ServerId, keep: u64) -> Result<u64, CatalogError> {
+        if keep == 0 {
+            return Ok(0);
+        }
+        let deleted = sqlx::query(
+            "DELETE FROM generations WHERE id IN (
+                 SELECT g.id FROM generations g JOIN servers s ON s.id = g.server_id
+                 WHERE g.server_id = ?1
+                   AND g.id IS NOT s.active_generation_id
+                   AND g.status IN (?2, ?3, ?4, ?5)
+                   AND g.version <= (SELECT MAX(version) FROM generations WHERE server_id = ?1) - ?6)",
+        )
+        .bind(id.as_str())
+        .bind(Status::Ready)
+        .bind(Status::Failed)
+        .bind(Status::Planned)
+        .bind(Status::Rejected)
+        .bind(keep as i64)
+        .execute(&self.writer)
+        .await?;
+        Ok(deleted.rows_affected())
+    }
+
+    /// Servers whose documentation can drift: those generated from a prompt's documents.
+    pub async fn drift_subjects(&self) -> Result<Vec<DriftSubject>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT id, kind, prompt, allow_domains, openapi, drift FROM servers WHERE kind = ? ORDER BY id",
+        )
+        .bind(ServerKind::Prompt)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(drift_subject).collect()
+    }
+
+    pub async fn drift_subject(&self, id: &ServerId) -> Result<Option<DriftSubject>, CatalogError> {
+        let row = sqlx::query("SELECT id, kind, prompt, allow_domains, openapi, drift FROM servers WHERE id = ?")
+            .bind(id.as_str())
+            .fetch_optional(&self.reader)
+            .await?;
+        row.as_ref().map(drift_subject).transpose()
+    }
+
+    /// The documents a drift check compares against: those of the server's newest generation
+    /// that fetched any (the active one, or a newer candidate built from changed documents).
+    pub async fn drift_baseline(&self, id: &ServerId) -> Result<Vec<DocumentRef>, CatalogError> {
+        let mut conn = self.reader.acquire().await?;
+        let newest: Option<i64> = sqlx::query_scalar(
+            "SELECT MAX(g.id) FROM generations g WHERE g.server_id = ?
+                 AND EXISTS (SELECT 1 FROM generation_documents d WHERE d.generation_id = g.id)",
+        )
+        .bind(id.as_str())
+        .fetch_one(&mut *conn)
+        .await?;
+        match newest {
+            Some(generation_id) => Catalog::generation_documents(&mut conn, generation_id).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Records a server's drift state; false if the server is gone.
+    pub async fn set_drift_state(&self, id: &ServerId, state: &DriftState) -> Result<bool, CatalogError> {
+        let updated = sqlx::query("UPDATE servers SET drift = ? WHERE id = ?")
+            .bind(to_json(state))
+            .bind(id.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(updated.rows_affected() == 1)
+    }
+
+    /// Records a drift event (and, once it started, its candidate generation). Returns its id.
+    pub async fn record_drift_event(&self, id: &ServerId, changes: &Value) -> Result<i64, CatalogError> {
+        Ok(sqlx::query_scalar(
+            "INSERT INTO drift_events (server_id, detected_at, changes) VALUES (?, ?, ?) RETURNING id",
+        )
+        .bind(id.as_str())
+        .bind(now_millis())
+        .bind(to_json(changes))
+        .fetch_one(&self.writer)
+        .await?)
+    }
+
+    pub async fn set_drift_candidate(&self, event: i64, generation_id: i64) -> Result<(), CatalogError> {
+        sqlx::query("UPDATE drift_events SET generation_id = ? WHERE id = ?")
+            .bind(generation_id)
+            .bind(event)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// A server's newest drift events, newest first.
+    pub async fn drift_events(&self, id: &ServerId, limit: i64) -> Result<Vec<DriftEvent>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT id, server_id, detected_at, changes, generation_id FROM drift_events WHERE server_id = ?
+             ORDER BY id DESC LIMIT ?",
+        )
+        .bind(id.as_str())
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(DriftEvent {
+                    id: row.get("id"),
+                    server_id: row.get("server_id"),
+                    detected_at: row.get("detected_at"),
+                    changes: from_json(&row.get::<String, _>("changes"))?,
+                    generation_id: row.get("generation_id"),
+                })
+            })
+            .collect()
+    }
+
+    /// Per tool of a generation, whether each of its last `window` calls failed, newest first
+    /// (calls refused before they ran, `busy`, `shutting_down` and `cancelled`, are not the
+    /// tool's doing and are left out).
+    pub async fn recent_failures_by_tool(
+        &self,
+        id: &ServerId,
+        generation_id: i64,
+        window: u32,
+    ) -> Result<BTreeMap<String, Vec<bool>>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT tool, is_error FROM (
+                 SELECT tool, is_error, ROW_NUMBER() OVER (PARTITION BY tool ORDER BY started_at DESC, rowid DESC) AS n
+                 FROM calls WHERE server_id = ? AND generation_id = ?
+                   AND outcome NOT IN ('busy', 'shutting_down', 'cancelled'))
+             WHERE n <= ? ORDER BY tool, n",
+        )
+        .bind(id.as_str())
+        .bind(generation_id)
+        .bind(i64::from(window))
+        .fetch_all(&self.reader)
+        .await?;
+        let mut by_tool: BTreeMap<String, Vec<bool>> = BTreeMap::new();
+        for row in rows {
+            by_tool.entry(row.get("tool")).or_default().push(row.get("is_error"));
+        }
+        Ok(by_tool)
+    }
+
+    /// A tool's newest failed calls in a generation, newest first: repair context.
+    pub async fn failed_calls(
+        &self,
+        id: &ServerId,
+        generation_id: i64,
+        tool: &str,
+        limit: i64,
+    ) -> Result<Vec<FailedCall>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT execution_id, started_at, outcome, arguments, error FROM calls
+             WHERE server_id = ? AND generation_id = ? AND tool = ? AND is_error
+               AND outcome NOT IN ('busy', 'shutting_down', 'cancelled')
+             ORDER BY started_at DESC, rowid DESC LIMIT ?",
+        )
+        .bind(id.as_str())
+        .bind(generation_id)
+        .bind(tool)
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(FailedCall {
+                    execution_id: row.get("execution_id"),
+                    started_at: row.get("started_at"),
+                    outcome: row.get("outcome"),
+                    arguments: row.get::<Option<String>, _>("arguments").as_deref().map(from_json).transpose()?,
+                    error: row.get("error"),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The generation id and status of version `number`, in the caller's transaction.
+async fn version_row(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    id: &ServerId,
+    number: i64,
+) -> Result<Result<(i64, Status), VersionRefusal>, CatalogError> {
+    let exists: Option<String> =
+        sqlx::query_scalar("SELECT id FROM servers WHERE id = ?").bind(id.as_str()).fetch_optional(&mut **tx).await?;
+    if exists.is_none() {
+        return Ok(Err(VersionRefusal::NoServer));
+    }
+    let row = sqlx::query("SELECT id, status FROM generations WHERE server_id = ? AND version = ?")
+        .bind(id.as_str())
+        .bind(number)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.map(|row| (row.get("id"), row.get("status"))).ok_or(VersionRefusal::NoVersion))
+}
+
+/// Points the server at `generation_id` and marks it ready.
+async fn activate(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    id: &ServerId,
+    generation_id: i64,
+    now: i64,
+) -> Result<(), CatalogError> {
+    sqlx::query("UPDATE servers SET active_generation_id = ?, status = ?, updated_at = ? WHERE id = ?")
+        .bind(generation_id)
+        .bind(Status::Ready)
+        .bind(now)
+        .bind(id.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn drift_subject(row: &sqlx::sqlite::SqliteRow) -> Result<DriftSubject, CatalogError> {
+    Ok(DriftSubject {
+        id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
+        kind: row.get("kind"),
+        prompt: row.get("prompt"),
+        allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
+        openapi: row.get::<Option<String>, _>("openapi").as_deref().map(from_json).transpose()?,
+        drift: row.get::<Option<String>, _>("drift").as_deref().map(from_json).transpose()?,
+    })
+}

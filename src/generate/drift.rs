@@ -1,0 +1,200 @@
+//! Documentation drift: a prompt server's documents are fetched again (through the egress, as
+//! generation fetches them) and compared, URL by URL, with the documents of its newest version
+//! that fetched any. A change is recorded as a drift event and starts a candidate version,
+//! which goes through the review gate like any other (and waits for review when a self-test
+//! fails, even with the gate off).
+//!
+//! Checks run every `[generation] drift_check_interval` in the background, one server at a
+//! time, and on `POST /admin/servers/{id}/check-drift`. The state of the last check is kept on
+//! the server row, so a restart resumes: a server whose check was interrupted (`checking`) is
+//! due at once, one never checked is due one interval after the daemon started.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::docs::{self, DocsLimits};
+use super::{Generator, Inner, Job, LifecycleEvent};
+use crate::catalog::{CatalogError, DriftState, DriftSubject, StartGeneration, now_millis};
+use crate::states::{ServerKind, Trigger};
+use crate::toolset::ServerId;
+
+/// What one check found.
+#[derive(Debug, Clone)]
+pub struct DriftOutcome {
+    pub state: DriftState,
+    /// `[{"url", "before_sha256", "after_sha256", "before_bytes", "after_bytes"}]`.
+    pub changes: Vec<Value>,
+    pub event_id: Option<i64>,
+    /// The candidate version's generation, when one started.
+    pub generation_id: Option<i64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriftError {
+    #[error("no server {0:?}")]
+    NoServer(ServerId),
+    #[error(
+        "server {0:?} was not generated from documentation (its tools are a registered toolset or derived from an \
+         API description); there is nothing to check"
+    )]
+    NoDocuments(ServerId),
+    #[error("server {0:?} is being generated; check again when it has finished")]
+    Generating(ServerId),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+impl Generator {
+    /// Checks one server's documents now.
+    pub async fn check_drift(&self, id: &ServerId) -> Result<DriftOutcome, DriftError> {
+        let subject = self.inner.catalog.drift_subject(id).await?.ok_or_else(|| DriftError::NoServer(id.clone()))?;
+        self.inner.check(&subject).await
+    }
+
+    /// Starts the background checks, every `every`.
+    pub fn spawn_drift_checks(&self, every: Duration) {
+        let inner = self.inner.clone();
+        let shutdown = self.inner.tasks.shutdown_started();
+        let started_at = now_millis();
+        self.inner.tasks.spawn(async move {
+            tokio::select! {
+                () = inner.check_periodically(every, started_at) => {}
+                () = shutdown => {}
+            }
+        });
+    }
+}
+
+impl Inner {
+    async fn check_periodically(self: Arc<Self>, every: Duration, started_at: i64) {
+        let every_ms = every.as_millis() as i64;
+        loop {
+            let now = now_millis();
+            let mut next_due = now + every_ms;
+            match self.catalog.drift_subjects().await {
+                Ok(subjects) => {
+                    for subject in subjects {
+                        let due = match &subject.drift {
+                            Some(state) if state.status == "checking" => now,
+                            Some(state) => state.checked_at + every_ms,
+                            None => started_at + every_ms,
+                        };
+                        if due > now {
+                            next_due = next_due.min(due);
+                            continue;
+                        }
+                        match self.check(&subject).await {
+                            Ok(_) | Err(DriftError::Generating(_) | DriftError::NoServer(_)) => {}
+                            Err(error) => tracing::warn!(server_id = %subject.id, %error, "drift check failed"),
+                        }
+                    }
+                }
+                Err(error) => tracing::error!(%error, "cannot list the servers to check for drift"),
+            }
+            let wait = (next_due - now_millis()).clamp(1_000, 60_000);
+            tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+        }
+    }
+
+    async fn check(self: &Arc<Self>, subject: &DriftSubject) -> Result<DriftOutcome, DriftError> {
+        let id = &subject.id;
+        if subject.kind != ServerKind::Prompt {
+            return Err(DriftError::NoDocuments(id.clone()));
+        }
+        if self.catalog.server_status(id).await?.is_some_and(|status| !status.is_final()) {
+            return Err(DriftError::Generating(id.clone()));
+        }
+        let last_event = subject.drift.as_ref().and_then(|state| state.last_event);
+        let mut state = DriftState { status: "checking".into(), checked_at: now_millis(), error: None, last_event };
+        if !self.catalog.set_drift_state(id, &state).await? {
+            return Err(DriftError::NoServer(id.clone()));
+        }
+        let baseline = self.catalog.drift_baseline(id).await?;
+        let urls: Vec<String> = baseline.iter().map(|document| document.source_url.clone()).collect();
+        let limits = DocsLimits {
+            timeout: Duration::from_millis(self.settings.fetch_timeout_ms),
+            max_page_chars: self.settings.max_page_chars,
+            max_total_chars: self.settings.max_total_chars,
+            ..DocsLimits::default()
+        };
+        let fetched = if urls.is_empty() { None } else { Some(docs::fetch_documents(&self.egress, &urls, &limits).await) };
+        let mut changes = Vec::new();
+        let mut missing = Vec::new();
+        for before in &baseline {
+            let now = fetched.iter().flat_map(|f| &f.documents).find(|d| d.source_url == before.source_url);
+            match now {
+                Some(now) if now.sha256 != before.sha256 => changes.push(json!({
+                    "url": before.source_url,
+                    "before_sha256": before.sha256,
+                    "after_sha256": now.sha256,
+                    "before_bytes": before.bytes,
+                    "after_bytes": now.bytes,
+                })),
+                Some(_) => {}
+                None => missing.push(before.source_url.clone()),
+            }
+        }
+        state.checked_at = now_millis();
+        let mut outcome = DriftOutcome { state: state.clone(), changes, event_id: None, generation_id: None };
+        if outcome.changes.is_empty() {
+            if missing.is_empty() {
+                state.status = "unchanged".into();
+            } else {
+                // A page that cannot be fetched now says nothing about whether it changed.
+                state.status = "failed".into();
+                let warnings = fetched.map(|f| f.warnings.join("; ")).unwrap_or_default();
+                state.error = Some(format!("could not fetch {}: {warnings}", missing.join(", ")));
+            }
+            self.metrics.record_drift_check(if missing.is_empty() { "unchanged" } else { "failed" });
+        } else {
+            self.drifted(subject, &mut outcome).await?;
+            state.status = "drifted".into();
+            state.last_event = outcome.event_id;
+            self.metrics.record_drift_check("drifted");
+        }
+        self.catalog.set_drift_state(id, &state).await?;
+        tracing::info!(server_id = %id, status = %state.status, changes = outcome.changes.len(), "drift check finished");
+        outcome.state = state;
+        Ok(outcome)
+    }
+
+    /// Records the drift event and starts the candidate version.
+    async fn drifted(self: &Arc<Self>, subject: &DriftSubject, outcome: &mut DriftOutcome) -> Result<(), DriftError> {
+        let id = &subject.id;
+        let changes = Value::Array(outcome.changes.clone());
+        let event_id = self.catalog.record_drift_event(id, &changes).await?;
+        outcome.event_id = Some(event_id);
+        let urls: Vec<&str> = outcome.changes.iter().filter_map(|c| c["url"].as_str()).collect();
+        let detail = format!("drift event {event_id}: {} changed", urls.join(", "));
+        let start = StartGeneration { detail: Some(detail.clone()), ..StartGeneration::new(Trigger::Drift) };
+        let generation_id = self.catalog.start_regeneration(id, ServerKind::Prompt, &start).await?;
+        if let Some(generation_id) = generation_id {
+            self.catalog.set_drift_candidate(event_id, generation_id).await?;
+            outcome.generation_id = Some(generation_id);
+        }
+        self.announce(LifecycleEvent {
+            kind: "drift",
+            id: id.clone(),
+            status: None,
+            generation_id,
+            version: None,
+            detail: Some(detail),
+        });
+        if let Some(generation_id) = generation_id {
+            Generator { inner: self.clone() }.spawn(Job {
+                server: id.clone(),
+                generation_id,
+                prompt: subject.prompt.clone().unwrap_or_default(),
+                allow_domains: subject.allow_domains.clone(),
+                dry_run: false,
+                force: false,
+                openapi: None,
+                trigger: Trigger::Drift,
+                repair: None,
+            });
+        }
+        Ok(())
+    }
+}

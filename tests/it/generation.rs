@@ -11,7 +11,7 @@ use crate::scripted_llm::{Scripted, ScriptedLlm};
 const DOCS_HOST: &str = "docs.weather.test";
 
 /// The daemon with an LLM pointed at `llm` (Anthropic wire format unless `openai`).
-async fn spawn_with_llm(
+pub(crate) async fn spawn_with_llm(
     llm: &ScriptedLlm,
     openai: bool,
     extra: Vec<(String, String)>,
@@ -28,7 +28,7 @@ async fn spawn_with_llm(
 }
 
 /// Documentation that links the API host (used) and another host (not used by the plan).
-fn docs_html(port: u16) -> String {
+pub(crate) fn docs_html(port: u16) -> String {
     format!(
         "<html><head><script>var tracking = 1;</script><style>p {{}}</style></head><body>\
          <nav>Home | About</nav><h1>Items API</h1>\
@@ -39,7 +39,7 @@ fn docs_html(port: u16) -> String {
     )
 }
 
-fn plan_json(port: u16) -> String {
+pub(crate) fn plan_json(port: u16) -> String {
     json!({
         "tools": [{
             "name": "get_item",
@@ -62,7 +62,7 @@ fn plan_json(port: u16) -> String {
     .to_string()
 }
 
-fn get_item_handler(port: u16) -> String {
+pub(crate) fn get_item_handler(port: u16) -> String {
     format!(
         "const res = await fetch(`http://{WEATHER_HOST}:{port}/items/${{args.id}}`);\n\
          if (!res.ok) throw new Error('upstream answered ' + res.status);\n\
@@ -86,14 +86,14 @@ fn script_happy_path(llm: &ScriptedLlm, port: u16) {
     });
 }
 
-async fn register_prompt(app: &TestApp, body: Value) -> String {
+pub(crate) async fn register_prompt(app: &TestApp, body: Value) -> String {
     let (status, response) = app.post("/admin/servers", &body).await;
     assert_eq!(status, 202, "{response}");
     assert_eq!(response["status"], "pending");
     response["id"].as_str().unwrap().to_string()
 }
 
-fn prompt(app: &TestApp) -> String {
+pub(crate) fn prompt(app: &TestApp) -> String {
     format!(
         "Create MCP tools for the items API documented at http://{DOCS_HOST}:{}/docs/page.",
         app.upstream.address.port()
@@ -215,7 +215,7 @@ async fn openai_wire_format_and_cache_hits_with_zero_llm_requests() {
 }
 
 /// Waits until generation `generation_id` of `id` finished; returns the server view.
-async fn wait_for_generation(app: &TestApp, id: &str, generation_id: i64) -> Value {
+pub(crate) async fn wait_for_generation(app: &TestApp, id: &str, generation_id: i64) -> Value {
     for _ in 0..1500 {
         let (_, view) = app.get(&format!("/admin/servers/{id}")).await;
         let finished = |g: &Value| g["id"] == generation_id && g["finished_at"].is_string();

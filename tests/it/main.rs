@@ -29,3 +29,4 @@ mod sdk_clients;
 mod shutdown;
 mod tidy;
 mod toolsets;
+mod versions;

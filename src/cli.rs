@@ -155,6 +155,34 @@ enum Command {
         #[command(subcommand)]
         action: CodeAction,
     },
+    /// List a server's versions: status, what started each, tools, self-tests (docs/versions.md).
+    Versions {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+    },
+    /// Show what changes between two versions of a server (coloured on a terminal).
+    Diff {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+        /// The version to compare from.
+        from: i64,
+        /// The version to compare to.
+        to: i64,
+    },
+    /// Approve a version that awaits approval; it is served at once.
+    Approve { id: String, version: i64 },
+    /// Reject a version that awaits approval; it is kept and never served.
+    Reject {
+        id: String,
+        version: i64,
+        /// Why, for the record.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Serve an earlier ready version at once (default: the newest ready one before the active).
+    Rollback { id: String, version: Option<i64> },
+    /// Fetch a prompt server's documents again now; a change starts a candidate version.
+    CheckDrift { id: String },
     /// Generate a prompt server again; the current tools keep serving until the new ones are ready.
     Regenerate {
         /// The server's id, as `mcpbootd list` shows it.
@@ -395,6 +423,12 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
         Command::Calls { id, limit, .. } => commands::calls(session, &id, limit).await,
         Command::Delete { id, .. } => commands::delete(session, &id).await,
         Command::Export { id, .. } => commands::export(session, &id).await,
+        Command::Versions { id } => commands::versions(session, &id).await,
+        Command::Diff { id, from, to } => commands::diff(session, &id, from, to).await,
+        Command::Approve { id, version } => commands::approve(session, &id, version).await,
+        Command::Reject { id, version, reason } => commands::reject(session, &id, version, reason).await,
+        Command::Rollback { id, version } => commands::rollback(session, &id, version).await,
+        Command::CheckDrift { id } => commands::check_drift(session, &id).await,
         Command::Regenerate { id, force, dry_run, tools, with_failures, wait } => {
             let tools = (!tools.is_empty()).then_some(tools);
             let body = RegenerateRequest { force, dry_run, tools, with_failures };

@@ -23,8 +23,9 @@ use url::Url;
 
 use crate::api::error::ErrorCode;
 use crate::api::model::{
-    CallList, CallRequest, CallResult, CredentialList, CredentialView, ErrorBody, GenerationStarted, RegenerateRequest,
-    Registered, Registration, ServerList, ServerView, ToolsetRegistration,
+    ActivateRequest, CallList, CallRequest, CallResult, CredentialList, CredentialView, DriftReport, ErrorBody,
+    GenerationStarted, RegenerateRequest, Registered, Registration, RejectRequest, ServerList, ServerView,
+    ToolsetRegistration, VersionChanged, VersionDiff, VersionList,
 };
 use crate::serve::code_mode::{ScriptRequest, ScriptResult};
 
@@ -138,6 +139,39 @@ impl AdminClient {
     /// `POST /admin/servers/{id}/regenerate`
     pub async fn regenerate(&self, id: &str, body: &RegenerateRequest) -> Result<GenerationStarted, ClientError> {
         self.json(Method::POST, &["admin", "servers", id, "regenerate"], &[], Some(body)).await
+    }
+
+    /// `GET /admin/servers/{id}/versions`
+    pub async fn versions(&self, id: &str) -> Result<VersionList, ClientError> {
+        self.json(Method::GET, &["admin", "servers", id, "versions"], &[], NO_BODY).await
+    }
+
+    /// `GET /admin/servers/{id}/versions/{from}/diff/{to}`
+    pub async fn diff(&self, id: &str, from: i64, to: i64) -> Result<VersionDiff, ClientError> {
+        let (from, to) = (from.to_string(), to.to_string());
+        self.json(Method::GET, &["admin", "servers", id, "versions", &from, "diff", &to], &[], NO_BODY).await
+    }
+
+    /// `POST /admin/servers/{id}/versions/{n}/approve`
+    pub async fn approve(&self, id: &str, version: i64) -> Result<VersionChanged, ClientError> {
+        let version = version.to_string();
+        self.json(Method::POST, &["admin", "servers", id, "versions", &version, "approve"], &[], NO_BODY).await
+    }
+
+    /// `POST /admin/servers/{id}/versions/{n}/reject`
+    pub async fn reject(&self, id: &str, version: i64, body: &RejectRequest) -> Result<VersionChanged, ClientError> {
+        let version = version.to_string();
+        self.json(Method::POST, &["admin", "servers", id, "versions", &version, "reject"], &[], Some(body)).await
+    }
+
+    /// `POST /admin/servers/{id}/activate`
+    pub async fn activate(&self, id: &str, version: i64) -> Result<VersionChanged, ClientError> {
+        self.json(Method::POST, &["admin", "servers", id, "activate"], &[], Some(&ActivateRequest { version })).await
+    }
+
+    /// `POST /admin/servers/{id}/check-drift`
+    pub async fn check_drift(&self, id: &str) -> Result<DriftReport, ClientError> {
+        self.json(Method::POST, &["admin", "servers", id, "check-drift"], &[], NO_BODY).await
     }
 
     /// `POST /admin/servers/{id}/tools/{tool}/call`

@@ -732,7 +732,8 @@ impl Config {
         }
         if !(1..=64).contains(&generation.health_window) || generation.degraded_min_calls > generation.health_window {
             return Err(ConfigError::Invalid(
-                "[generation] health_window must be between 1 and 64, and degraded_min_calls at most health_window".into(),
+                "[generation] health_window must be between 1 and 64, and degraded_min_calls at most health_window"
+                    .into(),
             ));
         }
         if !(generation.degraded_error_rate > 0.0 && generation.degraded_error_rate <= 1.0) {

@@ -251,7 +251,8 @@ impl Inner {
         finished.timings.total_ms = Some(started.elapsed().as_millis() as u64);
         finished.require_approval = self.settings.require_approval;
         // A candidate nobody asked for is served unreviewed only if every self-test passed.
-        finished.hold_for_review = job.trigger == Trigger::Drift && finished.tools.iter().any(|(_, extras)| self_test_failed(extras));
+        finished.hold_for_review =
+            job.trigger == Trigger::Drift && finished.tools.iter().any(|(_, extras)| self_test_failed(extras));
         let status = match self.catalog.finish_generation(&job.server, job.generation_id, outcome, &finished).await {
             Ok(status) => status,
             Err(error) => {
@@ -283,7 +284,8 @@ impl Inner {
     async fn stages(&self, job: &Job, finished: &mut FinishedGeneration) -> Result<GenerationOutcome, StageError> {
         if let Some(repair) = &job.repair {
             let active = self.catalog.get_server(&job.server).await.ok().flatten().and_then(|server| server.generation);
-            let active = active.ok_or_else(|| StageError::new(Stage::Compiling, "the server serves no version to repair"))?;
+            let active =
+                active.ok_or_else(|| StageError::new(Stage::Compiling, "the server serves no version to repair"))?;
             return self.repair_stages(job, repair, &active, finished).await;
         }
         if let Some(settings) = &job.openapi {

@@ -165,9 +165,9 @@ pub async fn regenerate_server(
         force: body.force,
         trigger: if repair.is_some() { Trigger::Repair } else { Trigger::Regenerate },
         detail: repair.as_ref().map(|repair| format!("tools: {}", repair.tools.join(", "))),
-        repair: repair.as_ref().map(|repair| {
-            json!({"tools": repair.tools, "with_failures": body.with_failures, "failures": repair.failures})
-        }),
+        repair: repair.as_ref().map(
+            |repair| json!({"tools": repair.tools, "with_failures": body.with_failures, "failures": repair.failures}),
+        ),
     };
     let generation_id = state.catalog.start_regeneration(&record.id, record.kind, &start).await?.ok_or_else(|| {
         ApiError::new(

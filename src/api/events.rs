@@ -121,7 +121,7 @@ fn to_event(name: &str, status: &StatusEvent) -> Event {
 pub async fn daemon_events(State(state): State<AppState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let receivers = (state.generator.subscribe(), state.generator.subscribe_lifecycle());
     let stream = futures_util::stream::unfold(receivers, |(mut statuses, mut lifecycle)| async move {
-        loop {
+        {
             let event = tokio::select! {
                 status = statuses.recv() => match status {
                     Ok(status) => DaemonEvent {
@@ -150,7 +150,7 @@ pub async fn daemon_events(State(state): State<AppState>) -> Sse<impl Stream<Ite
             };
             let data = serde_json::to_string(&event).unwrap_or_else(|_| "{}".into());
             let sse = Event::default().event(event.kind.as_str()).data(data);
-            return Some((Ok(sse), (statuses, lifecycle)));
+            Some((Ok(sse), (statuses, lifecycle)))
         }
     });
     let stream = stream.take_until(state.tasks.shutdown_started());

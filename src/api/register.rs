@@ -265,15 +265,14 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
         operations: body.operations,
         base_url,
     };
-    let pending =
-        Pending {
-            prompt,
-            allow_domains,
-            dry_run: body.dry_run,
-            code_mode: body.code_mode,
-            openapi: Some(settings),
-            require_approval: body.require_approval,
-        };
+    let pending = Pending {
+        prompt,
+        allow_domains,
+        dry_run: body.dry_run,
+        code_mode: body.code_mode,
+        openapi: Some(settings),
+        require_approval: body.require_approval,
+    };
     start_generation(state, server, body.credentials, pending, inline.as_deref()).await
 }
 

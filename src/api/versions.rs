@@ -39,7 +39,10 @@ const MAX_REASON_CHARS: usize = 2000;
     params(("id" = String, Path)),
     responses((status = 200, description = "the versions", body = VersionList), (status = 404, description = "no such server", body = ErrorBody)),
 )]
-pub async fn list_versions(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<VersionList>, ApiError> {
+pub async fn list_versions(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<VersionList>, ApiError> {
     let id = parse_id(&id)?;
     let (active, versions) = state.catalog.list_versions(&id).await?.ok_or_else(|| not_found(&id))?;
     let versions: Vec<VersionSummary> = versions.into_iter().map(|row| VersionSummary::new(row, active)).collect();
@@ -268,11 +271,7 @@ fn version_number(raw: &str) -> Result<i64, ApiError> {
     })
 }
 
-async fn version_of(
-    state: &AppState,
-    id: &ServerId,
-    raw: &str,
-) -> Result<(GenerationRecord, Option<i64>), ApiError> {
+async fn version_of(state: &AppState, id: &ServerId, raw: &str) -> Result<(GenerationRecord, Option<i64>), ApiError> {
     let number = version_number(raw)?;
     match state.catalog.version(id, number).await? {
         Ok(found) => Ok(found),
@@ -280,7 +279,11 @@ async fn version_of(
     }
 }
 
-async fn active_record(state: &AppState, id: &ServerId, generation_id: i64) -> Result<Option<GenerationRecord>, ApiError> {
+async fn active_record(
+    state: &AppState,
+    id: &ServerId,
+    generation_id: i64,
+) -> Result<Option<GenerationRecord>, ApiError> {
     let server = state.catalog.get_server(id).await?;
     Ok(server.and_then(|s| s.generation).filter(|g| g.id == generation_id))
 }

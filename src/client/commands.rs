@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::api::model::{
-    OpenApiRegistration, PromptRegistration, RegenerateRequest, Registered, Registration, ToolsetRegistration,
+    OpenApiRegistration, PromptRegistration, RegenerateRequest, Registered, Registration, RejectRequest,
+    ToolsetRegistration,
 };
 use crate::client::output::{self, print_out};
 use crate::client::progress::{self, GenerationEnd};
@@ -296,6 +297,94 @@ pub async fn export(session: &Session, id: &str) -> Result<(), Failure> {
              add \"access_token\" to the file before registering it again"
         );
     }
+    Ok(())
+}
+
+/// `versions <id>`
+pub async fn versions(session: &Session, id: &str) -> Result<(), Failure> {
+    let body = session.client.versions(id).await?;
+    print_out(&if session.json { output::pretty(&body) } else { output::versions_table(&body) });
+    Ok(())
+}
+
+/// `diff <id> <from> <to>`: coloured on a terminal.
+pub async fn diff(session: &Session, id: &str, from: i64, to: i64) -> Result<(), Failure> {
+    let body = session.client.diff(id, from, to).await?;
+    print_out(&if session.json {
+        output::pretty(&body)
+    } else {
+        use std::io::IsTerminal;
+        output::version_diff(&body, std::io::stdout().is_terminal())
+    });
+    Ok(())
+}
+
+/// `approve <id> <n>`
+pub async fn approve(session: &Session, id: &str, version: i64) -> Result<(), Failure> {
+    let changed = session.client.approve(id, version).await?;
+    print_out(&if session.json {
+        output::pretty(&changed)
+    } else {
+        format!("{id}: version {version} approved and served")
+    });
+    Ok(())
+}
+
+/// `reject <id> <n> [--reason TEXT]`
+pub async fn reject(session: &Session, id: &str, version: i64, reason: Option<String>) -> Result<(), Failure> {
+    let changed = session.client.reject(id, version, &RejectRequest { reason }).await?;
+    print_out(&if session.json {
+        output::pretty(&changed)
+    } else {
+        let active = changed.active_version.map_or("none".to_string(), |v| v.to_string());
+        format!("{id}: version {version} rejected; serving version {active}")
+    });
+    Ok(())
+}
+
+/// `rollback <id> [n]`: to version `n`, or to the newest ready version before the active one.
+pub async fn rollback(session: &Session, id: &str, version: Option<i64>) -> Result<(), Failure> {
+    let version = match version {
+        Some(version) => version,
+        None => {
+            let list = session.client.versions(id).await?;
+            let active = list.active_version.unwrap_or(i64::MAX);
+            list.versions
+                .iter()
+                .rev()
+                .find(|v| v.version < active && v.status == Status::Ready)
+                .map(|v| v.version)
+                .ok_or_else(|| {
+                    Failure::Local(format!(
+                        "{id} has no ready version before version {active} to roll back to; `mcpbootd versions {id}` \
+                         lists them"
+                    ))
+                })?
+        }
+    };
+    let changed = session.client.activate(id, version).await?;
+    print_out(&if session.json { output::pretty(&changed) } else { format!("{id}: serving version {version}") });
+    Ok(())
+}
+
+/// `check-drift <id>`
+pub async fn check_drift(session: &Session, id: &str) -> Result<(), Failure> {
+    let report = session.client.check_drift(id).await?;
+    print_out(&if session.json {
+        output::pretty(&report)
+    } else {
+        let mut text = format!("{id}: documentation {}", report.drift.status);
+        for change in &report.changes {
+            text.push_str(&format!("\n  changed: {}", change["url"].as_str().unwrap_or_default()));
+        }
+        if let Some(error) = &report.drift.error {
+            text.push_str(&format!("\n  {error}"));
+        }
+        if let Some(generation_id) = report.generation_id {
+            text.push_str(&format!("\n  candidate version started (generation {generation_id})"));
+        }
+        text
+    });
     Ok(())
 }
 

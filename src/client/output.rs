@@ -9,7 +9,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::api::model::{CallList, CallResult, GenerationView, ServerList, ServerView, ToolView};
+use crate::api::model::{
+    CallList, CallResult, GenerationView, ServerList, ServerView, ToolView, VersionDiff, VersionList,
+};
 use crate::serve::code_mode::ScriptResult;
 use crate::states::GenerationSource;
 
@@ -48,6 +50,109 @@ pub fn servers_table(body: &ServerList) -> String {
         })
         .collect();
     table(&["ID", "NAME", "STATUS", "TOOLS", "MCP PATH", "CREATED"], rows)
+}
+
+/// `versions`: VERSION (`*` active), STATUS, TRIGGER, TOOLS, SELF-TEST, CREATED.
+pub fn versions_table(body: &VersionList) -> String {
+    if body.versions.is_empty() {
+        return "no versions\n".into();
+    }
+    let rows = body
+        .versions
+        .iter()
+        .map(|v| {
+            let self_test: Vec<String> = v.self_test.iter().map(|(status, n)| format!("{n} {status}")).collect();
+            vec![
+                format!("{}{}", v.version, if v.active { " *" } else { "" }),
+                v.status.to_string(),
+                v.triggered_by.to_string(),
+                shorten(&v.tools.join(", "), 60),
+                self_test.join(", "),
+                timestamp(&v.created_at),
+            ]
+        })
+        .collect();
+    let mut text = table(&["VERSION", "STATUS", "TRIGGER", "TOOLS", "SELF-TEST", "CREATED"], rows);
+    text.push_str("* serving\n");
+    text
+}
+
+/// `diff`: tools added, removed, renamed and changed, with unified handler diffs; `colour`
+/// marks removals red, additions green and hunks cyan (ANSI, for a terminal).
+pub fn version_diff(diff: &VersionDiff, colour: bool) -> String {
+    let paint = |code: &str, line: &str| if colour { format!("\x1b[{code}m{line}\x1b[0m") } else { line.to_string() };
+    let mut out = format!("version {} → {}\n", diff.from, diff.to);
+    for name in &diff.added {
+        out.push_str(&paint("32", &format!("+ tool {name}")));
+        out.push('\n');
+    }
+    for name in &diff.removed {
+        out.push_str(&paint("31", &format!("- tool {name}")));
+        out.push('\n');
+    }
+    for renamed in &diff.renamed {
+        out.push_str(&format!("~ tool {} renamed to {}\n", renamed.from, renamed.to));
+    }
+    for (label, domains, code) in
+        [("+ domain", &diff.whitelist_added, "32"), ("- domain", &diff.whitelist_removed, "31")]
+    {
+        for domain in domains {
+            out.push_str(&paint(code, &format!("{label} {domain}")));
+            out.push('\n');
+        }
+    }
+    for (label, names, code) in
+        [("+ credential", &diff.credentials_added, "32"), ("- credential", &diff.credentials_removed, "31")]
+    {
+        for name in names {
+            out.push_str(&paint(code, &format!("{label} {name}")));
+            out.push('\n');
+        }
+    }
+    for change in &diff.changed {
+        out.push_str(&format!("\n~ tool {}\n", change.name));
+        for (what, text) in [("title", &change.title), ("description", &change.description)] {
+            if let Some(text) = text {
+                out.push_str(&paint("31", &format!("  - {what}: {}", text.from.as_deref().unwrap_or(""))));
+                out.push('\n');
+                out.push_str(&paint("32", &format!("  + {what}: {}", text.to.as_deref().unwrap_or(""))));
+                out.push('\n');
+            }
+        }
+        for (what, changes) in [
+            ("input_schema", &change.input_schema),
+            ("output_schema", &change.output_schema),
+            ("annotations", &change.annotations),
+        ] {
+            for c in changes {
+                let value = |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string()).unwrap_or_default();
+                let line = match c.op.as_str() {
+                    "add" => paint("32", &format!("  + {what}{}: {}", c.path, value(&c.to))),
+                    "remove" => paint("31", &format!("  - {what}{}: {}", c.path, value(&c.from))),
+                    _ => format!("  ~ {what}{}: {} → {}", c.path, value(&c.from), value(&c.to)),
+                };
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
+        if let Some(handler) = &change.handler {
+            for line in handler.lines() {
+                let code = match line.as_bytes().first() {
+                    _ if line.starts_with("---") || line.starts_with("+++") => "1",
+                    Some(b'+') => "32",
+                    Some(b'-') => "31",
+                    Some(b'@') => "36",
+                    _ => "",
+                };
+                out.push_str(&if code.is_empty() { line.to_string() } else { paint(code, line) });
+                out.push('\n');
+            }
+        }
+    }
+    if diff.added.is_empty() && diff.removed.is_empty() && diff.renamed.is_empty() && diff.changed.is_empty() {
+        out.push_str("no tool changed\n");
+    }
+    out
 }
 
 /// `calls`: TIME, TOOL, OUTCOME, DURATION, FETCHES, ERROR (first line).

@@ -119,7 +119,8 @@ impl Inner {
             max_total_chars: self.settings.max_total_chars,
             ..DocsLimits::default()
         };
-        let fetched = if urls.is_empty() { None } else { Some(docs::fetch_documents(&self.egress, &urls, &limits).await) };
+        let fetched =
+            if urls.is_empty() { None } else { Some(docs::fetch_documents(&self.egress, &urls, &limits).await) };
         let mut changes = Vec::new();
         let mut missing = Vec::new();
         for before in &baseline {

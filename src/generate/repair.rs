@@ -61,12 +61,10 @@ impl Inner {
             .clone()
             .ok_or_else(|| StageError::new(Stage::Compiling, "no LLM is configured; set [llm] provider and model"))?;
         let mut clock = StageClock::new();
-        let plan: Plan = active
-            .details
-            .plan
-            .clone()
-            .and_then(|plan| serde_json::from_value(plan).ok())
-            .ok_or_else(|| StageError::new(Stage::Compiling, "the active version has no plan to regenerate tools from"))?;
+        let plan: Plan =
+            active.details.plan.clone().and_then(|plan| serde_json::from_value(plan).ok()).ok_or_else(|| {
+                StageError::new(Stage::Compiling, "the active version has no plan to regenerate tools from")
+            })?;
         let credentials = self.credentials(job).await?;
         let bindings: Vec<_> = credentials.iter().map(|c| (c.name.clone(), c.binding.clone())).collect();
         let credentials_section = crate::credentials::prompt_section(&bindings);
@@ -80,8 +78,7 @@ impl Inner {
                 .unwrap_or_default();
             texts.push((document.final_url.clone(), text));
         }
-        let sources: Vec<SourceDocument<'_>> =
-            texts.iter().map(|(url, text)| SourceDocument { url, text }).collect();
+        let sources: Vec<SourceDocument<'_>> = texts.iter().map(|(url, text)| SourceDocument { url, text }).collect();
         finished.plan = active.details.plan.clone();
         finished.whitelist = active.whitelist.clone();
         finished.refused_domains = serde_json::to_value(&active.details.refused_domains).unwrap_or(Value::Null);
@@ -102,13 +99,13 @@ impl Inner {
             return Err(StageError::new(Stage::Compiling, "a tool to regenerate is not in the active version's plan"));
         }
         let mut compiled = Vec::with_capacity(targets.tools.len());
-        let fresh = Plan {
-            tools: targets.tools.iter().filter(|t| repair.failures_text(&t.name).is_none()).cloned().collect(),
-        };
+        let fresh =
+            Plan { tools: targets.tools.iter().filter(|t| repair.failures_text(&t.name).is_none()).cloned().collect() };
         if !fresh.tools.is_empty() {
-            let (written, usage) = compile::compile_all(llm.as_ref(), &request, &fresh, self.settings.compile_concurrency)
-                .await
-                .map_err(|e| StageError::new(Stage::Compiling, e))?;
+            let (written, usage) =
+                compile::compile_all(llm.as_ref(), &request, &fresh, self.settings.compile_concurrency)
+                    .await
+                    .map_err(|e| StageError::new(Stage::Compiling, e))?;
             add_usage(finished, usage);
             compiled.extend(written);
         }

@@ -56,7 +56,7 @@ pub(crate) async fn run(args: &[&str], env: &[(&str, &str)]) -> Run {
 }
 
 /// Runs a client command against `app` (`--url` from `MCPBOOTD_URL`, as scripts would set it).
-async fn cli(app: &TestApp, args: &[&str]) -> Run {
+pub(crate) async fn cli(app: &TestApp, args: &[&str]) -> Run {
     let url = app.url("");
     run(args, &[("MCPBOOTD_URL", url.as_str())]).await
 }

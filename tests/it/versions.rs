@@ -302,7 +302,8 @@ async fn old_versions_are_pruned_but_never_the_active_one() {
         crate::generation::wait_for_generation(&app, &id, generation_id).await;
     }
     let list = versions(&app, &id).await;
-    let numbers: Vec<i64> = list["versions"].as_array().unwrap().iter().map(|v| v["version"].as_i64().unwrap()).collect();
+    let numbers: Vec<i64> =
+        list["versions"].as_array().unwrap().iter().map(|v| v["version"].as_i64().unwrap()).collect();
     assert_eq!(numbers, [3, 4], "{list:#}");
     assert_eq!(list["active_version"], 4);
     let (status, _) = app.post("/admin/servers/pruned/activate", &json!({"version": 1})).await;

@@ -20,7 +20,10 @@ pub fn diff(from: &GenerationRecord, to: &GenerationRecord) -> VersionDiff {
     // A tool that left under one name and came back under another with the same handler, or
     // failing that the same input schema, was renamed.
     let mut pairs: Vec<(&ToolSpec, &ToolSpec)> = Vec::new();
-    for same in [|a: &ToolSpec, b: &ToolSpec| a.handler == b.handler, |a: &ToolSpec, b: &ToolSpec| a.input_schema == b.input_schema] {
+    for same in [
+        |a: &ToolSpec, b: &ToolSpec| a.handler == b.handler,
+        |a: &ToolSpec, b: &ToolSpec| a.input_schema == b.input_schema,
+    ] {
         only_old.retain(|gone| match only_new.iter().position(|came| same(gone, came)) {
             Some(index) => {
                 pairs.push((gone, only_new.remove(index)));
@@ -33,9 +36,10 @@ pub fn diff(from: &GenerationRecord, to: &GenerationRecord) -> VersionDiff {
     diff.added = only_new.iter().map(|t| t.name.clone()).collect();
     diff.renamed = pairs.iter().map(|(a, b)| Renamed { from: a.name.clone(), to: b.name.clone() }).collect();
     for tool in new {
-        let before = old.iter().find(|t| t.name == tool.name).or_else(|| {
-            pairs.iter().find(|(_, renamed)| renamed.name == tool.name).map(|(gone, _)| *gone)
-        });
+        let before = old
+            .iter()
+            .find(|t| t.name == tool.name)
+            .or_else(|| pairs.iter().find(|(_, renamed)| renamed.name == tool.name).map(|(gone, _)| *gone));
         if let Some(change) = before.and_then(|before| tool_change(before, tool)) {
             diff.changed.push(change);
         }
@@ -82,7 +86,9 @@ pub fn value_changes(before: &Value, after: &Value) -> Vec<ValueChange> {
             let (op, path, to) = match operation {
                 json_patch::PatchOperation::Add(add) => ("add", add.path.to_string(), Some(add.value)),
                 json_patch::PatchOperation::Remove(remove) => ("remove", remove.path.to_string(), None),
-                json_patch::PatchOperation::Replace(replace) => ("replace", replace.path.to_string(), Some(replace.value)),
+                json_patch::PatchOperation::Replace(replace) => {
+                    ("replace", replace.path.to_string(), Some(replace.value))
+                }
                 // A diff only adds, removes and replaces.
                 _ => return None,
             };
@@ -108,7 +114,8 @@ fn with_final_newline(text: &str) -> String {
 
 /// The credentials a version's tools need: an API description's security schemes.
 fn credentials_needed(generation: &GenerationRecord) -> Vec<String> {
-    let auth = generation.details.plan.as_ref().and_then(|plan| plan.pointer("/openapi/auth")).and_then(Value::as_array);
+    let auth =
+        generation.details.plan.as_ref().and_then(|plan| plan.pointer("/openapi/auth")).and_then(Value::as_array);
     let mut names: Vec<String> =
         auth.into_iter().flatten().filter_map(|need| need["credential"].as_str().map(str::to_string)).collect();
     names.sort();

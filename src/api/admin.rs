@@ -132,7 +132,8 @@ pub async fn regenerate_server(
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<GenerationStarted>), ApiError> {
-    let body = regenerate_body(&body)?;
+    let shape = "{\"force\"?: bool, \"dry_run\"?: bool, \"tools\"?: [names], \"with_failures\"?: bool}";
+    let body: RegenerateRequest = optional_body(&body, shape)?;
     let record = find_server(&state, &id).await?;
     let (prompt, openapi) = match record.kind {
         ServerKind::Prompt => {
@@ -258,17 +259,14 @@ async fn repair_of(
     Ok(Repair { tools: names, failures })
 }
 
-/// The regenerate body, read without asking for a content type so `curl -X POST .../regenerate`
-/// works; empty means the defaults.
-fn regenerate_body(body: &[u8]) -> Result<RegenerateRequest, ApiError> {
+/// A body that may be empty (the defaults), read without asking for a content type so
+/// `curl -X POST .../regenerate` works; `shape` says what was expected.
+pub(crate) fn optional_body<T: serde::de::DeserializeOwned + Default>(body: &[u8], shape: &str) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(RegenerateRequest::default());
+        return Ok(T::default());
     }
     let refused = |error: &dyn std::fmt::Display| {
-        let message = format!(
-            "expected {{\"force\"?: bool, \"dry_run\"?: bool, \"tools\"?: [names], \"with_failures\"?: bool}}: {error}"
-        );
-        ApiError::with_status(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, message)
+        ApiError::with_status(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, format!("expected {shape}: {error}"))
     };
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let parsed = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| refused(&e))?;
@@ -371,15 +369,26 @@ pub async fn call_tool(
     Ok(Json(CallResult { execution_id: output.execution_id, outcome: output.outcome, result: output.result.into() }))
 }
 
+/// Why a server with no version to serve cannot be called, and what makes it servable.
+pub(crate) fn not_served(id: &ServerId, status: Status) -> String {
+    match status {
+        Status::AwaitingApproval => format!(
+            "server {id:?} has no approved version yet; an operator approves one with POST \
+             /admin/servers/{id}/versions/{{n}}/approve (GET /admin/servers/{id}/versions lists them)"
+        ),
+        Status::Rejected => format!(
+            "server {id:?} has no version to serve: its version was rejected; POST /admin/servers/{id}/regenerate"
+        ),
+        status => format!("server {id:?} is {status}; its tools are served once it is ready"),
+    }
+}
+
 /// The built mount of a server that is being served, or why it cannot be called.
 pub(crate) async fn served(state: &AppState, id: &ServerId) -> Result<Arc<Mounted>, ApiError> {
     match state.registry.mounted(id).await {
         Ok(Some(mounted)) => Ok(mounted),
         Ok(None) | Err(MountError::Gone { .. }) => Err(match state.catalog.server_status(id).await? {
-            Some(status) => ApiError::new(
-                ErrorCode::ServerNotReady,
-                format!("server {id:?} is {status}; it can be called once it is ready"),
-            ),
+            Some(status) => ApiError::new(ErrorCode::ServerNotReady, not_served(id, status)),
             None => not_found(id),
         }),
         Err(failure) => Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::api::AppState;
+use crate::api::admin::not_served;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::JsonRpcError;
 use std::sync::Arc;
@@ -92,10 +93,7 @@ async fn find_mount(state: &AppState, id: &str, uri: &Uri, headers: &HeaderMap) 
         if let Some(server_id) = &server_id
             && let Ok(Some(status)) = state.catalog.server_status(server_id).await
         {
-            return Err(ApiError::new(
-                ErrorCode::ServerNotReady,
-                format!("server {id:?} is {status}; its tools are served once it is ready"),
-            ));
+            return Err(ApiError::new(ErrorCode::ServerNotReady, not_served(server_id, status)));
         }
         return Err(not_found());
     };

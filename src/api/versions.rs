@@ -9,10 +9,9 @@
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 
 use crate::api::AppState;
-use crate::api::admin::{not_found, parse_id};
+use crate::api::admin::{not_found, optional_body, parse_id};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{
     ActivateRequest, ApprovalSetting, DriftReport, DriftView, ErrorBody, GenerationView, RejectRequest, VersionChanged,
@@ -345,18 +344,4 @@ async fn changed(
     });
     tracing::info!(server_id = %id, version, action, "version changed");
     Ok(Json(VersionChanged { id: id.clone(), version, status, active_version }))
-}
-
-/// A body that may be empty (the defaults), read without asking for a content type.
-fn optional_body<T: serde::de::DeserializeOwned + Default>(body: &[u8], shape: &str) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    let refused = |error: &dyn std::fmt::Display| {
-        ApiError::with_status(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, format!("expected {shape}: {error}"))
-    };
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let parsed = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| refused(&e))?;
-    deserializer.end().map_err(|e| refused(&e))?;
-    Ok(parsed)
 }

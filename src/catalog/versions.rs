@@ -299,21 +299,40 @@ impl Catalog {
         row.as_ref().map(drift_subject).transpose()
     }
 
-    /// The documents a drift check compares against: those of the server's newest generation
-    /// that fetched any (the active one, or a newer candidate built from changed documents).
+    /// The documents a drift check compares against: those of the server's newest finished
+    /// version that fetched any (the active one, or a newer candidate built from changed
+    /// documents, awaiting approval or rejected). A failed candidate does not count, so the
+    /// change that started it is found again and another candidate started.
     pub async fn drift_baseline(&self, id: &ServerId) -> Result<Vec<DocumentRef>, CatalogError> {
         let mut conn = self.reader.acquire().await?;
         let newest: Option<i64> = sqlx::query_scalar(
-            "SELECT MAX(g.id) FROM generations g WHERE g.server_id = ?
+            "SELECT MAX(g.id) FROM generations g WHERE g.server_id = ? AND g.status IN (?, ?, ?)
                  AND EXISTS (SELECT 1 FROM generation_documents d WHERE d.generation_id = g.id)",
         )
         .bind(id.as_str())
+        .bind(Status::Ready)
+        .bind(Status::AwaitingApproval)
+        .bind(Status::Rejected)
         .fetch_one(&mut *conn)
         .await?;
         match newest {
             Some(generation_id) => Catalog::generation_documents(&mut conn, generation_id).await,
             None => Ok(Vec::new()),
         }
+    }
+
+    /// Marks drift checks a previous run of the daemon left unfinished as failed, so no server
+    /// stays `checking`; the next check (at its interval, or on request) runs them again.
+    pub async fn fail_interrupted_drift_checks(&self) -> Result<u64, CatalogError> {
+        let updated = sqlx::query(
+            "UPDATE servers SET drift = json_set(drift, '$.status', 'failed', '$.error',
+                 'interrupted by a daemon restart; it runs again at the next drift_check_interval, or POST \
+                  /admin/servers/' || id || '/check-drift')
+             WHERE json_extract(drift, '$.status') = 'checking'",
+        )
+        .execute(&self.writer)
+        .await?;
+        Ok(updated.rows_affected())
     }
 
     /// Records a server's drift state; false if the server is gone.

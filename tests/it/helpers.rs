@@ -197,6 +197,8 @@ pub struct Upstream {
     pub seen: Arc<Mutex<Vec<SeenRequest>>>,
     /// The HTML served at `/docs/page`; tests change it to simulate updated documentation.
     pub docs: Arc<Mutex<String>>,
+    /// How long `/docs/page` takes to answer, in milliseconds (0: at once).
+    pub docs_delay_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Upstream {
@@ -204,12 +206,16 @@ impl Upstream {
         let seen: Arc<Mutex<Vec<SeenRequest>>> = Arc::default();
         let docs: Arc<Mutex<String>> = Arc::new(Mutex::new("<html><body>No docs yet</body></html>".into()));
         let docs_page = docs.clone();
+        let docs_delay_ms: Arc<std::sync::atomic::AtomicU64> = Arc::default();
+        let delay = docs_delay_ms.clone();
         let router = axum::Router::new()
             .route(
                 "/docs/page",
                 get(move || {
                     let docs = docs_page.clone();
+                    let delay = delay.load(std::sync::atomic::Ordering::Relaxed);
                     async move {
+                        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
                         let html = docs.lock().unwrap().clone();
                         ([("content-type", "text/html; charset=utf-8")], html)
                     }
@@ -240,7 +246,7 @@ impl Upstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await });
-        Upstream { address, seen, docs }
+        Upstream { address, seen, docs, docs_delay_ms }
     }
 
     pub fn set_docs(&self, html: &str) {

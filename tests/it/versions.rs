@@ -175,7 +175,8 @@ async fn a_version_awaiting_approval_survives_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changed_documentation_starts_a_candidate_version() {
     let llm = ScriptedLlm::start().await;
-    let app = spawn_with_llm(&llm, false, env(&[("MCPBOOTD_GENERATION__DRIFT_CHECK_INTERVAL", "1s")]), None).await;
+    // Every 2 s: a check on request moves the next periodic one 2 s on, so the two do not race.
+    let app = spawn_with_llm(&llm, false, env(&[("MCPBOOTD_GENERATION__DRIFT_CHECK_INTERVAL", "2s")]), None).await;
     let port = app.upstream.address.port();
     app.upstream.set_docs(&docs_html(port));
     script(&llm, port);
@@ -210,7 +211,7 @@ async fn changed_documentation_starts_a_candidate_version() {
     }
     assert!(seen.contains("\"id\":\"drifty\""), "{seen}");
 
-    // The background check (every second) finds the next change by itself.
+    // The periodic check finds the next change by itself.
     app.upstream.set_docs(&docs_html(port).replace("Items API", "Items API v3"));
     let mut found = false;
     for _ in 0..100 {
@@ -308,4 +309,43 @@ async fn old_versions_are_pruned_but_never_the_active_one() {
     assert_eq!(list["active_version"], 4);
     let (status, _) = app.post("/admin/servers/pruned/activate", &json!({"version": 1})).await;
     assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_during_a_drift_check_leaves_it_failed_and_the_next_check_runs() {
+    let llm = ScriptedLlm::start().await;
+    let extra = env(&[("MCPBOOTD_GENERATION__DRIFT_CHECK_INTERVAL", "1s")]);
+    let app = spawn_with_llm(&llm, false, extra, None).await;
+    let port = app.upstream.address.port();
+    app.upstream.set_docs(&docs_html(port));
+    script(&llm, port);
+    let id = register_prompt(&app, json!({"id": "restarted", "prompt": prompt(&app)})).await;
+    wait_for_status(&app, &id, &["ready"]).await;
+
+    // The documentation host hangs: the periodic check starts and waits on it.
+    app.upstream.docs_delay_ms.store(30_000, std::sync::atomic::Ordering::Relaxed);
+    let mut checking = false;
+    for _ in 0..100 {
+        let (_, view) = app.get("/admin/servers/restarted").await;
+        if view["drift"]["status"] == "checking" {
+            checking = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(checking, "the periodic check never started");
+    let (data_dir, upstream) = (app.data_dir.clone(), app.upstream.clone());
+    app.stop().await;
+
+    let mut env = llm.daemon_env(false);
+    env.push((format!("MCPBOOTD_EGRESS__RESOLVE__{}", "docs.weather.test"), "127.0.0.1".into()));
+    let app = spawn_app_with(AppOptions { env, data_dir: Some(data_dir), upstream: Some(upstream) }).await;
+    let (_, view) = app.get("/admin/servers/restarted").await;
+    assert_eq!(view["drift"]["status"], "failed", "{view:#}");
+    assert!(view["drift"]["error"].as_str().unwrap().contains("interrupted by a daemon restart"), "{view:#}");
+    assert_eq!(view["status"], "ready", "the server keeps serving");
+    app.upstream.docs_delay_ms.store(0, std::sync::atomic::Ordering::Relaxed);
+    let (status, report) = app.post("/admin/servers/restarted/check-drift", &json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["drift"]["status"], "unchanged", "{report:#}");
 }

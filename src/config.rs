@@ -80,8 +80,8 @@ pub struct CatalogConfig {
     pub path: PathBuf,
     /// Calls kept in the call log per server; older ones (and their egress rows) are pruned.
     pub max_calls_per_server: u64,
-    /// Console and error text kept in the call log per server, in MiB: the oldest calls beyond it
-    /// are pruned too, so a chatty server cannot fill the disk.
+    /// Console, error and failed-call argument text kept in the call log per server, in MiB: the
+    /// oldest calls beyond it are pruned too, so a chatty server cannot fill the disk.
     pub max_call_log_mb_per_server: u64,
     /// Versions kept per server (0: all); the oldest inactive ones beyond it are deleted, never
     /// the active one or one awaiting approval.

@@ -242,6 +242,52 @@ const KEY_PREFIXES: &[&str] = &[
 /// Words after which a long opaque token is taken for a secret.
 const KEY_WORDS: &[&str] = &["key", "token", "bearer", "secret", "password", "apikey", "api_key", "auth"];
 
+/// Words that, as a part of an argument's name (`api_key`, `accessToken`, `X-Auth`), say its
+/// value is a secret.
+const SECRET_NAME_PARTS: &[&str] = &[
+    "key",
+    "apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pass",
+    "passphrase",
+    "auth",
+    "authorization",
+    "bearer",
+    "cookie",
+    "credential",
+    "credentials",
+    "private",
+    "session",
+    "signature",
+];
+
+/// Whether a tool argument is a secret that a log (and the repair context built from it) must
+/// not keep: a part of its name says so, or its value has a well-known key format.
+pub fn secret_argument(name: &str, value: &serde_json::Value) -> bool {
+    // "accessToken" and "access_token" both split into "access", "token".
+    let mut parts = Vec::new();
+    let mut part = String::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() || (c.is_ascii_uppercase() && previous_lower) {
+            parts.push(std::mem::take(&mut part));
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        if c.is_ascii_alphanumeric() {
+            part.push(c.to_ascii_lowercase());
+        }
+    }
+    parts.push(part);
+    let named = parts.iter().any(|part| SECRET_NAME_PARTS.contains(&part.as_str()));
+    let shaped = value
+        .as_str()
+        .is_some_and(|text| KEY_PREFIXES.iter().any(|p| text.starts_with(p) && text.len() >= p.len() + 16));
+    named || shaped
+}
+
 /// Something in a prompt that looks like a pasted secret (shown cut short), so the registration
 /// can be refused before the prompt is stored and sent to an LLM.
 pub fn pasted_secret(prompt: &str) -> Option<String> {
@@ -355,6 +401,19 @@ impl Redactor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_arguments_are_told_by_name_parts_and_key_formats() {
+        use serde_json::json;
+        for name in ["api_key", "apiKey", "X-Auth-Token", "accessToken", "password", "client_secret", "sessionId"] {
+            assert!(secret_argument(name, &json!("x")), "{name}");
+        }
+        for name in ["keyword", "id", "query", "author", "passenger_count", "monkey"] {
+            assert!(!secret_argument(name, &json!("x")), "{name}");
+        }
+        assert!(secret_argument("q", &json!("ghp_0123456789abcdef0123")));
+        assert!(!secret_argument("q", &json!("ghp_short")));
+    }
 
     fn credential(name: &str, value: &str, inject: Injection) -> Credential {
         Credential {

@@ -93,6 +93,8 @@ struct Inner {
     tasks: Tasks,
     events: tokio::sync::broadcast::Sender<StatusEvent>,
     lifecycle: tokio::sync::broadcast::Sender<LifecycleEvent>,
+    /// Held by the documentation drift check that is running (`drift`).
+    drift_checks: tokio::sync::Mutex<()>,
 }
 
 /// A generation's status changed; published to `GET /admin/servers/{id}/events` subscribers.
@@ -177,6 +179,7 @@ impl Generator {
                 tasks,
                 events: tokio::sync::broadcast::channel(256).0,
                 lifecycle: tokio::sync::broadcast::channel(64).0,
+                drift_checks: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -260,20 +263,23 @@ impl Inner {
                 return;
             }
         };
-        match self.catalog.prune_versions(&job.server, self.keep_versions).await {
-            Ok(0) => {}
-            Ok(pruned) => tracing::info!(pruned, keep = self.keep_versions, "old versions pruned"),
-            Err(error) => tracing::warn!(%error, "could not prune old versions"),
-        }
         let stage_millis: Vec<(Stage, u64)> = finished.timings.stages.iter().map(|(s, ms)| (*s, *ms)).collect();
         self.metrics.record_generation(outcome, &stage_millis, finished.input_tokens, finished.output_tokens);
-        // Mount before announcing `ready`, so a client that reacts to the event finds the server.
-        if status == Status::Ready {
+        // Mount before announcing `ready`, so a client that reacts to the event finds the server;
+        // prune after mounting, since the version the mount served until now may be pruned.
+        if status == Status::Ready || self.keep_versions > 0 {
             let _change = self.registry.serialize(&job.server).await;
-            match self.catalog.mount_record(&job.server).await {
-                Ok(Some(record)) => self.registry.mount(record),
-                Ok(None) => tracing::info!("server was deleted while it was being generated"),
-                Err(error) => tracing::error!(%error, "could not read the generated server"),
+            if status == Status::Ready {
+                match self.catalog.mount_record(&job.server).await {
+                    Ok(Some(record)) => self.registry.mount(record),
+                    Ok(None) => tracing::info!("server was deleted while it was being generated"),
+                    Err(error) => tracing::error!(%error, "could not read the generated server"),
+                }
+            }
+            match self.catalog.prune_versions(&job.server, self.keep_versions).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, keep = self.keep_versions, "old versions pruned"),
+                Err(error) => tracing::warn!(%error, "could not prune old versions"),
             }
         }
         self.publish(&job, status, finished.error.clone());
@@ -283,10 +289,13 @@ impl Inner {
     /// Runs the stages in order; each one enters its status first and records its time.
     async fn stages(&self, job: &Job, finished: &mut FinishedGeneration) -> Result<GenerationOutcome, StageError> {
         if let Some(repair) = &job.repair {
-            let active = self.catalog.get_server(&job.server).await.ok().flatten().and_then(|server| server.generation);
-            let active =
-                active.ok_or_else(|| StageError::new(Stage::Compiling, "the server serves no version to repair"))?;
-            return self.repair_stages(job, repair, &active, finished).await;
+            let base = self
+                .catalog
+                .generation_record(repair.base_generation_id)
+                .await
+                .map_err(|e| StageError::internal(Stage::Compiling, e))?
+                .ok_or_else(|| StageError::new(Stage::Compiling, "the version to repair no longer exists"))?;
+            return self.repair_stages(job, repair, &base, finished).await;
         }
         if let Some(settings) = &job.openapi {
             return self.described_stages(job, settings, finished).await;

@@ -166,9 +166,14 @@ pub async fn regenerate_server(
         force: body.force,
         trigger: if repair.is_some() { Trigger::Repair } else { Trigger::Regenerate },
         detail: repair.as_ref().map(|repair| format!("tools: {}", repair.tools.join(", "))),
-        repair: repair.as_ref().map(
-            |repair| json!({"tools": repair.tools, "with_failures": body.with_failures, "failures": repair.failures}),
-        ),
+        repair: repair.as_ref().map(|repair| {
+            json!({
+                "base_version": record.generation.as_ref().map(|g| g.version),
+                "tools": repair.tools,
+                "with_failures": body.with_failures,
+                "failures": repair.failures,
+            })
+        }),
     };
     let generation_id = state.catalog.start_regeneration(&record.id, record.kind, &start).await?.ok_or_else(|| {
         ApiError::new(
@@ -256,7 +261,7 @@ async fn repair_of(
             failures.insert(name.clone(), calls);
         }
     }
-    Ok(Repair { tools: names, failures })
+    Ok(Repair { base_generation_id: active.id, tools: names, failures })
 }
 
 /// A body that may be empty (the defaults), read without asking for a content type so

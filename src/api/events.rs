@@ -2,8 +2,10 @@
 //!
 //! The stream starts with the server's current status, then sends a `status` event for every
 //! stage change of its generations, and ends with a `done` event once a generation reaches a
-//! final status (`ready`, `failed`, `planned`). A server that is not generating gets its current
-//! status and `done` at once. Every stream ends when the daemon starts shutting down.
+//! final status (`ready`, `failed`, `planned`, `awaiting_approval`). A server that is not
+//! generating gets its current status and `done` at once. `GET /admin/events` streams every
+//! server's status, drift and version events until shutdown. Every stream ends when the daemon
+//! starts shutting down.
 
 use std::convert::Infallible;
 use std::time::Duration;

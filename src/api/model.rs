@@ -391,7 +391,8 @@ pub struct ServerView {
     /// The newest generation when it is not the one being served (running, failed, planned,
     /// awaiting approval or rejected).
     pub latest_generation: Option<GenerationView>,
-    /// Whether new versions wait for approval: the server's own setting, else the daemon's.
+    /// Whether new versions wait for approval, as the server sets it; `null`: it follows
+    /// `[generation] require_approval`.
     #[serde(default)]
     pub require_approval: Option<bool>,
     /// The last documentation drift check, when one ran.

@@ -70,7 +70,7 @@ pub async fn get_version(
     let (record, active) = version_of(&state, &id, &version).await?;
     let diff_from_active = match active {
         Some(active) if record.status == Status::AwaitingApproval => {
-            let active = active_record(&state, &id, active).await?;
+            let active = state.catalog.generation_record(active).await?;
             active.map(|active| diff::diff(&active, &record))
         }
         _ => None,
@@ -142,10 +142,9 @@ pub async fn approve_version(
     request_body(content = Option<RejectRequest>),
     responses(
         (status = 200, description = "rejected", body = VersionChanged),
-        (status = 400, description = "body is not the expected JSON", body = ErrorBody),
+        (status = 400, description = "body is not the expected JSON, or the reason is too long", body = ErrorBody),
         (status = 404, description = "no such server or version", body = ErrorBody),
         (status = 409, description = "the version does not await approval", body = ErrorBody),
-        (status = 422, description = "reason too long", body = ErrorBody),
     ),
 )]
 pub async fn reject_version(
@@ -276,15 +275,6 @@ async fn version_of(state: &AppState, id: &ServerId, raw: &str) -> Result<(Gener
         Ok(found) => Ok(found),
         Err(refusal) => Err(refusal_error(id, number, refusal, "", "")),
     }
-}
-
-async fn active_record(
-    state: &AppState,
-    id: &ServerId,
-    generation_id: i64,
-) -> Result<Option<GenerationRecord>, ApiError> {
-    let server = state.catalog.get_server(id).await?;
-    Ok(server.and_then(|s| s.generation).filter(|g| g.id == generation_id))
 }
 
 fn refused(

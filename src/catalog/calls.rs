@@ -159,7 +159,7 @@ impl Catalog {
             "DELETE FROM calls WHERE rowid IN (
                  SELECT rowid FROM (
                      SELECT rowid, SUM(octet_length(console) + coalesce(octet_length(error), 0)
-                                       + coalesce(octet_length(code), 0))
+                                       + coalesce(octet_length(code), 0) + coalesce(octet_length(arguments), 0))
                          OVER (ORDER BY started_at DESC, rowid DESC) AS newer_bytes
                      FROM calls WHERE server_id = ?1)
                  WHERE newer_bytes > ?2)",

@@ -283,6 +283,29 @@ impl Catalog {
         Ok(())
     }
 
+    /// One generation whole, by id; `None` if it no longer exists.
+    pub async fn generation_record(&self, id: i64) -> Result<Option<GenerationRecord>, CatalogError> {
+        let mut conn = self.reader.acquire().await?;
+        Catalog::generation(&mut conn, id).await
+    }
+
+    /// Records that generation `to` was built from the same documents as `from` (a targeted
+    /// regeneration fetches nothing).
+    pub async fn copy_documents(&self, from: i64, to: i64) -> Result<(), CatalogError> {
+        sqlx::query(
+            "INSERT INTO generation_documents (generation_id, position, url, source_url, final_url, content_type,
+                 sha256, bytes, chars, truncated, summarised, discovered_urls, fetched_at)
+             SELECT ?, position, url, source_url, final_url, content_type, sha256, bytes, chars, truncated,
+                    summarised, discovered_urls, fetched_at
+             FROM generation_documents WHERE generation_id = ?",
+        )
+        .bind(to)
+        .bind(from)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
     /// A stored document's text by its SHA-256 (an inline API description, say).
     pub async fn document_text(&self, sha256: &str) -> Result<Option<String>, CatalogError> {
         Ok(sqlx::query_scalar("SELECT text FROM documents WHERE sha256 = ?")
@@ -373,9 +396,12 @@ impl Catalog {
         model: &str,
         need_tools: bool,
     ) -> Result<Option<CachedGeneration>, CatalogError> {
+        // A targeted repair shares its base's key but not its provenance: a regeneration starts
+        // from what the documents give, not from a repair an operator may have rolled back.
         let row = sqlx::query(
             "SELECT id, status, plan, whitelist, refused_domains FROM generations
              WHERE prompt_hash = ? AND content_hash = ? AND model = ? AND generator_version = ?
+               AND triggered_by != 'repair'
                AND (status = ? OR (status = ? AND NOT ?)) AND plan IS NOT NULL
              ORDER BY id DESC LIMIT 1",
         )
@@ -513,7 +539,7 @@ impl Catalog {
 }
 
 /// `'pending', 'fetching'`: statuses as an SQL list (constants from `states`, never user input).
-fn status_list(statuses: &[Status]) -> String {
+pub(super) fn status_list(statuses: &[Status]) -> String {
     statuses.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
 }
 

@@ -213,23 +213,10 @@ impl Catalog {
             .bind(generation.0)
             .execute(&mut *tx)
             .await?;
-        match review {
-            Review::Approve => activate(&mut tx, id, generation.0, now).await?,
-            Review::Reject => {
-                // The server goes back to what it serves, if anything.
-                sqlx::query(
-                    "UPDATE servers SET updated_at = ?,
-                         status = CASE WHEN active_generation_id IS NULL THEN ? ELSE ? END
-                     WHERE id = ?",
-                )
-                .bind(now)
-                .bind(Status::Rejected)
-                .bind(Status::Ready)
-                .bind(id.as_str())
-                .execute(&mut *tx)
-                .await?;
-            }
+        if review == Review::Approve {
+            activate(&mut tx, id, generation.0).await?;
         }
+        settle_status(&mut tx, id, now).await?;
         tx.commit().await?;
         Ok(Ok(generation.0))
     }
@@ -250,7 +237,8 @@ impl Catalog {
         if status != Status::Ready {
             return Ok(Err(VersionRefusal::Status(status)));
         }
-        activate(&mut tx, id, generation_id, now).await?;
+        activate(&mut tx, id, generation_id).await?;
+        settle_status(&mut tx, id, now).await?;
         tx.commit().await?;
         Ok(Ok(generation_id))
     }
@@ -470,20 +458,44 @@ async fn version_row(
     Ok(row.map(|row| (row.get("id"), row.get("status"))).ok_or(VersionRefusal::NoVersion))
 }
 
-/// Points the server at `generation_id` and marks it ready.
+/// Points the server at `generation_id`.
 async fn activate(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     id: &ServerId,
     generation_id: i64,
-    now: i64,
 ) -> Result<(), CatalogError> {
-    sqlx::query("UPDATE servers SET active_generation_id = ?, status = ?, updated_at = ? WHERE id = ?")
+    sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
         .bind(generation_id)
-        .bind(Status::Ready)
-        .bind(now)
         .bind(id.as_str())
         .execute(&mut **tx)
         .await?;
+    Ok(())
+}
+
+/// A server's status after an operator's decision: a running generation keeps saying where it
+/// is; else another version still awaiting approval says so; else `ready` when a version is
+/// served, `rejected` when none is.
+async fn settle_status(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    id: &ServerId,
+    now: i64,
+) -> Result<(), CatalogError> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE servers SET updated_at = ?1, status = CASE
+             WHEN EXISTS (SELECT 1 FROM generations WHERE server_id = servers.id AND status IN ({})) THEN status
+             WHEN EXISTS (SELECT 1 FROM generations WHERE server_id = servers.id AND status = ?2) THEN ?2
+             WHEN active_generation_id IS NULL THEN ?3
+             ELSE ?4 END
+         WHERE id = ?5",
+        super::generations::status_list(&Status::RUNNING)
+    )))
+    .bind(now)
+    .bind(Status::AwaitingApproval)
+    .bind(Status::Rejected)
+    .bind(Status::Ready)
+    .bind(id.as_str())
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 

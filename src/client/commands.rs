@@ -437,9 +437,9 @@ fn report_end(session: &Session, id: &str, generation_id: Option<i64>, end: &Gen
         Status::AwaitingApproval => {
             let version = output::generation_by_id(&end.view, generation_id).map_or(0, |g| g.version);
             print_out(&format!(
-                "version {version} of {id} awaits approval; nothing new is served until it is approved
-                 review it with `mcpbootd diff {id} <active> {version}` (or `mcpbootd versions {id}`), then                  `mcpbootd approve {id} {version}` or `mcpbootd reject {id} {version} --reason ...`
-"
+                "version {version} of {id} awaits approval; nothing new is served until it is approved\n\
+                 review it with `mcpbootd diff {id} <active> {version}` (or `mcpbootd versions {id}`), then \
+                 `mcpbootd approve {id} {version}` or `mcpbootd reject {id} {version} --reason ...`\n"
             ));
             Ok(())
         }

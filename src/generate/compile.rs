@@ -95,18 +95,31 @@ pub async fn repair(
         Some(args) => format!("with the arguments {args}"),
         None => "once".to_string(),
     };
+    let problem = format!(
+        "The handler was run {called_with} and failed:\n\n{}\n\nFind the cause and fix it. Reply with the complete \
+         corrected function body in one ```javascript block, nothing else.",
+        failure.trim()
+    );
+    let (handler, attempts, usage) = rewrite(llm, request, tool, handler, problem).await?;
+    tracing::info!(tool = %tool.name, attempts, "handler repaired after a failed self-test");
+    Ok((handler, usage))
+}
+
+/// The tool's conversation with its current handler as the model's answer, followed by
+/// `problem`; asks until the reply holds a handler the engine accepts.
+async fn rewrite(
+    llm: &dyn LlmClient,
+    request: &CompileRequest<'_>,
+    tool: &PlannedTool,
+    handler: &str,
+    problem: String,
+) -> Result<(String, u32, Usage), GenerateError> {
     let messages = vec![
         Message::user(tool_message(&shared_context(request), tool)),
         Message::assistant(format!("```javascript\n{}\n```", handler.trim_end())),
-        Message::user(format!(
-            "The handler was run {called_with} and failed:\n\n{}\n\nFind the cause and fix it. Reply with the complete \
-             corrected function body in one ```javascript block, nothing else.",
-            failure.trim()
-        )),
+        Message::user(problem),
     ];
-    let (handler, attempts, usage) = converse(llm, messages, &tool.name).await?;
-    tracing::info!(tool = %tool.name, attempts, "handler repaired after a failed self-test");
-    Ok((handler, usage))
+    converse(llm, messages, &tool.name).await
 }
 
 /// A tool in service that fails: the model sees its handler and the calls that failed recently
@@ -119,17 +132,13 @@ pub async fn repair_in_service(
     handler: &str,
     failures: &str,
 ) -> Result<(String, Usage), GenerateError> {
-    let messages = vec![
-        Message::user(tool_message(&shared_context(request), tool)),
-        Message::assistant(format!("```javascript\n{}\n```", handler.trim_end())),
-        Message::user(format!(
-            "This handler is in service, and these recent calls of it failed (the arguments each was called with, \
-             secrets redacted, and what it returned):\n\n{}\n\nFind the cause and fix it, keeping what works. Reply \
-             with the complete corrected function body in one ```javascript block, nothing else.",
-            failures.trim()
-        )),
-    ];
-    let (handler, attempts, usage) = converse(llm, messages, &tool.name).await?;
+    let problem = format!(
+        "This handler is in service, and these recent calls of it failed (the arguments each was called with, \
+         secrets redacted, and what it returned):\n\n{}\n\nFind the cause and fix it, keeping what works. Reply \
+         with the complete corrected function body in one ```javascript block, nothing else.",
+        failures.trim()
+    );
+    let (handler, attempts, usage) = rewrite(llm, request, tool, handler, problem).await?;
     tracing::info!(tool = %tool.name, attempts, "handler repaired from its failed calls");
     Ok((handler, usage))
 }

@@ -1,13 +1,15 @@
 //! Documentation drift: a prompt server's documents are fetched again (through the egress, as
-//! generation fetches them) and compared, URL by URL, with the documents of its newest version
-//! that fetched any. A change is recorded as a drift event and starts a candidate version,
+//! generation fetches them) and compared, URL by URL, with the documents of its newest finished
+//! version (`Catalog::drift_baseline`). A change is recorded as a drift event and starts a candidate version,
 //! which goes through the review gate like any other (and waits for review when a self-test
 //! fails, even with the gate off).
 //!
 //! Checks run every `[generation] drift_check_interval` in the background, one server at a
-//! time, and on `POST /admin/servers/{id}/check-drift`. The state of the last check is kept on
-//! the server row, so a restart resumes: a server whose check was interrupted (`checking`) is
-//! due at once, one never checked is due one interval after the daemon started.
+//! time (a check on request waits for the running one), and on
+//! `POST /admin/servers/{id}/check-drift`. The state of the last check is kept on
+//! the server row, so a restart resumes: a check a restart interrupted is marked `failed` at
+//! start-up and is due one interval after it started, one never checked is due one interval
+//! after the daemon started.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,7 +79,6 @@ impl Inner {
                 Ok(subjects) => {
                     for subject in subjects {
                         let due = match &subject.drift {
-                            Some(state) if state.status == "checking" => now,
                             Some(state) => state.checked_at + every_ms,
                             None => started_at + every_ms,
                         };
@@ -99,6 +100,8 @@ impl Inner {
     }
 
     async fn check(self: &Arc<Self>, subject: &DriftSubject) -> Result<DriftOutcome, DriftError> {
+        // One check at a time: a check on request and the periodic one never race on a server.
+        let _one = self.drift_checks.lock().await;
         let id = &subject.id;
         if subject.kind != ServerKind::Prompt {
             return Err(DriftError::NoDocuments(id.clone()));

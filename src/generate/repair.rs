@@ -25,6 +25,9 @@ use crate::toolset::{ToolSpec, Toolset};
 /// What to write again, and what went wrong with it.
 #[derive(Debug, Clone, Default)]
 pub struct Repair {
+    /// The version the tools are taken from: the one active when the operator asked (the job
+    /// may start later, after another version became active).
+    pub base_generation_id: i64,
     /// The tools to write again, by name (each one of the active version's).
     pub tools: Vec<String>,
     /// Per tool, its recent failed calls, newest first; empty when not asked for.
@@ -48,7 +51,8 @@ impl Repair {
 }
 
 impl Inner {
-    /// The stages of a targeted regeneration of `active`'s tools named in `repair`.
+    /// The stages of a targeted regeneration of `active`'s (the base version's) tools named in
+    /// `repair`.
     pub(super) async fn repair_stages(
         &self,
         job: &Job,
@@ -87,6 +91,10 @@ impl Inner {
         finished.model = Some(llm.model().to_string());
 
         self.enter(job, Stage::Compiling).await?;
+        self.catalog
+            .copy_documents(active.id, job.generation_id)
+            .await
+            .map_err(|e| StageError::internal(Stage::Compiling, e))?;
         let whitelist_domains = finished.whitelist.domains();
         let request = CompileRequest {
             prompt: &job.prompt,

@@ -327,7 +327,14 @@ impl CallEntry<'_> {
                 tracing::warn!(server_id = %self.server, tool = %self.tool.name, "tool degraded: too many of its recent calls failed");
             }
         }
-        let arguments = self.arguments.take().filter(|_| failed).map(|arguments| for_the_log(arguments, self.redactor));
+        // A failed call that ran keeps its arguments (repair context); one that never ran does not.
+        let (arguments, error) = match self.arguments.take().filter(|_| failed && HealthRule::counts(outcome)) {
+            Some(arguments) => {
+                let (arguments, error) = for_the_log(arguments, error, self.redactor);
+                (Some(arguments), error)
+            }
+            None => (None, error),
+        };
         self.caller.call_log.record(CallRecord {
             execution_id: self.execution_id.clone(),
             server_id: self.server.to_string(),
@@ -362,55 +369,79 @@ impl Drop for CallEntry<'_> {
 /// The text a result shows the agent, cut to what a log line needs.
 fn result_text(result: &ToolResult) -> String {
     let text: Vec<&str> = result.content.iter().filter_map(|item| item.get("text").and_then(Value::as_str)).collect();
-    let text = if text.is_empty() { "the tool returned an error result".to_string() } else { text.join("\n") };
-    cut(text, MAX_LOGGED_TEXT)
+    if text.is_empty() {
+        "the tool returned an error result".to_string()
+    } else {
+        truncate(&text.join("\n"), MAX_LOGGED_TEXT)
+    }
 }
 
 /// Text kept per logged error result and per logged argument value.
 const MAX_LOGGED_TEXT: usize = 2000;
-/// Object keys whose values are secrets whatever the server's credentials are.
-const SECRET_KEYS: [&str; 9] =
-    ["password", "passwd", "secret", "token", "apikey", "api_key", "authorization", "cookie", "credential"];
+/// A failed call's logged arguments, in all.
+const MAX_LOGGED_ARGUMENTS: usize = 8 * 1024;
 
-/// A failed call's arguments as the log keeps them: the server's credential values and the
-/// values of keys that name secrets redacted, long strings cut, at most 8 KB in all.
-fn for_the_log(mut arguments: Value, redactor: &Redactor) -> Value {
-    fn walk(value: &mut Value) {
+/// A failed call's arguments and error as the log keeps them. The server's credential values
+/// and every argument that is a secret (`credentials::secret_argument`: by its name or its key
+/// format) are replaced by `[redacted]`, in the arguments and wherever their values appear in
+/// the error (a handler that throws `bad password: …` echoes one); long strings are cut.
+fn for_the_log(mut arguments: Value, error: Option<String>, redactor: &Redactor) -> (Value, Option<String>) {
+    fn walk(value: &mut Value, secrets: &mut Vec<String>) {
         match value {
             Value::Object(map) => {
-                for (key, value) in map.iter_mut() {
-                    let key = key.to_ascii_lowercase().replace('-', "_");
-                    if SECRET_KEYS.iter().any(|secret| key.contains(secret)) {
+                for (name, value) in map.iter_mut() {
+                    if crate::credentials::secret_argument(name, value) {
+                        collect(value, secrets);
                         *value = Value::String("[redacted]".into());
                     } else {
-                        walk(value);
+                        walk(value, secrets);
                     }
                 }
             }
-            Value::Array(items) => items.iter_mut().for_each(walk),
-            Value::String(text) if text.len() > MAX_LOGGED_TEXT => *text = cut(std::mem::take(text), MAX_LOGGED_TEXT),
+            Value::Array(items) => items.iter_mut().for_each(|item| walk(item, secrets)),
+            Value::String(text) if text.len() > MAX_LOGGED_TEXT => *text = truncate(text, MAX_LOGGED_TEXT),
+            _ => {}
+        }
+    }
+    /// Every scalar under a secret argument, as text (a secret object's fields too).
+    fn collect(value: &Value, secrets: &mut Vec<String>) {
+        match value {
+            Value::String(text) => secrets.push(text.clone()),
+            Value::Number(number) => secrets.push(number.to_string()),
+            Value::Array(items) => items.iter().for_each(|item| collect(item, secrets)),
+            Value::Object(map) => map.values().for_each(|item| collect(item, secrets)),
             _ => {}
         }
     }
     redactor.json(&mut arguments);
-    walk(&mut arguments);
-    if arguments.to_string().len() > 8 * 1024 {
-        return Value::String(cut(arguments.to_string(), 8 * 1024));
+    let mut secrets = Vec::new();
+    walk(&mut arguments, &mut secrets);
+    let error = error.map(|mut error| {
+        // Longest first, so a secret that contains another is replaced whole. Very short values
+        // ("1", "ab") would turn every error into confetti and say little; they stay.
+        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+        for secret in secrets.iter().filter(|secret| secret.len() >= 4) {
+            error = error.replace(secret.as_str(), "[redacted]");
+        }
+        error
+    });
+    let encoded = arguments.to_string();
+    if encoded.len() > MAX_LOGGED_ARGUMENTS {
+        return (Value::String(truncate(&encoded, MAX_LOGGED_ARGUMENTS)), error);
     }
-    arguments
+    (arguments, error)
 }
 
-/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
-fn cut(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push_str("…[cut]");
+/// The first `max` bytes of `text`, cut at a character boundary, with a marker when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
     }
-    text
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}\n/* … {} more bytes */", &text[..cut], text.len() - cut)
 }
 
 /// Takes the server's credential values out of everything the call hands back or logs: an
@@ -453,6 +484,27 @@ fn encoded_len(value: &Value) -> usize {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn failed_calls_are_logged_without_their_secrets() {
+        let redactor = crate::credentials::Redactor::new(&[]);
+        let arguments = json!({
+            "id": 7,
+            "accessToken": "hunter2-token",
+            "nested": {"password": {"old": "swordfish", "new": 12345}},
+            "q": "ghp_0123456789abcdef0123",
+            "long": "x".repeat(5000),
+        });
+        let error = Some("login failed for hunter2-token (old swordfish, new 12345), id 7".to_string());
+        let (logged, error) = super::for_the_log(arguments, error, &redactor);
+        let text = logged.to_string();
+        for secret in ["hunter2", "swordfish", "12345", "ghp_"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert_eq!(logged["id"], 7);
+        assert!(logged["long"].as_str().unwrap().len() < 2100);
+        assert_eq!(error.unwrap(), "login failed for [redacted] (old [redacted], new [redacted]), id 7");
+    }
 
     #[test]
     fn encoded_len_matches_the_serialised_size() {

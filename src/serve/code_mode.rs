@@ -28,7 +28,7 @@ use tokio::sync::Semaphore;
 
 use crate::catalog::{CallRecord, now_millis};
 use crate::config::{CodeModeConfig, SandboxConfig};
-use crate::serve::call::{CallError, Caller, Origin};
+use crate::serve::call::{CallError, Caller, Origin, truncate};
 use crate::serve::isolate::{
     self, Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, Outcome, PoolError, Program,
     SandboxLimits, ToolResult,
@@ -498,18 +498,6 @@ impl Drop for ScriptEntry<'_> {
             self.code_mode.caller.metrics().record_script(CallOutcome::Cancelled, 0, 0);
         }
     }
-}
-
-/// The first `max` bytes of `text`, cut at a character boundary, with a marker when cut.
-fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}\n/* … {} more bytes */", &text[..cut], text.len() - cut)
 }
 
 /// What the script's isolate returned (see `runScript` in the prelude), as a result.

@@ -249,13 +249,15 @@ impl Registry {
                     }
                 };
                 // Seeded from the log, so a restart or a remount does not forget a failing tool.
-                let recent = match self.catalog.recent_failures_by_tool(&mount.id, mount.generation_id, self.health.window).await {
-                    Ok(recent) => recent,
-                    Err(error) => {
-                        tracing::error!(server_id = %mount.id, %error, "cannot read the server's recent calls");
-                        return Err(MountError::Catalog { id: mount.id.clone() });
-                    }
-                };
+                // Health is advice: a log that cannot be read starts the windows empty.
+                let recent = self
+                    .catalog
+                    .recent_failures_by_tool(&mount.id, mount.generation_id, self.health.window)
+                    .await
+                    .unwrap_or_else(|error| {
+                        tracing::warn!(server_id = %mount.id, %error, "cannot read the server's recent calls; tool health starts afresh");
+                        Default::default()
+                    });
                 let built = self
                     .open_credentials(mount, credentials)
                     .and_then(|c| self.assemble(mount, generation, c, &recent));

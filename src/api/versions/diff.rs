@@ -18,12 +18,18 @@ pub fn diff(from: &GenerationRecord, to: &GenerationRecord) -> VersionDiff {
     let mut only_new: Vec<&ToolSpec> = new.iter().filter(|t| !named(old, &t.name)).collect();
     let mut diff = VersionDiff { from: from.version, to: to.version, ..VersionDiff::default() };
     // A tool that left under one name and came back under another with the same handler, or
-    // failing that the same input schema, was renamed.
+    // failing that the same input schema with parameters (tools without any all look alike),
+    // was renamed.
     let mut pairs: Vec<(&ToolSpec, &ToolSpec)> = Vec::new();
-    for same in [
-        |a: &ToolSpec, b: &ToolSpec| a.handler == b.handler,
-        |a: &ToolSpec, b: &ToolSpec| a.input_schema == b.input_schema,
-    ] {
+    fn same_handler(a: &ToolSpec, b: &ToolSpec) -> bool {
+        a.handler == b.handler
+    }
+    fn same_parameters(a: &ToolSpec, b: &ToolSpec) -> bool {
+        let has_parameters = a.input_schema.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty());
+        has_parameters && a.input_schema == b.input_schema
+    }
+    let rules: [fn(&ToolSpec, &ToolSpec) -> bool; 2] = [same_handler, same_parameters];
+    for same in rules {
         only_old.retain(|gone| match only_new.iter().position(|came| same(gone, came)) {
             Some(index) => {
                 pairs.push((gone, only_new.remove(index)));

@@ -50,4 +50,5 @@ ALTER TABLE calls ADD COLUMN is_error INTEGER NOT NULL DEFAULT 0;
 UPDATE calls SET is_error = 1 WHERE outcome IN ('error', 'denied', 'timeout', 'limit');
 -- A failed call's arguments, with secrets redacted and cut to a few KB: repair context.
 ALTER TABLE calls ADD COLUMN arguments TEXT;
-CREATE INDEX calls_by_tool ON calls (server_id, generation_id, tool, started_at DESC);
+-- No index for reading a tool's recent calls: they are read when a server is first used and in
+-- the admin view, from one server's calls (calls_by_server), and every call would pay for one.

@@ -106,14 +106,7 @@ impl Catalog {
         id: &ServerId,
     ) -> Result<Option<(Option<i64>, Vec<VersionSummary>)>, CatalogError> {
         let mut snapshot = self.reader.begin().await?;
-        let Some(active) =
-            sqlx::query_scalar::<_, Option<i64>>("SELECT active_generation_id FROM servers WHERE id = ?")
-                .bind(id.as_str())
-                .fetch_optional(&mut *snapshot)
-                .await?
-        else {
-            return Ok(None);
-        };
+        let Some(active) = active_generation(&mut snapshot, id).await? else { return Ok(None) };
         let rows = sqlx::query(
             "SELECT g.id, g.version, g.source, g.status, g.triggered_by, g.trigger_detail, g.model, g.prompt_hash,
                     g.content_hash, g.cache_hit, g.dry_run, g.created_at, g.finished_at, g.review, g.error,
@@ -162,12 +155,7 @@ impl Catalog {
         number: i64,
     ) -> Result<Result<(GenerationRecord, Option<i64>), VersionRefusal>, CatalogError> {
         let mut snapshot = self.reader.begin().await?;
-        let Some(active) =
-            sqlx::query_scalar::<_, Option<i64>>("SELECT active_generation_id FROM servers WHERE id = ?")
-                .bind(id.as_str())
-                .fetch_optional(&mut *snapshot)
-                .await?
-        else {
+        let Some(active) = active_generation(&mut snapshot, id).await? else {
             return Ok(Err(VersionRefusal::NoServer));
         };
         let generation_id: Option<i64> =
@@ -437,6 +425,18 @@ impl Catalog {
             })
             .collect()
     }
+}
+
+/// A server's active generation id (`Some(None)`: it serves none); `None` if there is no such
+/// server.
+async fn active_generation(
+    conn: &mut sqlx::SqliteConnection,
+    id: &ServerId,
+) -> Result<Option<Option<i64>>, CatalogError> {
+    Ok(sqlx::query_scalar("SELECT active_generation_id FROM servers WHERE id = ?")
+        .bind(id.as_str())
+        .fetch_optional(conn)
+        .await?)
 }
 
 /// The generation id and status of version `number`, in the caller's transaction.

@@ -390,7 +390,7 @@ impl CodeMode {
             .collect();
         let host = Arc::new(ScriptHost {
             caller: self.caller.clone(),
-            registry: self.registry.clone(),
+            servers: reachable,
             parent: Arc::from(execution_id.as_str()),
             limits: limits.clone(),
             calls: AtomicU32::new(0),
@@ -578,7 +578,10 @@ fn script_limit(message: &str) -> String {
 /// running the tool, and refuses everything else. There is no network behind it.
 struct ScriptHost {
     caller: Caller,
-    registry: Weak<Registry>,
+    /// The servers the script may call, as they were served when it started: a script is one
+    /// call in flight, so an activation, a token or credential change or a delete made while it
+    /// runs applies to the next script, not to the rest of this one.
+    servers: Vec<Arc<Mounted>>,
     parent: Arc<str>,
     limits: RunLimits,
     calls: AtomicU32,
@@ -678,13 +681,8 @@ impl ScriptHost {
                 format!("server {server:?} is not allowed in this script; allowed servers: {names:?}"),
             );
         };
-        let Some(registry) = self.registry.upgrade() else {
-            return Answer::Failed(ErrorKind::ShuttingDown, "the daemon is shutting down".into());
-        };
-        let mounted = match registry.mounted(&id).await {
-            Ok(Some(mounted)) => mounted,
-            Ok(None) => return Answer::Failed(ErrorKind::NotFound, format!("no server {server:?} is being served")),
-            Err(error) => return Answer::Failed(ErrorKind::ToolError, error.to_string()),
+        let Some(mounted) = self.servers.iter().find(|mounted| mounted.server.id == id) else {
+            return Answer::Failed(ErrorKind::NotFound, format!("no server {server:?} is being served"));
         };
         if mounted.server.tool(tool).is_none() {
             let tools: Vec<&str> = mounted.server.tools.iter().map(|t| t.name.as_str()).collect();

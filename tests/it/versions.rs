@@ -349,3 +349,38 @@ async fn a_restart_during_a_drift_check_leaves_it_failed_and_the_next_check_runs
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["drift"]["status"], "unchanged", "{report:#}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_running_across_a_rollback_stays_on_the_version_it_started_with() {
+    let llm = ScriptedLlm::start().await;
+    let app = spawn_with_llm(&llm, false, env(&[("MCPBOOTD_CODE_MODE__ENABLED", "true")]), None).await;
+    let port = app.upstream.address.port();
+    app.upstream.set_docs(&docs_html(port));
+    let handlers = script(&llm, port);
+    let body = json!({"id": "scripted", "prompt": prompt(&app), "code_mode": {"enabled": true}});
+    let id = register_prompt(&app, body).await;
+    wait_for_status(&app, &id, &["ready"]).await;
+    *handlers.add.lock().unwrap() = "return args.a + args.b + 100;".into();
+    let generation_id = regenerate(&app, &id, json!({"force": true})).await;
+    crate::generation::wait_for_generation(&app, &id, generation_id).await;
+    assert_eq!(add(&app, &id).await, "103");
+
+    let code = "const first = await tools.scripted.add({a: 1, b: 2});\n\
+                await new Promise((resolve) => setTimeout(resolve, 400));\n\
+                const second = await tools.scripted.add({a: 1, b: 2});\n\
+                return [first, second];";
+    let running = {
+        let (http, url) = (app.http.clone(), app.url("/admin/servers/scripted/code"));
+        tokio::spawn(
+            async move { http.post(url).json(&json!({"code": code})).send().await.unwrap().json::<Value>().await },
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let (status, body) = app.post("/admin/servers/scripted/activate", &json!({"version": 1})).await;
+    assert_eq!(status, 200, "{body}");
+    let result = running.await.unwrap().unwrap();
+    assert_eq!(result["ok"], true, "{result:#}");
+    assert_eq!(result["value"][0], result["value"][1], "one script, one version: {result:#}");
+    assert!(result["value"][1].to_string().contains("103"), "the version it started with: {result:#}");
+    assert_eq!(add(&app, &id).await, "3", "new calls are served by version 1");
+}

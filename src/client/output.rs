@@ -568,6 +568,32 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn a_version_diff_is_coloured_only_for_a_terminal() {
+        let diff: VersionDiff = body(serde_json::json!({
+            "from": 1, "to": 2, "added": ["search"], "removed": [], "renamed": [{"from": "get", "to": "get_item"}],
+            "changed": [{"name": "get_item", "handler": "--- before\n+++ after\n@@ -1 +1 @@\n-return 1;\n+return 2;\n",
+                         "input_schema": [{"op": "replace", "path": "/properties/id/type", "from": "integer", "to": "string"}]}],
+            "whitelist_added": [], "whitelist_removed": ["api.old.test"], "credentials_added": [], "credentials_removed": []
+        }));
+        let plain = version_diff(&diff, false);
+        assert!(!plain.contains('\x1b'), "{plain}");
+        for line in [
+            "+ tool search",
+            "~ tool get renamed to get_item",
+            "- domain api.old.test",
+            "~ tool get_item",
+            "  ~ input_schema/properties/id/type: \"integer\" → \"string\"",
+            "-return 1;",
+            "+return 2;",
+        ] {
+            assert!(plain.contains(line), "{line:?} missing from:\n{plain}");
+        }
+        let coloured = version_diff(&diff, true);
+        assert!(coloured.contains("\x1b[31m-return 1;\x1b[0m") && coloured.contains("\x1b[32m+return 2;\x1b[0m"));
+        assert!(coloured.contains("\x1b[36m@@ -1 +1 @@\x1b[0m"), "{coloured}");
+    }
+
     /// A body as the daemon would send it.
     fn body<T: DeserializeOwned>(value: Value) -> T {
         serde_path_to_error::deserialize(value).unwrap()

@@ -71,8 +71,13 @@ async fn the_review_gate_diffs_approves_rejects_and_rolls_back_under_load() {
     let view = wait_for_status(&app, &id, &["awaiting_approval", "failed"]).await;
     assert_eq!(view["status"], "awaiting_approval", "{view:#}");
     assert_eq!(view["serving"], false);
-    let (status, _) = app.admin_call(&id, "add", json!({"a": 1, "b": 2})).await;
+    let (status, body) = app.admin_call(&id, "add", json!({"a": 1, "b": 2})).await;
     assert_eq!(status, 503, "an unapproved version is not served");
+    assert!(error_message(&body).contains("versions/{n}/approve"), "{body}");
+    // An MCP host is told why, not just that the server answered with an error.
+    let Err(refused) = mcp_client(&app.mcp_url(&id)).await else { panic!("no version is served yet") };
+    let refused = refused.to_string();
+    assert!(refused.contains("has no approved version yet"), "{refused}");
     let (status, approved) = app.post("/admin/servers/gated/versions/1/approve", &json!({})).await;
     assert_eq!(status, 200, "{approved}");
     assert_eq!(approved["active_version"], 1);

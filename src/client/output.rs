@@ -208,6 +208,16 @@ pub fn server_summary(view: &ServerView, mcp_url: &str) -> String {
     if let Some(description) = &view.description {
         field(&mut out, "description", &description.trim().replace('\n', "\n             "));
     }
+    if let Some(required) = view.require_approval {
+        field(&mut out, "approval", if required { "required for new versions" } else { "not required" });
+    }
+    if let Some(drift) = &view.drift {
+        let mut text = format!("{} (checked {})", drift.status, timestamp(&drift.checked_at));
+        if let Some(error) = &drift.error {
+            text.push_str(&format!(": {}", first_line(error)));
+        }
+        field(&mut out, "docs drift", &text);
+    }
     field(&mut out, "created", &timestamp(&view.created_at));
     field(&mut out, "updated", &timestamp(&view.updated_at));
     if let Some(prompt) = &view.prompt {
@@ -241,11 +251,19 @@ pub fn server_summary(view: &ServerView, mcp_url: &str) -> String {
         tool_list(&mut out, &view.tools);
     }
     if let Some(generation) = active {
-        let _ = writeln!(out, "\ngeneration {} ({}, serving):", generation.id, generation.status);
+        let _ = writeln!(
+            out,
+            "\nversion {} (generation {}, {}, serving; {}):",
+            generation.version, generation.id, generation.status, generation.triggered_by
+        );
         generation_details(&mut out, generation);
     }
     if let Some(generation) = latest {
-        let _ = writeln!(out, "\nlatest generation {} ({}):", generation.id, generation.status);
+        let _ = writeln!(
+            out,
+            "\nlatest version {} (generation {}, {}; {}):",
+            generation.version, generation.id, generation.status, generation.triggered_by
+        );
         generation_details(&mut out, generation);
         if !view.serving {
             let planned = planned_tools(generation);
@@ -400,6 +418,14 @@ fn tool_list(out: &mut String, tools: &[ToolView]) {
             let repaired =
                 if status == "passed" && test["attempts"].as_u64() > Some(1) { " after a repair" } else { "" };
             let _ = writeln!(out, "  {:<width$}  self-test: {status}{repaired}{}", "", detail.unwrap_or_default());
+        }
+        if let Some(health) = tool.health.as_ref().filter(|h| h.degraded) {
+            let _ = writeln!(
+                out,
+                "  {:<width$}  DEGRADED: {} of its last {} calls failed; repair it with `mcpbootd regenerate <id> \
+                 --tool {name} --with-failures`",
+                "", health.failures, health.calls
+            );
         }
     }
 }

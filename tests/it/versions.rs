@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::cli::cli;
 use crate::generation::{docs_html, get_item_handler, plan_json, prompt, register_prompt, spawn_with_llm};
 use crate::helpers::*;
 use crate::scripted_llm::{Scripted, ScriptedLlm};
@@ -152,6 +153,21 @@ async fn the_review_gate_diffs_approves_rejects_and_rolls_back_under_load() {
     let (_, metrics) = app.get("/metrics").await;
     let metrics = metrics.as_str().unwrap_or_default().to_string();
     assert!(metrics.contains("mcpbootd_version_changes_total{result=\"activated\"} 1"), "{metrics}");
+
+    // The same from a terminal: versions, a diff (plain when piped), a rollback to the newest
+    // ready version before the active one.
+    let listed = cli(&app, &["versions", "gated"]).await;
+    let listed = &listed.assert_ok().stdout;
+    assert!(listed.contains("1 *") && listed.contains("rejected"), "{listed}");
+    let diff = cli(&app, &["diff", "gated", "1", "3"]).await;
+    let diff = &diff.assert_ok().stdout;
+    assert!(diff.contains("~ tool add\n") && diff.contains("+return args.a + args.b + 100;"), "{diff}");
+    assert!(!diff.contains('\x1b'), "no colour when piped: {diff}");
+    cli(&app, &["rollback", "gated", "3"]).await.assert_ok();
+    assert_eq!(add(&app, &id).await, "103");
+    let rolled = cli(&app, &["rollback", "gated"]).await;
+    assert!(rolled.assert_ok().stdout.contains("serving version 1"), "{}", rolled.stdout);
+    cli(&app, &["approve", "gated", "2"]).await.assert_code(1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -263,6 +279,10 @@ async fn a_failing_tool_is_degraded_and_repaired_from_its_failures() {
     let (_, metrics) = app.get("/metrics").await;
     let metrics = metrics.as_str().unwrap_or_default().to_string();
     assert!(metrics.contains("mcpbootd_tool_degraded{server=\"flaky\",tool=\"get_item\"} 1"), "{metrics}");
+    let shown = cli(&app, &["show", "flaky"]).await;
+    let shown = &shown.assert_ok().stdout;
+    assert!(shown.contains("DEGRADED: 5 of its last 5 calls failed"), "{shown}");
+    assert!(shown.contains("version 1 (generation"), "{shown}");
 
     let (status, body) = app.post("/admin/servers/flaky/regenerate", &json!({"tools": ["nope"]})).await;
     assert_eq!(status, 400, "{body}");

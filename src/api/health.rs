@@ -60,6 +60,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl axum::response::Into
         mounted_servers: state.registry.len(),
         isolate_overruns: pool.overruns,
         isolate_restarts: pool.restarts,
+        call_log_dropped: state.caller.call_log().dropped(),
     };
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.render(&gauges))
 }

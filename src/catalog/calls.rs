@@ -2,6 +2,8 @@
 //! background writer and pruned to `[catalog] max_calls_per_server` per server.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::Row;
@@ -257,7 +259,39 @@ fn call_record(row: &sqlx::sqlite::SqliteRow) -> CallRecord {
 #[derive(Clone)]
 pub struct CallLog {
     sender: mpsc::Sender<LogMessage>,
+    /// Records lost: dropped at a full queue, or in a batch the catalog refused twice.
+    dropped: Arc<Dropped>,
 }
+
+/// Counts lost records and says so in the log at most every [`DROP_WARNING_INTERVAL`], so a
+/// catalog that cannot keep up (or cannot be written) is visible without a line per call.
+#[derive(Default)]
+struct Dropped {
+    total: AtomicU64,
+    /// `total` when the last warning was written, and when.
+    warned: std::sync::Mutex<(u64, Option<std::time::Instant>)>,
+}
+
+impl Dropped {
+    fn add(&self, records: u64, why: &str) {
+        let total = self.total.fetch_add(records, Ordering::Relaxed) + records;
+        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+        if warned.1.is_none_or(|at| at.elapsed() >= DROP_WARNING_INTERVAL) {
+            tracing::warn!(
+                dropped = total - warned.0,
+                dropped_total = total,
+                "call log records lost: {why} (mcpbootd_call_log_dropped_records_total counts them)"
+            );
+            *warned = (total, Some(std::time::Instant::now()));
+        }
+    }
+}
+
+/// At most one warning about lost call-log records per this interval.
+const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+/// How long the writer waits before it tries a refused batch once more (a fresh connection,
+/// a transient lock or I/O error gone).
+const RETRY_AFTER: Duration = Duration::from_millis(200);
 
 enum LogMessage {
     Call(Box<CallRecord>),
@@ -290,6 +324,8 @@ impl CallLog {
     /// when every handle is dropped.
     pub fn new(catalog: Catalog, keep: Retention) -> (CallLog, impl Future<Output = ()> + Send + 'static) {
         let (sender, mut receiver) = mpsc::channel::<LogMessage>(CALL_LOG_QUEUE);
+        let dropped = Arc::new(Dropped::default());
+        let lost = dropped.clone();
         let writer = async move {
             let mut buffer = Vec::with_capacity(CALL_LOG_BATCH);
             let mut closing = false;
@@ -321,7 +357,12 @@ impl CallLog {
                 }
                 if !calls.is_empty() {
                     if let Err(error) = catalog.insert_calls(&calls).await {
-                        tracing::error!(%error, calls = calls.len(), "could not write the call log");
+                        tracing::warn!(%error, calls = calls.len(), "could not write the call log; trying once more");
+                        tokio::time::sleep(RETRY_AFTER).await;
+                        if let Err(error) = catalog.insert_calls(&calls).await {
+                            tracing::error!(%error, calls = calls.len(), "could not write the call log");
+                            lost.add(calls.len() as u64, "the catalog refused a batch twice");
+                        }
                     }
                     if unpruned.is_empty() {
                         prune_due = tokio::time::Instant::now() + PRUNE_INTERVAL;
@@ -341,12 +382,17 @@ impl CallLog {
             }
             prune(&catalog, &mut unpruned, keep).await;
         };
-        (CallLog { sender }, writer)
+        (CallLog { sender, dropped }, writer)
+    }
+
+    /// Records lost since start: at a full queue, or in batches the catalog refused.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.total.load(Ordering::Relaxed)
     }
 
     pub fn record(&self, call: CallRecord) {
         if self.sender.try_send(LogMessage::Call(Box::new(call))).is_err() {
-            tracing::warn!("call log queue is full; a call record was dropped");
+            self.dropped.add(1, "the queue is full (the catalog is not keeping up)");
         }
     }
 
@@ -413,6 +459,24 @@ mod tests {
             .unwrap();
         ids.sort();
         ids
+    }
+
+    #[tokio::test]
+    async fn records_past_a_full_queue_are_dropped_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = catalog_with_servers(dir.path(), &["a"]).await;
+        let keep = Retention { calls: 100, bytes: u64::MAX };
+        // The writer is not started: the queue fills and the call path never waits for it.
+        let (log, writer) = CallLog::new(catalog.clone(), keep);
+        for i in 0..CALL_LOG_QUEUE + 7 {
+            log.record(call(&format!("c{i}"), "a", i as i64));
+        }
+        assert_eq!(log.dropped(), 7);
+        // Started late, the writer writes what was queued; nothing else is lost.
+        tokio::spawn(writer);
+        log.flush().await;
+        assert_eq!(log.dropped(), 7);
+        assert_eq!(ids(&catalog, "a").await.len(), 100, "pruned to the newest 100 of the queued calls");
     }
 
     async fn catalog_with_servers(dir: &std::path::Path, servers: &[&str]) -> Catalog {

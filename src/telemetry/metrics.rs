@@ -194,6 +194,8 @@ pub struct Gauges {
     /// Running totals from the isolate pool, rendered as counters.
     pub isolate_overruns: u64,
     pub isolate_restarts: u64,
+    /// Call-log records lost (queue full, or a batch the catalog refused twice).
+    pub call_log_dropped: u64,
 }
 
 #[derive(Default)]
@@ -207,6 +209,7 @@ struct GaugeHandles {
     mounted_servers: Gauge,
     overruns: Counter,
     restarts: Counter,
+    call_log_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -355,6 +358,12 @@ impl Metrics {
             self.code_sandboxed_bytes.clone(),
         );
         registry.register("mcpbootd_mounted_servers", "Servers mounted and serving MCP", g.mounted_servers.clone());
+        registry.register(
+            "mcpbootd_call_log_dropped_records",
+            "Call-log records lost because the writer's queue was full or the catalog refused a batch twice \
+             (the calls themselves were answered)",
+            g.call_log_dropped.clone(),
+        );
         registry.register(
             "mcpbootd_tool_degraded",
             "1 while a tool's error rate over its last calls is at or past [generation] degraded_error_rate",
@@ -532,7 +541,11 @@ impl Metrics {
             gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
         }
         // The pool keeps the totals; the counters catch up with them.
-        for (counter, total) in [(&g.overruns, gauges.isolate_overruns), (&g.restarts, gauges.isolate_restarts)] {
+        for (counter, total) in [
+            (&g.overruns, gauges.isolate_overruns),
+            (&g.restarts, gauges.isolate_restarts),
+            (&g.call_log_dropped, gauges.call_log_dropped),
+        ] {
             counter.inc_by(total.saturating_sub(counter.get()));
         }
         let mut out = String::with_capacity(4096);
@@ -585,6 +598,7 @@ mod tests {
             mounted_servers: n,
             isolate_overruns: n as u64,
             isolate_restarts: n as u64,
+            call_log_dropped: 0,
         }
     }
 

@@ -62,6 +62,9 @@ async fn metrics_count_calls_egress_and_mounts() {
     assert_eq!(metrics["mcpbootd_isolate_workers"], 2.0);
     assert_eq!(metrics["mcpbootd_isolate_busy_workers"], 0.0);
     assert!(metrics.contains_key("mcpbootd_generations_total{outcome=\"ready\"}"));
+    assert_eq!(metrics["mcpbootd_call_log_dropped_records_total"], 0.0, "no call record was lost");
+    assert_eq!(metrics["mcpbootd_drift_checks_total{result=\"drifted\"}"], 0.0);
+    assert_eq!(metrics["mcpbootd_version_changes_total{result=\"approved\"}"], 0.0);
     assert!(!text.contains("execution_id") && !text.contains("http://"), "no unbounded labels");
 
     app.delete("/admin/servers/metered").await;

@@ -365,24 +365,30 @@ impl Catalog {
             .collect()
     }
 
-    /// Per tool of a generation, whether each of its last `window` calls failed, newest first
-    /// (calls refused before they ran, `busy`, `shutting_down` and `cancelled`, are not the
-    /// tool's doing and are left out).
+    /// Per tool of a generation, whether each of its last `window` calls failed, newest first,
+    /// among the server's last `window` × 50 calls (calls refused before they ran, `busy`,
+    /// `shutting_down` and `cancelled`, are not the tool's doing and are left out).
     pub async fn recent_failures_by_tool(
         &self,
         id: &ServerId,
         generation_id: i64,
         window: u32,
     ) -> Result<BTreeMap<String, Vec<bool>>, CatalogError> {
+        // Only the server's newest calls are read (along its `calls_by_server` index), so the
+        // first use of a server with a full log costs a short scan, not a sort of all of it; a
+        // tool not called among them starts with an empty window.
         let rows = sqlx::query(
             "SELECT tool, is_error FROM (
                  SELECT tool, is_error, ROW_NUMBER() OVER (PARTITION BY tool ORDER BY started_at DESC, rowid DESC) AS n
-                 FROM calls WHERE server_id = ? AND generation_id = ?
-                   AND outcome NOT IN ('busy', 'shutting_down', 'cancelled'))
+                 FROM (SELECT tool, is_error, started_at, rowid FROM calls
+                       WHERE server_id = ? AND generation_id = ?
+                         AND outcome NOT IN ('busy', 'shutting_down', 'cancelled')
+                       ORDER BY started_at DESC LIMIT ?))
              WHERE n <= ? ORDER BY tool, n",
         )
         .bind(id.as_str())
         .bind(generation_id)
+        .bind(i64::from(window) * RECENT_CALLS_PER_WINDOW)
         .bind(i64::from(window))
         .fetch_all(&self.reader)
         .await?;
@@ -438,6 +444,9 @@ async fn active_generation(
         .fetch_optional(conn)
         .await?)
 }
+
+/// A tool's health window is filled from the server's last `window` × this many calls.
+const RECENT_CALLS_PER_WINDOW: i64 = 50;
 
 /// The generation id and status of version `number`, in the caller's transaction.
 async fn version_row(

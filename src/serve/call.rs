@@ -507,6 +507,34 @@ mod tests {
     }
 
     #[test]
+    fn secrets_hidden_in_nesting_or_under_plain_names_are_redacted_too() {
+        use crate::credentials::{Binding, Credential, Injection, Redactor};
+        let credential = Credential {
+            name: "upstream".into(),
+            binding: Binding {
+                domains: vec!["api.example.test".into()],
+                inject: Injection::Query { query: "k".into() },
+            },
+            value: "live-credential-value-123".into(),
+        };
+        let redactor = Redactor::new(&[credential]);
+        let arguments = json!({
+            "headers": {"Authorization": "Bearer abc.def.ghi"},
+            "accounts": [{"name": "a", "apiKey": "first-key-value"}, {"name": "b", "x-api-key": "second-key-value"}],
+            "q": "search for live-credential-value-123 please",
+            "keyword": "rust",
+        });
+        let (logged, _) = super::for_the_log(arguments, None, &redactor);
+        let text = logged.to_string();
+        for secret in ["abc.def.ghi", "first-key-value", "second-key-value", "live-credential-value-123"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert_eq!(logged["keyword"], "rust", "an ordinary argument is kept");
+        assert_eq!(logged["accounts"][1]["name"], "b");
+        assert!(logged["q"].as_str().unwrap().contains("[redacted:upstream]"), "{text}");
+    }
+
+    #[test]
     fn encoded_len_matches_the_serialised_size() {
         for value in [json!({}), json!({"a": [1, 2, "ü"], "b": null}), json!("x".repeat(1000))] {
             assert_eq!(super::encoded_len(&value), serde_json::to_vec(&value).unwrap().len());

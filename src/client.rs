@@ -429,23 +429,75 @@ fn for_the_command_line(code: ErrorCode, message: String) -> String {
         ),
         ErrorCode::Forbidden => format!("{TOKEN_ENV} is not the daemon's admin token ([admin] token); check its value"),
         _ => {
-            let mut message = message.replace("GET /admin/servers lists them", "`mcpbootd list` shows them");
-            if let Some((before, id)) = message.split_once("; GET /admin/servers/") {
-                let id = id.split(' ').next().unwrap_or_default();
-                message = format!("{before}; `mcpbootd show {id}` lists its tools");
-            }
-            if let Some((before, rest)) = message.split_once("DELETE /admin/servers/") {
-                let id = rest.split(' ').next().unwrap_or_default();
-                message = format!("{before}`mcpbootd delete {id}`{}", &rest[id.len()..]);
-            }
-            message
+            let message = message.replace("GET /admin/servers lists them", "`mcpbootd list` shows them");
+            routes_as_commands(&message)
         }
     }
+}
+
+/// Replaces each `METHOD /admin/servers/{id}…` route in a hint with the command that does the
+/// same; routes without a command stay as they are.
+fn routes_as_commands(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = ["GET ", "POST ", "DELETE "]
+        .iter()
+        .filter_map(|method| rest.find(&format!("{method}/admin/servers/")).map(|at| (at, *method)))
+        .min()
+    {
+        let (at, method) = start;
+        let route_start = at + method.len() + "/admin/servers/".len();
+        let route_len = rest[route_start..].find([' ', ')', ',', ';']).unwrap_or(rest.len() - route_start);
+        let route = &rest[route_start..route_start + route_len];
+        let (id, path) = route.split_once('/').map_or((route, ""), |(id, path)| (id, path));
+        let parts: Vec<&str> = path.split('/').collect();
+        let command = match (method.trim(), parts.as_slice()) {
+            ("GET", [""]) => Some(format!("mcpbootd show {id}")),
+            ("GET", ["versions"]) => Some(format!("mcpbootd versions {id}")),
+            ("POST", ["regenerate"]) => Some(format!("mcpbootd regenerate {id}")),
+            ("POST", ["check-drift"]) => Some(format!("mcpbootd check-drift {id}")),
+            ("POST", ["versions", n, "approve"]) => Some(format!("mcpbootd approve {id} {}", n.replace("{n}", "N"))),
+            ("DELETE", [""]) => Some(format!("mcpbootd delete {id}")),
+            _ => None,
+        };
+        out.push_str(&rest[..at]);
+        match command {
+            Some(command) => out.push_str(&format!("`{command}`")),
+            None => out.push_str(&rest[at..route_start + route_len]),
+        }
+        rest = &rest[route_start + route_len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn route_hints_become_commands() {
+        let cases = [
+            (
+                "server \"calc\" has no version 7; GET /admin/servers/calc/versions lists them",
+                "server \"calc\" has no version 7; `mcpbootd versions calc` lists them",
+            ),
+            (
+                "no tool \"x\"; GET /admin/servers/calc lists its tools",
+                "no tool \"x\"; `mcpbootd show calc` lists its tools",
+            ),
+            (
+                "approve one with POST /admin/servers/hn/versions/{n}/approve (GET /admin/servers/hn/versions lists them)",
+                "approve one with `mcpbootd approve hn N` (`mcpbootd versions hn` lists them)",
+            ),
+            ("DELETE /admin/servers/hn first", "`mcpbootd delete hn` first"),
+            ("PUT /admin/servers/hn/credentials/key with {...}", "PUT /admin/servers/hn/credentials/key with {...}"),
+            ("POST /admin/servers/hn/regenerate to run it again", "`mcpbootd regenerate hn` to run it again"),
+        ];
+        for (daemon, cli) in cases {
+            assert_eq!(routes_as_commands(daemon), cli);
+        }
+    }
 
     fn client(base: &str) -> AdminClient {
         AdminClient::new(parse_base_url(base).unwrap(), "the default", None).unwrap()

@@ -840,6 +840,10 @@ pub struct DriftView {
     /// The newest drift event's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_event: Option<i64>,
+    /// A candidate version a drift started awaits approval; the documents are not checked again
+    /// until it is approved or rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_version: Option<i64>,
 }
 
 impl From<&catalog::DriftState> for DriftView {
@@ -849,6 +853,7 @@ impl From<&catalog::DriftState> for DriftView {
             checked_at: format_millis(state.checked_at),
             error: state.error.clone(),
             last_event: state.last_event,
+            awaiting_version: state.awaiting_version,
         }
     }
 }

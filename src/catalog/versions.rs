@@ -63,6 +63,10 @@ pub struct DriftState {
     /// The newest drift event's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_event: Option<i64>,
+    /// A candidate version a drift started that awaits approval: no check runs until it is
+    /// decided, so a page that changes all the time cannot pile up candidates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_version: Option<i64>,
 }
 
 /// A change in a server's documentation, and the candidate version it started.
@@ -309,6 +313,18 @@ impl Catalog {
         .execute(&self.writer)
         .await?;
         Ok(updated.rows_affected())
+    }
+
+    /// The newest version of a server that a drift started and that awaits approval.
+    pub async fn awaiting_drift_candidate(&self, id: &ServerId) -> Result<Option<i64>, CatalogError> {
+        Ok(sqlx::query_scalar(
+            "SELECT MAX(version) FROM generations WHERE server_id = ? AND status = ? AND triggered_by = ?",
+        )
+        .bind(id.as_str())
+        .bind(Status::AwaitingApproval)
+        .bind(Trigger::Drift)
+        .fetch_one(&self.reader)
+        .await?)
     }
 
     /// Records a server's drift state; false if the server is gone.

@@ -110,7 +110,27 @@ impl Inner {
             return Err(DriftError::Generating(id.clone()));
         }
         let last_event = subject.drift.as_ref().and_then(|state| state.last_event);
-        let mut state = DriftState { status: "checking".into(), checked_at: now_millis(), error: None, last_event };
+        if let Some(version) = self.catalog.awaiting_drift_candidate(id).await? {
+            // The candidate answers the change already seen; newer changes wait for its review.
+            let state = DriftState {
+                status: "drifted".into(),
+                checked_at: now_millis(),
+                error: None,
+                last_event,
+                awaiting_version: Some(version),
+            };
+            if !self.catalog.set_drift_state(id, &state).await? {
+                return Err(DriftError::NoServer(id.clone()));
+            }
+            return Ok(DriftOutcome { state, changes: Vec::new(), event_id: None, generation_id: None });
+        }
+        let mut state = DriftState {
+            status: "checking".into(),
+            checked_at: now_millis(),
+            error: None,
+            last_event,
+            awaiting_version: None,
+        };
         if !self.catalog.set_drift_state(id, &state).await? {
             return Err(DriftError::NoServer(id.clone()));
         }

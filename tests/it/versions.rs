@@ -409,3 +409,44 @@ async fn a_script_running_across_a_rollback_stays_on_the_version_it_started_with
     assert!(result["value"][1].to_string().contains("103"), "the version it started with: {result:#}");
     assert_eq!(add(&app, &id).await, "3", "new calls are served by version 1");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drift_candidate_awaiting_approval_holds_further_checks() {
+    let llm = ScriptedLlm::start().await;
+    let app = spawn_with_llm(&llm, false, env(&[("MCPBOOTD_GENERATION__REQUIRE_APPROVAL", "true")]), None).await;
+    let port = app.upstream.address.port();
+    app.upstream.set_docs(&docs_html(port));
+    script(&llm, port);
+    let id = register_prompt(&app, json!({"id": "noisy", "prompt": prompt(&app)})).await;
+    wait_for_status(&app, &id, &["awaiting_approval"]).await;
+    let (status, _) = app.post("/admin/servers/noisy/versions/1/approve", &json!({})).await;
+    assert_eq!(status, 200);
+
+    // A change: candidate version 2 awaits approval.
+    app.upstream.set_docs(&docs_html(port).replace("Items API", "Items API, edition 2"));
+    let (_, report) = app.post("/admin/servers/noisy/check-drift", &json!({})).await;
+    let generation_id = report["generation_id"].as_i64().expect("a candidate started");
+    crate::generation::wait_for_generation(&app, &id, generation_id).await;
+    // More changes while it waits: nothing is fetched or started.
+    let requests = llm.requests().len();
+    app.upstream.set_docs(&docs_html(port).replace("Items API", "Items API, edition 3"));
+    let (status, report) = app.post("/admin/servers/noisy/check-drift", &json!({})).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["drift"]["awaiting_version"], 2, "{report:#}");
+    assert_eq!(report["changes"], json!([]));
+    assert!(report.get("generation_id").is_none(), "{report:#}");
+    assert_eq!(llm.requests().len(), requests, "no LLM request while a candidate awaits review");
+    assert_eq!(versions(&app, &id).await["versions"].as_array().unwrap().len(), 2);
+
+    // Rejected: the check compares with the rejected candidate's documents, sees edition 3, and
+    // proposes again.
+    let (status, _) = app.post("/admin/servers/noisy/versions/2/reject", &json!({"reason": "noise"})).await;
+    assert_eq!(status, 200);
+    let (_, report) = app.post("/admin/servers/noisy/check-drift", &json!({})).await;
+    assert_eq!(report["drift"]["status"], "drifted", "{report:#}");
+    assert!(report["drift"].get("awaiting_version").is_none(), "{report:#}");
+    let generation_id = report["generation_id"].as_i64().expect("a new candidate started");
+    let view = crate::generation::wait_for_generation(&app, &id, generation_id).await;
+    assert_eq!(view["latest_generation"]["version"], 3, "{view:#}");
+    assert_eq!(view["latest_generation"]["status"], "awaiting_approval");
+}

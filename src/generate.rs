@@ -300,15 +300,10 @@ impl Inner {
         if let Some(settings) = &job.openapi {
             return self.described_stages(job, settings, finished).await;
         }
-        let llm = self
-            .llm
-            .clone()
-            .ok_or_else(|| StageError::new(Stage::Planning, "no LLM is configured; set [llm] provider and model"))?;
+        let llm = self.llm(Stage::Planning)?;
         let mut clock = StageClock::new();
         let credentials = self.credentials(job).await?;
-        let bindings: Vec<(String, Binding)> =
-            credentials.iter().map(|c| (c.name.clone(), c.binding.clone())).collect();
-        let credentials_section = crate::credentials::prompt_section(&bindings);
+        let credentials_section = credentials_section(&credentials);
 
         self.enter(job, Stage::Fetching).await?;
         let (urls, documents) = self.fetch(job, llm.model(), finished).await?;
@@ -365,13 +360,7 @@ impl Inner {
         finished: &mut FinishedGeneration,
     ) -> Result<(Vec<String>, Vec<FetchedDocument>), StageError> {
         let urls = docs::extract_urls(&job.prompt);
-        let limits = DocsLimits {
-            timeout: Duration::from_millis(self.settings.fetch_timeout_ms),
-            max_page_chars: self.settings.max_page_chars,
-            max_total_chars: self.settings.max_total_chars,
-            ..DocsLimits::default()
-        };
-        let fetched = docs::fetch_documents(&self.egress, &urls, &limits).await;
+        let fetched = docs::fetch_documents(&self.egress, &urls, &self.docs_limits()).await;
         finished.warnings.extend(fetched.warnings.iter().cloned());
         let documents = fetched.documents;
         let stored: Vec<NewDocument<'_>> = documents.iter().map(new_document).collect();
@@ -411,6 +400,22 @@ impl Inner {
         }
         finished.tools = cached.tools;
         Ok(Some(GenerationOutcome::Ready))
+    }
+
+    /// How documentation is fetched, from `[generation]`: by generation and by drift checks
+    /// alike, so a drift check hashes the text a generation would read.
+    fn docs_limits(&self) -> DocsLimits {
+        DocsLimits {
+            timeout: Duration::from_millis(self.settings.fetch_timeout_ms),
+            max_page_chars: self.settings.max_page_chars,
+            max_total_chars: self.settings.max_total_chars,
+            ..DocsLimits::default()
+        }
+    }
+
+    /// The LLM, or the failure of `stage` that says how to configure one.
+    fn llm(&self, stage: Stage) -> Result<Arc<dyn LlmClient>, StageError> {
+        self.llm.clone().ok_or_else(|| StageError::new(stage, "no LLM is configured; set [llm] provider and model"))
     }
 
     /// The server's credentials, opened (their names and bindings go to the LLM, their values
@@ -521,6 +526,12 @@ impl Inner {
 
 fn self_test_failed(extras: &ToolExtras) -> bool {
     extras.self_test.as_ref().and_then(|outcome| outcome.get("status")).and_then(Value::as_str) == Some("failed")
+}
+
+/// What the LLM is told about the server's credentials: their names and bindings, never values.
+fn credentials_section(credentials: &[Credential]) -> String {
+    let bindings: Vec<(String, Binding)> = credentials.iter().map(|c| (c.name.clone(), c.binding.clone())).collect();
+    crate::credentials::prompt_section(&bindings)
 }
 
 /// MCP annotations from the HTTP methods a tool's endpoints use.

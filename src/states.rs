@@ -214,6 +214,28 @@ text_enum! {
 }
 
 text_enum! {
+    /// How a server's last documentation drift check went (`docs/versions.md`).
+    pub enum DriftStatus ("drift status") {
+        /// A check is running.
+        Checking = "checking",
+        Unchanged = "unchanged",
+        /// A document changed; a candidate version was started (or one awaits approval).
+        Drifted = "drifted",
+        /// A document could not be fetched, or the check was interrupted.
+        Failed = "failed",
+    }
+}
+
+text_enum! {
+    /// What an operator did to a version.
+    pub enum VersionChange ("version change") {
+        Approved = "approved",
+        Rejected = "rejected",
+        Activated = "activated",
+    }
+}
+
+text_enum! {
     /// How a server was registered.
     pub enum ServerKind ("server kind") {
         /// Hand-written tools, registered whole.

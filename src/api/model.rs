@@ -18,7 +18,7 @@ use crate::catalog::{self, GenerationRecord, ServerRecord, format_millis};
 use crate::credentials::Injection;
 use crate::generate::StatusEvent;
 use crate::serve::isolate::{Outcome, ToolResult};
-use crate::states::{CallOutcome, GenerationSource, ServerKind, Status, Trigger, Via, text_enum};
+use crate::states::{CallOutcome, DriftStatus, GenerationSource, ServerKind, Status, Trigger, Via, text_enum};
 use crate::toolset::{CodeModeSettings, OpenApiSettings, OperationFilter, ServerId, ToolSpec};
 use crate::whitelist::{RefusedDomain, WhitelistEntry};
 
@@ -329,9 +329,10 @@ pub struct ServerSummary {
     /// Tools whose recent calls mostly failed (as far as this daemon has seen them called).
     #[serde(default)]
     pub degraded_tools: Vec<String>,
-    /// The last documentation drift check found changes (`drifted`) or could not run (`failed`).
+    /// How the last documentation drift check went: changes found (`drifted`), none, or it could
+    /// not run (`failed`).
     #[serde(default)]
-    pub drift: Option<String>,
+    pub drift: Option<DriftStatus>,
     /// RFC 3339, UTC, milliseconds.
     pub created_at: String,
     pub updated_at: String,
@@ -832,8 +833,8 @@ pub struct VersionChanged {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DriftView {
     /// `checking`, `unchanged`, `drifted` (changes found; a candidate version was started) or
-    /// `failed` (the documents could not be fetched).
-    pub status: String,
+    /// `failed` (the documents could not be fetched, or a restart interrupted the check).
+    pub status: DriftStatus,
     pub checked_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -849,7 +850,7 @@ pub struct DriftView {
 impl From<&catalog::DriftState> for DriftView {
     fn from(state: &catalog::DriftState) -> DriftView {
         DriftView {
-            status: state.status.clone(),
+            status: state.status,
             checked_at: format_millis(state.checked_at),
             error: state.error.clone(),
             last_event: state.last_event,

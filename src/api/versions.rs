@@ -20,7 +20,7 @@ use crate::api::model::{
 use crate::catalog::{GenerationRecord, Review, VersionRefusal};
 use crate::generate::LifecycleEvent;
 use crate::generate::drift::DriftError;
-use crate::states::Status;
+use crate::states::{Status, VersionChange};
 use crate::toolset::ServerId;
 
 pub mod diff;
@@ -129,7 +129,7 @@ pub async fn approve_version(
     let result = state.catalog.review_version(&id, number, Review::Approve, None).await?;
     refused(&id, number, result, "approve", "only a version awaiting approval can be approved")?;
     remount(&state, &id).await?;
-    changed(&state, &id, number, Status::Ready, "approved").await
+    changed(&state, &id, number, Status::Ready, VersionChange::Approved).await
 }
 
 /// Reject a version that awaits approval
@@ -165,7 +165,7 @@ pub async fn reject_version(
     let _change = state.registry.serialize(&id).await;
     let result = state.catalog.review_version(&id, number, Review::Reject, reason).await?;
     refused(&id, number, result, "reject", "only a version awaiting approval can be rejected")?;
-    changed(&state, &id, number, Status::Rejected, "rejected").await
+    changed(&state, &id, number, Status::Rejected, VersionChange::Rejected).await
 }
 
 /// Serve another ready version (rollback)
@@ -199,7 +199,7 @@ pub async fn activate_version(
     refused(&id, body.version, result, "activate", hint)?;
     remount(&state, &id).await?;
     tracing::info!(server_id = %id, version = body.version, "version activated");
-    changed(&state, &id, body.version, Status::Ready, "activated").await
+    changed(&state, &id, body.version, Status::Ready, VersionChange::Activated).await
 }
 
 /// Set whether a server's new versions wait for approval
@@ -315,15 +315,10 @@ async fn changed(
     id: &ServerId,
     version: i64,
     status: Status,
-    action: &'static str,
+    action: VersionChange,
 ) -> Result<Json<VersionChanged>, ApiError> {
     state.metrics.record_version_change(action);
-    let active_version = state
-        .catalog
-        .list_versions(id)
-        .await?
-        .and_then(|(active, versions)| versions.into_iter().find(|v| Some(v.generation_id) == active))
-        .map(|v| v.version);
+    let active_version = state.catalog.active_version(id).await?;
     state.generator.announce(LifecycleEvent {
         kind: "version",
         id: id.clone(),
@@ -332,6 +327,6 @@ async fn changed(
         version: Some(version),
         detail: Some(action.to_string()),
     });
-    tracing::info!(server_id = %id, version, action, "version changed");
+    tracing::info!(server_id = %id, version, %action, "version changed");
     Ok(Json(VersionChanged { id: id.clone(), version, status, active_version }))
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 
 use super::{Catalog, CatalogError, DocumentRef, GenerationRecord, from_json, now_millis, to_json};
-use crate::states::{GenerationSource, ServerKind, Status, Trigger};
+use crate::states::{DriftStatus, GenerationSource, ServerKind, Status, Trigger, VersionChange};
 use crate::toolset::{OpenApiSettings, ServerId};
 
 /// One version as the list of versions shows it.
@@ -52,10 +52,9 @@ pub enum Review {
 }
 
 /// The last documentation drift check of a server, kept on the server row.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DriftState {
-    /// `checking`, `unchanged`, `drifted` or `failed` (the documents could not be fetched).
-    pub status: String,
+    pub status: DriftStatus,
     /// When the last check started (`checking`) or finished.
     pub checked_at: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,6 +151,17 @@ impl Catalog {
         Ok(Some((active, versions)))
     }
 
+    /// The number of the version a server serves; `None` if it serves none (or does not exist).
+    pub async fn active_version(&self, id: &ServerId) -> Result<Option<i64>, CatalogError> {
+        Ok(sqlx::query_scalar(
+            "SELECT g.version FROM servers s JOIN generations g ON g.id = s.active_generation_id WHERE s.id = ?",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.reader)
+        .await?
+        .flatten())
+    }
+
     /// Version `number` of a server, whole, and the server's active generation id.
     pub async fn version(
         &self,
@@ -195,8 +205,8 @@ impl Catalog {
             return Ok(Err(VersionRefusal::Status(generation.1)));
         }
         let (decision, status) = match review {
-            Review::Approve => ("approved", Status::Ready),
-            Review::Reject => ("rejected", Status::Rejected),
+            Review::Approve => (VersionChange::Approved, Status::Ready),
+            Review::Reject => (VersionChange::Rejected, Status::Rejected),
         };
         let record = json!({"decision": decision, "reason": reason, "at": super::format_millis(now)});
         sqlx::query("UPDATE generations SET status = ?, review = ? WHERE id = ?")
@@ -305,11 +315,13 @@ impl Catalog {
     /// stays `checking`; the next check (at its interval, or on request) runs them again.
     pub async fn fail_interrupted_drift_checks(&self) -> Result<u64, CatalogError> {
         let updated = sqlx::query(
-            "UPDATE servers SET drift = json_set(drift, '$.status', 'failed', '$.error',
+            "UPDATE servers SET drift = json_set(drift, '$.status', ?, '$.error',
                  'interrupted by a daemon restart; it runs again at the next drift_check_interval, or POST \
                   /admin/servers/' || id || '/check-drift')
-             WHERE json_extract(drift, '$.status') = 'checking'",
+             WHERE json_extract(drift, '$.status') = ?",
         )
+        .bind(DriftStatus::Failed)
+        .bind(DriftStatus::Checking)
         .execute(&self.writer)
         .await?;
         Ok(updated.rows_affected())

@@ -1,8 +1,8 @@
-//! Documentation drift: a prompt server's documents are fetched again (through the egress, as
-//! generation fetches them) and compared, URL by URL, with the documents of its newest finished
-//! version (`Catalog::drift_baseline`). A change is recorded as a drift event and starts a candidate version,
-//! which goes through the review gate like any other (and waits for review when a self-test
-//! fails, even with the gate off).
+//! Documentation drift: a prompt server's documents are fetched again (through the egress, with
+//! the limits generation uses) and compared, URL by URL, with the documents of its newest
+//! finished version (`Catalog::drift_baseline`). A change is recorded as a drift event and starts
+//! a candidate version, which goes through the review gate like any other (and waits for review
+//! when a self-test fails, even with the gate off).
 //!
 //! Checks run every `[generation] drift_check_interval` in the background, one server at a
 //! time (a check on request waits for the running one), and on
@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::docs::{self, DocsLimits};
+use super::docs;
 use super::{Generator, Inner, Job, LifecycleEvent};
 use crate::catalog::{CatalogError, DriftState, DriftSubject, StartGeneration, now_millis};
-use crate::states::{ServerKind, Trigger};
+use crate::states::{DriftStatus, ServerKind, Trigger};
 use crate::toolset::ServerId;
 
 /// What one check found.
@@ -110,40 +110,31 @@ impl Inner {
             return Err(DriftError::Generating(id.clone()));
         }
         let last_event = subject.drift.as_ref().and_then(|state| state.last_event);
+        let state = |status, error, last_event, awaiting_version| DriftState {
+            status,
+            checked_at: now_millis(),
+            error,
+            last_event,
+            awaiting_version,
+        };
         if let Some(version) = self.catalog.awaiting_drift_candidate(id).await? {
             // The candidate answers the change already seen; newer changes wait for its review.
-            let state = DriftState {
-                status: "drifted".into(),
-                checked_at: now_millis(),
-                error: None,
-                last_event,
-                awaiting_version: Some(version),
-            };
-            if !self.catalog.set_drift_state(id, &state).await? {
+            let held = state(DriftStatus::Drifted, None, last_event, Some(version));
+            if !self.catalog.set_drift_state(id, &held).await? {
                 return Err(DriftError::NoServer(id.clone()));
             }
-            return Ok(DriftOutcome { state, changes: Vec::new(), event_id: None, generation_id: None });
+            return Ok(DriftOutcome { state: held, changes: Vec::new(), event_id: None, generation_id: None });
         }
-        let mut state = DriftState {
-            status: "checking".into(),
-            checked_at: now_millis(),
-            error: None,
-            last_event,
-            awaiting_version: None,
-        };
-        if !self.catalog.set_drift_state(id, &state).await? {
+        if !self.catalog.set_drift_state(id, &state(DriftStatus::Checking, None, last_event, None)).await? {
             return Err(DriftError::NoServer(id.clone()));
         }
         let baseline = self.catalog.drift_baseline(id).await?;
         let urls: Vec<String> = baseline.iter().map(|document| document.source_url.clone()).collect();
-        let limits = DocsLimits {
-            timeout: Duration::from_millis(self.settings.fetch_timeout_ms),
-            max_page_chars: self.settings.max_page_chars,
-            max_total_chars: self.settings.max_total_chars,
-            ..DocsLimits::default()
+        let fetched = if urls.is_empty() {
+            None
+        } else {
+            Some(docs::fetch_documents(&self.egress, &urls, &self.docs_limits()).await)
         };
-        let fetched =
-            if urls.is_empty() { None } else { Some(docs::fetch_documents(&self.egress, &urls, &limits).await) };
         let mut changes = Vec::new();
         let mut missing = Vec::new();
         for before in &baseline {
@@ -160,43 +151,38 @@ impl Inner {
                 None => missing.push(before.source_url.clone()),
             }
         }
-        state.checked_at = now_millis();
-        let mut outcome = DriftOutcome { state: state.clone(), changes, event_id: None, generation_id: None };
-        if outcome.changes.is_empty() {
-            if missing.is_empty() {
-                state.status = "unchanged".into();
-            } else {
-                // A page that cannot be fetched now says nothing about whether it changed.
-                state.status = "failed".into();
-                let warnings = fetched.map(|f| f.warnings.join("; ")).unwrap_or_default();
-                state.error = Some(format!("could not fetch {}: {warnings}", missing.join(", ")));
-            }
-            self.metrics.record_drift_check(if missing.is_empty() { "unchanged" } else { "failed" });
+        let (finished, event_id, generation_id) = if !changes.is_empty() {
+            let (event_id, generation_id) = self.drifted(subject, &changes).await?;
+            (state(DriftStatus::Drifted, None, Some(event_id), None), Some(event_id), generation_id)
+        } else if missing.is_empty() {
+            (state(DriftStatus::Unchanged, None, last_event, None), None, None)
         } else {
-            self.drifted(subject, &mut outcome).await?;
-            state.status = "drifted".into();
-            state.last_event = outcome.event_id;
-            self.metrics.record_drift_check("drifted");
-        }
-        self.catalog.set_drift_state(id, &state).await?;
-        tracing::info!(server_id = %id, status = %state.status, changes = outcome.changes.len(), "drift check finished");
-        outcome.state = state;
-        Ok(outcome)
+            // A page that cannot be fetched now says nothing about whether it changed.
+            let warnings = fetched.map(|f| f.warnings.join("; ")).unwrap_or_default();
+            let error = format!("could not fetch {}: {warnings}", missing.join(", "));
+            (state(DriftStatus::Failed, Some(error), last_event, None), None, None)
+        };
+        self.metrics.record_drift_check(finished.status);
+        self.catalog.set_drift_state(id, &finished).await?;
+        tracing::info!(server_id = %id, status = %finished.status, changes = changes.len(), "drift check finished");
+        Ok(DriftOutcome { state: finished, changes, event_id, generation_id })
     }
 
-    /// Records the drift event and starts the candidate version.
-    async fn drifted(self: &Arc<Self>, subject: &DriftSubject, outcome: &mut DriftOutcome) -> Result<(), DriftError> {
+    /// Records the drift event and starts the candidate version; returns the event and, when
+    /// one could start, the candidate's generation.
+    async fn drifted(
+        self: &Arc<Self>,
+        subject: &DriftSubject,
+        changes: &[Value],
+    ) -> Result<(i64, Option<i64>), DriftError> {
         let id = &subject.id;
-        let changes = Value::Array(outcome.changes.clone());
-        let event_id = self.catalog.record_drift_event(id, &changes).await?;
-        outcome.event_id = Some(event_id);
-        let urls: Vec<&str> = outcome.changes.iter().filter_map(|c| c["url"].as_str()).collect();
+        let event_id = self.catalog.record_drift_event(id, &Value::Array(changes.to_vec())).await?;
+        let urls: Vec<&str> = changes.iter().filter_map(|c| c["url"].as_str()).collect();
         let detail = format!("drift event {event_id}: {} changed", urls.join(", "));
         let start = StartGeneration { detail: Some(detail.clone()), ..StartGeneration::new(Trigger::Drift) };
         let generation_id = self.catalog.start_regeneration(id, ServerKind::Prompt, &start).await?;
         if let Some(generation_id) = generation_id {
             self.catalog.set_drift_candidate(event_id, generation_id).await?;
-            outcome.generation_id = Some(generation_id);
         }
         self.announce(LifecycleEvent {
             kind: "drift",
@@ -219,6 +205,6 @@ impl Inner {
                 repair: None,
             });
         }
-        Ok(())
+        Ok((event_id, generation_id))
     }
 }

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::compile::{self, CompileRequest};
 use super::plan::{Plan, SourceDocument};
-use super::{Inner, Job, StageClock, StageError, add_usage};
+use super::{Inner, Job, StageClock, StageError, add_usage, credentials_section};
 use crate::catalog::{FailedCall, FinishedGeneration, GenerationRecord, ToolExtras};
 use crate::states::{GenerationOutcome, Stage};
 use crate::toolset::{ToolSpec, Toolset};
@@ -60,18 +60,14 @@ impl Inner {
         active: &GenerationRecord,
         finished: &mut FinishedGeneration,
     ) -> Result<GenerationOutcome, StageError> {
-        let llm = self
-            .llm
-            .clone()
-            .ok_or_else(|| StageError::new(Stage::Compiling, "no LLM is configured; set [llm] provider and model"))?;
+        let llm = self.llm(Stage::Compiling)?;
         let mut clock = StageClock::new();
         let plan: Plan =
             active.details.plan.clone().and_then(|plan| serde_json::from_value(plan).ok()).ok_or_else(|| {
                 StageError::new(Stage::Compiling, "the active version has no plan to regenerate tools from")
             })?;
         let credentials = self.credentials(job).await?;
-        let bindings: Vec<_> = credentials.iter().map(|c| (c.name.clone(), c.binding.clone())).collect();
-        let credentials_section = crate::credentials::prompt_section(&bindings);
+        let credentials_section = credentials_section(&credentials);
         let mut texts = Vec::with_capacity(active.details.documents.len());
         for document in &active.details.documents {
             let text = self

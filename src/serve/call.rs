@@ -108,10 +108,6 @@ impl CallableTool {
         self.health.health()
     }
 
-    pub fn series(&self) -> &ToolSeries {
-        &self.series
-    }
-
     /// Checks arguments against the input schema; the message names the offending field.
     pub fn check_arguments(&self, arguments: &Value) -> Result<(), String> {
         if !arguments.is_object() {
@@ -240,7 +236,7 @@ impl Caller {
             egress: Arc::clone(&egress),
             arguments: Some(logged_arguments),
             redactor: &policy.redactor,
-            is_error: false,
+            error_result: false,
             written: false,
         };
         let mut completion = match self.pool.run(server.as_str(), invocation).instrument(span.clone()).await {
@@ -275,7 +271,7 @@ impl Caller {
             None if completion.result.is_error => Some(result_text(&completion.result)),
             error => error,
         };
-        entry.is_error = outcome != CallOutcome::Ok || completion.result.is_error;
+        entry.error_result = completion.result.is_error;
         entry.write(outcome, error, i64::from(completion.fetches), completion.console);
         let execution_id = std::mem::take(&mut entry.execution_id);
         Ok(CallOutput { execution_id, outcome: completion.outcome, result: completion.result })
@@ -299,8 +295,8 @@ struct CallEntry<'a> {
     /// The call's arguments, logged only when it fails.
     arguments: Option<Value>,
     redactor: &'a Redactor,
-    /// The agent gets an error result (set before a successful run is written).
-    is_error: bool,
+    /// The handler returned an error result (`isError`); set before a run that ended is written.
+    error_result: bool,
     written: bool,
 }
 
@@ -318,7 +314,7 @@ impl CallEntry<'_> {
         }
         let elapsed = self.started.elapsed();
         metrics.record_call(&self.tool.series, outcome, elapsed);
-        let failed = self.is_error || outcome != CallOutcome::Ok;
+        let failed = self.error_result || outcome != CallOutcome::Ok;
         if HealthRule::counts(outcome)
             && let Some(degraded) = self.tool.health.record(failed)
         {

@@ -49,8 +49,11 @@ impl HealthRule {
     /// Judges a window of calls, newest first (`true`: failed); only the first `window` count.
     pub fn judge(&self, failed_newest_first: &[bool]) -> Health {
         let window = &failed_newest_first[..failed_newest_first.len().min(self.window as usize)];
-        let calls = window.len() as u32;
-        let failures = window.iter().filter(|failed| **failed).count() as u32;
+        self.judge_counts(window.len() as u32, window.iter().filter(|failed| **failed).count() as u32)
+    }
+
+    /// Judges `calls` calls of which `failures` failed.
+    fn judge_counts(&self, calls: u32, failures: u32) -> Health {
         let mut health = Health { calls, failures, degraded: false };
         health.degraded = calls > 0 && calls >= self.min_calls && health.error_rate() >= self.degraded_rate;
         health
@@ -102,9 +105,9 @@ impl ToolHealth {
         self.judge(&window)
     }
 
+    /// Runs on every call: counts bits, allocates nothing.
     fn judge(&self, window: &Window) -> Health {
-        let failed: Vec<bool> = (0..window.len).map(|i| window.failed & (1 << i) != 0).collect();
-        self.rule.judge(&failed)
+        self.rule.judge_counts(window.len, window.failed.count_ones())
     }
 }
 

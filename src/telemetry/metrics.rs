@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::states::{CallOutcome, GenerationOutcome, Stage};
+use crate::states::{CallOutcome, DriftStatus, GenerationOutcome, Stage, VersionChange};
 
 /// Upper bounds (seconds) of the call-duration histogram buckets.
 const CALL_BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
@@ -41,10 +41,6 @@ pub enum EgressOutcome {
 
 /// The label value for servers (and their tools) past `max_labelled_servers`.
 const OTHER: &str = "other";
-/// How a documentation drift check can end.
-const DRIFT_CHECK_RESULTS: [&str; 3] = ["unchanged", "drifted", "failed"];
-/// What an operator can do to a version.
-const VERSION_CHANGES: [&str; 3] = ["approved", "rejected", "activated"];
 /// The label value for requests to ids that are not mounted servers.
 const UNKNOWN: &str = "unknown";
 /// The MCP endpoint refusals counted by server.
@@ -121,9 +117,13 @@ struct EgressLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct LifecycleLabels {
-    /// A fixed set: see [`Metrics::record_drift_check`] and [`Metrics::record_version_change`].
-    result: &'static str,
+struct DriftCheckLabels {
+    result: DriftStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct VersionChangeLabels {
+    result: VersionChange,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -176,9 +176,9 @@ pub struct Metrics {
     code_tool_calls: Family<ScriptToolCallLabels, Counter>,
     code_sandboxed_bytes: Counter,
     tool_degraded: Family<SeriesLabels, Gauge>,
-    drift_checks: Family<LifecycleLabels, Counter>,
+    drift_checks: Family<DriftCheckLabels, Counter>,
     drift_events: Counter,
-    version_changes: Family<LifecycleLabels, Counter>,
+    version_changes: Family<VersionChangeLabels, Counter>,
     gauges: GaugeHandles,
 }
 
@@ -259,11 +259,11 @@ impl Metrics {
         for direction in ["input", "output"] {
             let _ = metrics.llm_tokens.get_or_create(&TokenLabels { direction });
         }
-        for result in DRIFT_CHECK_RESULTS {
-            let _ = metrics.drift_checks.get_or_create(&LifecycleLabels { result });
+        for result in [DriftStatus::Unchanged, DriftStatus::Drifted, DriftStatus::Failed] {
+            let _ = metrics.drift_checks.get_or_create(&DriftCheckLabels { result });
         }
-        for result in VERSION_CHANGES {
-            let _ = metrics.version_changes.get_or_create(&LifecycleLabels { result });
+        for result in VersionChange::ALL {
+            let _ = metrics.version_changes.get_or_create(&VersionChangeLabels { result: *result });
         }
         metrics.build_info.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
         metrics.register();
@@ -491,18 +491,16 @@ impl Metrics {
     }
 
     /// A documentation drift check ended: `unchanged`, `drifted` or `failed`.
-    pub fn record_drift_check(&self, result: &'static str) {
-        debug_assert!(DRIFT_CHECK_RESULTS.contains(&result));
-        self.drift_checks.get_or_create(&LifecycleLabels { result }).inc();
-        if result == "drifted" {
+    pub fn record_drift_check(&self, result: DriftStatus) {
+        self.drift_checks.get_or_create(&DriftCheckLabels { result }).inc();
+        if result == DriftStatus::Drifted {
             self.drift_events.inc();
         }
     }
 
     /// An operator approved, rejected or activated a version.
-    pub fn record_version_change(&self, result: &'static str) {
-        debug_assert!(VERSION_CHANGES.contains(&result));
-        self.version_changes.get_or_create(&LifecycleLabels { result }).inc();
+    pub fn record_version_change(&self, result: VersionChange) {
+        self.version_changes.get_or_create(&VersionChangeLabels { result }).inc();
     }
 
     /// Forgets a deleted server's series and frees its label, so label sets do not grow with
@@ -566,7 +564,7 @@ macro_rules! label_value_as_str {
     )+};
 }
 
-label_value_as_str!(CallOutcome, GenerationOutcome, Stage);
+label_value_as_str!(CallOutcome, GenerationOutcome, Stage, DriftStatus, VersionChange);
 
 impl EncodeLabelValue for EgressOutcome {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {

@@ -49,7 +49,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     crate::install_crypto_provider();
     let config = Arc::new(config);
     let tasks = Tasks::new();
-    let catalog = Catalog::open(&config.catalog.path).await?;
+    let catalog = Catalog::open(&config.catalog.location()?).await?;
     // Before anything is started (isolate worker processes, tasks): a key that cannot open the
     // catalog's credentials refuses the start.
     let vault = Vault::open(&config).context("cannot set up the key for credentials")?;
@@ -140,7 +140,7 @@ impl Daemon {
         let config = state.config.clone();
         let address = listener.local_addr()?;
         own_addresses.add(address);
-        tracing::info!(%address, catalog = %config.catalog.path.display(), workers = config.worker_threads(), "mcpbootd listening");
+        tracing::info!(%address, catalog = %config.catalog.location()?.display(), workers = config.worker_threads(), "mcpbootd listening");
 
         // Serve at once so /healthz answers during start-up; /readyz turns ready after the remount.
         // Mounting reads one row per server; each server's tools are loaded and compiled on first use.

@@ -1,4 +1,11 @@
-//! The SQLite catalog: the only module that holds SQL.
+//! The catalog: the only module that holds SQL.
+//!
+//! Two backends behind one API: SQLite (a file next to the daemon, the default, which needs
+//! nothing) and PostgreSQL (shared by several replicas). Queries go through sqlx's `Any` driver
+//! and are written once, with `$N` placeholders both engines accept; where the engines' SQL
+//! differs (JSON functions, mostly) [`Catalog::sql`] picks the statement for the backend. Each
+//! backend has its own migrations (`migrations/sqlite`, `migrations/postgres`) that produce the
+//! same tables; PostgreSQL spells flags `BOOLEAN` (read through [`flag`]) and integers `BIGINT`.
 //!
 //! Servers point at their active generation; a generation is immutable once finished and owns its
 //! tools. Every multi-row write happens in one transaction, so a failed registration leaves no
@@ -12,14 +19,16 @@
 //! file opens the catalog and holds what they share.
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::AnyPool;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{Executor, Row};
 use tokio::sync::mpsc;
+
+pub use crate::config::CatalogLocation;
 
 mod calls;
 mod credentials;
@@ -56,58 +65,73 @@ pub enum CatalogError {
     WriteFailed(String),
 }
 
-/// Two pools on one file: every write goes through `writer`, a single connection, so writers
-/// queue in the pool instead of meeting SQLite's busy handler (which sleeps for milliseconds);
-/// reads use `reader` and, with WAL, never wait for a writer.
+/// Which engine holds the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The catalog's connection pools. On SQLite, two pools on one file: every write goes through
+/// `writer`, a single connection, so writers queue in the pool instead of meeting SQLite's busy
+/// handler (which sleeps for milliseconds); reads use `reader` and, with WAL, never wait for a
+/// writer. On PostgreSQL, which has row locks and MVCC, both are one pool.
 #[derive(Clone)]
 pub struct Catalog {
-    reader: SqlitePool,
-    writer: SqlitePool,
+    backend: Backend,
+    reader: AnyPool,
+    writer: AnyPool,
     /// Toolset registrations, written in batches by [`registrations::write`].
     registrations: mpsc::Sender<registrations::Pending>,
-    /// The exclusive lock on `<catalog>.lock`, held until [`Catalog::close`]: a second daemon on
-    /// the same file is refused instead of sharing it unawares.
+    /// The exclusive lock on `<catalog>.lock` (SQLite only), held until [`Catalog::close`]: a
+    /// second daemon on the same file is refused instead of sharing it unawares.
     lock: Arc<Mutex<Option<std::fs::File>>>,
 }
 
 impl Catalog {
-    /// Opens (creating if needed) the catalog file and brings its schema up to date.
-    pub async fn open(path: &Path) -> anyhow::Result<Catalog> {
-        use anyhow::Context;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create the catalog directory {}", dir.display()))?;
-        }
-        let lock = lock_catalog(path)?;
-        // WAL with synchronous = FULL: every commit syncs the WAL before it returns, so a
-        // registration answered 201 survives a crash of the process *and* of the machine (with
-        // NORMAL the last commits could roll back on power loss). The cost is one fsync per write
-        // transaction; the call log amortises it over a batch.
-        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-            .with_context(|| format!("invalid catalog path {}", path.display()))?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
-        let open = |connections: u32| {
-            SqlitePoolOptions::new()
-                .max_connections(connections)
-                // A statement that fails inside a transaction (SQLITE_FULL, an I/O error) can leave
-                // SQLite rolled back while the connection still holds an open transaction, and
-                // every later write on it would sit in that transaction and never commit. Such a
-                // connection is discarded instead of going back to the pool; a fresh one replaces it.
-                .after_release(|connection, _| Box::pin(async move { Ok(in_autocommit(connection).await) }))
-                .connect_with(options.clone())
+    /// Opens (creating if needed) the catalog and brings its schema up to date.
+    pub async fn open(location: &CatalogLocation) -> anyhow::Result<Catalog> {
+        sqlx::any::install_default_drivers();
+        let (backend, reader, writer, lock) = match location {
+            CatalogLocation::Sqlite(path) => {
+                let (reader, writer, lock) = open_sqlite(path).await?;
+                (Backend::Sqlite, reader, writer, Some(lock))
+            }
+            CatalogLocation::Postgres { url, password_file, max_connections } => {
+                let pool = open_postgres(url, password_file.as_deref(), *max_connections).await?;
+                (Backend::Postgres, pool.clone(), pool, None)
+            }
         };
-        let writer =
-            open(1).await.with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
-        sqlx::migrate!("./migrations").run(&writer).await.context("cannot apply catalog migrations")?;
-        let reader =
-            open(4).await.with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
         let (registrations, queue) = mpsc::channel(registrations::QUEUE);
         tokio::spawn(registrations::write(writer.clone(), queue));
-        Ok(Catalog { reader, writer, registrations, lock: Arc::new(Mutex::new(Some(lock))) })
+        Ok(Catalog { backend, reader, writer, registrations, lock: Arc::new(Mutex::new(lock)) })
+    }
+
+    /// Opens a SQLite catalog file by path (tests and tools).
+    pub async fn open_file(path: &Path) -> anyhow::Result<Catalog> {
+        Catalog::open(&CatalogLocation::Sqlite(path.to_path_buf())).await
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The statement for this catalog's backend, where the two engines' SQL differs.
+    pub(crate) fn sql(&self, sqlite: &'static str, postgres: &'static str) -> &'static str {
+        match self.backend {
+            Backend::Sqlite => sqlite,
+            Backend::Postgres => postgres,
+        }
+    }
+
+    /// A read-only transaction whose statements all see one snapshot of the catalog (SQLite's
+    /// read transactions do; PostgreSQL's default gives each statement its own).
+    pub(crate) async fn snapshot(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, CatalogError> {
+        let mut transaction = self.reader.begin().await?;
+        if self.backend == Backend::Postgres {
+            transaction.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").await?;
+        }
+        Ok(transaction)
     }
 
     pub async fn ping(&self) -> bool {
@@ -119,7 +143,7 @@ impl Catalog {
     /// writable: busy is not broken.
     pub async fn writable(&self, wait: Duration) -> bool {
         let probe = sqlx::query(
-            "INSERT INTO write_probe (id, at) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+            "INSERT INTO write_probe (id, at) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
         )
         .bind(now_millis())
         .execute(&self.writer);
@@ -140,13 +164,87 @@ impl Catalog {
     }
 }
 
-/// Whether a connection is outside any transaction (SQLite's autocommit mode).
-async fn in_autocommit(connection: &mut sqlx::SqliteConnection) -> bool {
-    match connection.lock_handle().await {
-        // SAFETY: the handle is live and locked for the duration of the call, which only reads a flag.
-        Ok(mut handle) => unsafe { libsqlite3_sys::sqlite3_get_autocommit(handle.as_raw_handle().as_ptr()) != 0 },
-        Err(_) => false,
+async fn open_sqlite(path: &Path) -> anyhow::Result<(AnyPool, AnyPool, std::fs::File)> {
+    use anyhow::Context;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the catalog directory {}", dir.display()))?;
     }
+    let lock = lock_catalog(path)?;
+    // `mode=rwc`: create the file when missing.
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    let open = |connections: u32, writer: bool| {
+        let pool = AnyPoolOptions::new().max_connections(connections).after_connect(|connection, _| {
+            Box::pin(async move {
+                // WAL with synchronous = FULL: every commit syncs the WAL before it returns, so a
+                // registration answered 201 survives a crash of the process *and* of the machine
+                // (with NORMAL the last commits could roll back on power loss). The cost is one
+                // fsync per write transaction; the call log amortises it over a batch.
+                connection
+                    .execute(
+                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;
+                         PRAGMA busy_timeout = 5000;",
+                    )
+                    .await?;
+                Ok(())
+            })
+        });
+        let pool = if writer {
+            // A statement that fails inside a transaction (SQLITE_FULL, an I/O error) can leave
+            // SQLite rolled back while the connection still holds an open transaction, and every
+            // later write on it would sit in that transaction and never commit. Such a connection
+            // is discarded instead of going back to the pool; a fresh one replaces it.
+            pool.after_release(|connection, _| Box::pin(async move { Ok(outside_transaction(connection).await) }))
+        } else {
+            pool
+        };
+        pool.connect(&url)
+    };
+    let writer =
+        open(1, true).await.with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
+    sqlx::migrate!("./migrations/sqlite").run(&writer).await.context("cannot apply catalog migrations")?;
+    let reader =
+        open(4, false).await.with_context(|| format!("cannot open the catalog {} ([catalog] path)", path.display()))?;
+    Ok((reader, writer, lock))
+}
+
+/// Whether a SQLite connection is outside any transaction: `BEGIN` succeeds only there.
+async fn outside_transaction(connection: &mut sqlx::AnyConnection) -> bool {
+    if connection.execute("BEGIN").await.is_err() {
+        return false;
+    }
+    connection.execute("ROLLBACK").await.is_ok()
+}
+
+async fn open_postgres(url: &str, password_file: Option<&Path>, max_connections: u32) -> anyhow::Result<AnyPool> {
+    use anyhow::Context;
+    let shown = CatalogLocation::Postgres { url: url.into(), password_file: None, max_connections }.display();
+    let mut parsed = url::Url::parse(url).with_context(|| format!("invalid [catalog] url {shown}"))?;
+    if let Some(file) = password_file {
+        let password = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the catalog password from {} ([catalog] password_file)", file.display()))?;
+        parsed
+            .set_password(Some(password.trim_end_matches(['\r', '\n'])))
+            .map_err(|()| anyhow::anyhow!("[catalog] url {shown} cannot carry a password"))?;
+    }
+    let pool = AnyPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(parsed.as_str())
+        .await
+        .with_context(|| format!("cannot connect to the catalog database {shown} ([catalog] url)"))?;
+    sqlx::migrate!("./migrations/postgres").run(&pool).await.context("cannot apply catalog migrations")?;
+    Ok(pool)
+}
+
+/// A flag column: `BOOLEAN` on PostgreSQL, an integer on SQLite.
+pub(crate) fn flag(row: &AnyRow, column: &str) -> bool {
+    row.try_get::<bool, _>(column).unwrap_or_else(|_| row.get::<i64, _>(column) != 0)
+}
+
+/// A nullable flag column.
+pub(crate) fn optional_flag(row: &AnyRow, column: &str) -> Option<bool> {
+    row.try_get::<Option<bool>, _>(column)
+        .unwrap_or_else(|_| row.get::<Option<i64>, _>(column).map(|value| value != 0))
 }
 
 /// Takes the catalog's lock file, or says who holds it. Also the first write into the catalog's
@@ -239,13 +337,13 @@ mod tests {
     async fn a_second_daemon_on_the_same_catalog_is_refused_until_the_first_closes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("catalog.db");
-        let first = Catalog::open(&path).await.unwrap();
-        let error = Catalog::open(&path).await.err().expect("the second open is refused").to_string();
+        let first = Catalog::open_file(&path).await.unwrap();
+        let error = Catalog::open_file(&path).await.err().expect("the second open is refused").to_string();
         assert!(error.contains("is in use by another mcpbootd process"), "{error}");
         assert!(error.contains(&format!("(pid {})", std::process::id())), "{error}");
         assert!(error.contains("[catalog] path"), "{error}");
         first.close().await;
-        Catalog::open(&path).await.expect("the lock is released at close").close().await;
+        Catalog::open_file(&path).await.expect("the lock is released at close").close().await;
     }
 
     #[cfg(unix)]
@@ -260,7 +358,7 @@ mod tests {
         let locked = dir.path().join("locked");
         std::fs::create_dir(&locked).unwrap();
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).unwrap();
-        let error = Catalog::open(&locked.join("catalog.db")).await.err().unwrap().to_string();
+        let error = Catalog::open_file(&locked.join("catalog.db")).await.err().unwrap().to_string();
         assert!(error.contains("permission denied") && error.contains("belongs to uid"), "{error}");
     }
 }

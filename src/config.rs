@@ -77,7 +77,15 @@ pub struct AdminConfig {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct CatalogConfig {
+    /// Where the catalog is: `sqlite://<path>` or `postgres://user@host/db` (a database shared by
+    /// replicas). Empty: `sqlite://` + `path`.
+    pub url: String,
+    /// The SQLite file, when `url` is not given (the older spelling of `url = "sqlite://…"`).
     pub path: PathBuf,
+    /// A file holding the PostgreSQL password, when the URL and `PGPASSWORD` do not give it.
+    pub password_file: PathBuf,
+    /// PostgreSQL connections this daemon opens at most.
+    pub max_connections: u32,
     /// Calls kept in the call log per server; older ones (and their egress rows) are pruned.
     pub max_calls_per_server: u64,
     /// Console, error and failed-call argument text kept in the call log per server, in MiB: the
@@ -421,10 +429,103 @@ impl Default for ServerConfig {
     }
 }
 
+/// Where the catalog is: `[catalog] url` (or the older `path`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CatalogLocation {
+    /// A SQLite file, created when missing.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database shared by every replica.
+    Postgres {
+        /// `postgres://user[:password]@host[:port]/database[?sslmode=…]`.
+        url: String,
+        /// A file holding the password, when the URL and `PGPASSWORD` do not.
+        password_file: Option<PathBuf>,
+        /// Connections this daemon opens at most.
+        max_connections: u32,
+    },
+}
+
+impl CatalogLocation {
+    /// The location for logs and messages: a PostgreSQL URL without its password.
+    pub fn display(&self) -> String {
+        match self {
+            CatalogLocation::Sqlite(path) => path.display().to_string(),
+            CatalogLocation::Postgres { url, .. } => match url::Url::parse(url) {
+                Ok(mut url) => {
+                    if url.password().is_some() {
+                        let _ = url.set_password(Some("***"));
+                    }
+                    url.to_string()
+                }
+                Err(_) => "postgres://…".into(),
+            },
+        }
+    }
+
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match self {
+            CatalogLocation::Sqlite(path) => Some(path),
+            CatalogLocation::Postgres { .. } => None,
+        }
+    }
+}
+
+const DEFAULT_CATALOG_PATH: &str = "./data/mcpbootd.db";
+
+impl CatalogConfig {
+    /// Where the catalog is, from `url` (or `path`).
+    pub fn location(&self) -> Result<CatalogLocation, ConfigError> {
+        let url = self.url.trim();
+        if url.is_empty() {
+            return Ok(CatalogLocation::Sqlite(self.path.clone()));
+        }
+        if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+            if path.is_empty() {
+                return Err(ConfigError::Invalid(
+                    "[catalog] url \"sqlite://\" names no file; write sqlite://./data/mcpbootd.db".into(),
+                ));
+            }
+            if self.path != Path::new(DEFAULT_CATALOG_PATH) && self.path != Path::new(path) {
+                return Err(ConfigError::Invalid(format!(
+                    "[catalog] url ({url}) and path ({}) name different catalogs; keep one of them",
+                    self.path.display()
+                )));
+            }
+            return Ok(CatalogLocation::Sqlite(PathBuf::from(path)));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            if let Err(error) = url::Url::parse(url) {
+                return Err(ConfigError::Invalid(format!(
+                    "[catalog] url is not a valid PostgreSQL URL ({error}); write postgres://user@host:5432/database"
+                )));
+            }
+            if self.max_connections == 0 {
+                return Err(ConfigError::Invalid(
+                    "[catalog] max_connections must be at least 1 (MCPBOOTD_CATALOG__MAX_CONNECTIONS)".into(),
+                ));
+            }
+            let password_file = (!self.password_file.as_os_str().is_empty()).then(|| self.password_file.clone());
+            return Ok(CatalogLocation::Postgres {
+                url: url.to_string(),
+                password_file,
+                max_connections: self.max_connections,
+            });
+        }
+        let scheme = url.split(':').next().unwrap_or_default();
+        Err(ConfigError::Invalid(format!(
+            "[catalog] url has the scheme {scheme:?}; it must be sqlite://<path> or postgres://user@host/database \
+             (MCPBOOTD_CATALOG__URL)"
+        )))
+    }
+}
+
 impl Default for CatalogConfig {
     fn default() -> Self {
         CatalogConfig {
-            path: PathBuf::from("./data/mcpbootd.db"),
+            url: String::new(),
+            path: PathBuf::from(DEFAULT_CATALOG_PATH),
+            password_file: PathBuf::new(),
+            max_connections: 10,
             max_calls_per_server: 10_000,
             max_call_log_mb_per_server: 64,
             max_versions_per_server: 0,
@@ -682,6 +783,17 @@ impl Config {
                 code.max_concurrent_scripts,
                 sandbox.max_in_flight.min(sandbox.max_in_flight_per_server)
             )));
+        }
+        let catalog = self.catalog.location()?;
+        if catalog.sqlite_path().is_none()
+            && self.credentials.key.expose().trim().is_empty()
+            && self.credentials.key_file.as_os_str().is_empty()
+        {
+            return Err(ConfigError::Invalid(
+                "a PostgreSQL catalog needs [credentials] key or key_file (MCPBOOTD_CREDENTIALS_KEY): every replica \
+                 must seal and open credentials with the same key, and there is no catalog file to keep one beside"
+                    .into(),
+            ));
         }
         if self.catalog.max_calls_per_server == 0 {
             return Err(ConfigError::Invalid(

@@ -99,15 +99,17 @@ macro_rules! text_enum {
             }
         }
 
+        // Encoded as an owned string: sqlx's `Any` driver encodes a `&'a str` only into a query
+        // of lifetime `'a`, which a `&'static str` would force on every other argument.
         impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $name
         where
-            &'static str: sqlx::Encode<'q, DB>,
+            String: sqlx::Encode<'q, DB>,
         {
             fn encode_by_ref(
                 &self,
                 buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
             ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
-                <&'static str as sqlx::Encode<'q, DB>>::encode(self.as_str(), buf)
+                <String as sqlx::Encode<'q, DB>>::encode(self.as_str().to_owned(), buf)
             }
         }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Catalog, CatalogError};
+use super::{Catalog, CatalogError, flag};
 use crate::states::{CallOutcome, Via};
 use crate::toolset::ServerId;
 
@@ -70,10 +70,10 @@ impl Catalog {
         let rows = sqlx::query(concat!(
             "SELECT ",
             call_columns!(),
-            " FROM calls AS c WHERE server_id = ?
+            " FROM calls AS c WHERE server_id = $1
                   AND NOT EXISTS (SELECT 1 FROM calls AS p
                                   WHERE p.execution_id = c.parent_execution_id AND p.server_id = c.server_id)
-              ORDER BY started_at DESC, rowid DESC LIMIT ?"
+              ORDER BY started_at DESC, rowid DESC LIMIT $2"
         ))
         .bind(id.as_str())
         .bind(limit)
@@ -85,11 +85,19 @@ impl Catalog {
             Vec::new()
         } else {
             let ids = serde_json::to_string(&scripts).unwrap_or_else(|_| "[]".into());
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                call_columns!(),
-                " FROM calls WHERE parent_execution_id IN (SELECT value FROM json_each(?))
-                 ORDER BY started_at ASC, rowid ASC"
+            let rows = sqlx::query(self.sql(
+                concat!(
+                    "SELECT ",
+                    call_columns!(),
+                    " FROM calls WHERE parent_execution_id IN (SELECT value FROM json_each($1))
+                     ORDER BY started_at ASC, rowid ASC"
+                ),
+                concat!(
+                    "SELECT ",
+                    call_columns!(),
+                    " FROM calls WHERE parent_execution_id IN (SELECT json_array_elements_text($1::json))
+                     ORDER BY started_at ASC, rowid ASC"
+                ),
             ))
             .bind(ids)
             .fetch_all(&self.reader)
@@ -99,11 +107,14 @@ impl Catalog {
         // All egress rows of those calls in one query, rather than one query per call.
         let all_ids: Vec<&str> = calls.iter().chain(&children).map(|c| c.execution_id.as_str()).collect();
         let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
-        let egress_rows = sqlx::query(
+        let egress_rows = sqlx::query(self.sql(
             "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials FROM egress
-             WHERE execution_id IN (SELECT value FROM json_each(?))
+             WHERE execution_id IN (SELECT value FROM json_each($1))
              ORDER BY execution_id, seq",
-        )
+            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials FROM egress
+             WHERE execution_id IN (SELECT json_array_elements_text($1::json))
+             ORDER BY execution_id, seq",
+        ))
         .bind(serde_json::to_string(&all_ids).unwrap_or_else(|_| "[]".into()))
         .fetch_all(&self.reader)
         .await?;
@@ -112,7 +123,7 @@ impl Catalog {
                 method: e.get("method"),
                 host: e.get("host"),
                 path: e.get("path"),
-                allowed: e.get("allowed"),
+                allowed: flag(&e, "allowed"),
                 status: e.get("status"),
                 bytes: e.get("bytes"),
                 duration_us: e.get("duration_us"),
@@ -148,11 +159,14 @@ impl Catalog {
     /// that logs its 64 KiB on every call would otherwise hold gigabytes per server. The sizes
     /// come from the record headers (`octet_length` of a column does not read its content).
     async fn prune_calls(&self, server: &str, keep: u64, keep_bytes: u64) -> Result<(), CatalogError> {
-        sqlx::query(
+        sqlx::query(self.sql(
             "DELETE FROM calls WHERE rowid IN (
-                 SELECT rowid FROM calls WHERE server_id = ?1 ORDER BY started_at ASC, rowid ASC
-                 LIMIT max(0, (SELECT COUNT(*) FROM calls WHERE server_id = ?1) - ?2))",
-        )
+                 SELECT rowid FROM calls WHERE server_id = $1 ORDER BY started_at ASC, rowid ASC
+                 LIMIT max(0, (SELECT COUNT(*) FROM calls WHERE server_id = $1) - $2))",
+            "DELETE FROM calls WHERE rowid IN (
+                 SELECT rowid FROM calls WHERE server_id = $1 ORDER BY started_at ASC, rowid ASC
+                 LIMIT GREATEST(0, (SELECT COUNT(*) FROM calls WHERE server_id = $1) - $2))",
+        ))
         .bind(server)
         .bind(i64::try_from(keep).unwrap_or(i64::MAX))
         .execute(&self.writer)
@@ -163,8 +177,8 @@ impl Catalog {
                      SELECT rowid, SUM(octet_length(console) + coalesce(octet_length(error), 0)
                                        + coalesce(octet_length(code), 0) + coalesce(octet_length(arguments), 0))
                          OVER (ORDER BY started_at DESC, rowid DESC) AS newer_bytes
-                     FROM calls WHERE server_id = ?1)
-                 WHERE newer_bytes > ?2)",
+                     FROM calls WHERE server_id = $1) AS sized
+                 WHERE newer_bytes > $2)",
         )
         .bind(server)
         .bind(i64::try_from(keep_bytes).unwrap_or(i64::MAX))
@@ -180,7 +194,7 @@ impl Catalog {
             let inserted = sqlx::query(
                 "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error,
                                     fetches, console, parent_execution_id, code, is_error, arguments)
-                 SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM servers WHERE id = ?)",
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 WHERE EXISTS (SELECT 1 FROM servers WHERE id = $16)",
             )
             .bind(&call.execution_id)
             .bind(&call.server_id)
@@ -207,7 +221,7 @@ impl Catalog {
                 sqlx::query(
                     "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason,
                                          credentials)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 )
                 .bind(&call.execution_id)
                 .bind(seq as i64)
@@ -229,7 +243,7 @@ impl Catalog {
     }
 }
 
-fn call_record(row: &sqlx::sqlite::SqliteRow) -> CallRecord {
+fn call_record(row: &sqlx::any::AnyRow) -> CallRecord {
     CallRecord {
         execution_id: row.get("execution_id"),
         server_id: row.get("server_id"),
@@ -240,7 +254,7 @@ fn call_record(row: &sqlx::sqlite::SqliteRow) -> CallRecord {
         duration_us: row.get("duration_us"),
         outcome: row.get("outcome"),
         error: row.get("error"),
-        is_error: row.get("is_error"),
+        is_error: flag(row, "is_error"),
         arguments: row.get::<Option<String>, _>("arguments").and_then(|text| serde_json::from_str(&text).ok()),
         fetches: row.get("fetches"),
         console: row.get("console"),
@@ -452,7 +466,7 @@ mod tests {
     }
 
     async fn ids(catalog: &Catalog, server: &str) -> Vec<String> {
-        let mut ids: Vec<String> = sqlx::query_scalar("SELECT execution_id FROM calls WHERE server_id = ?")
+        let mut ids: Vec<String> = sqlx::query_scalar("SELECT execution_id FROM calls WHERE server_id = $1")
             .bind(server)
             .fetch_all(&catalog.reader)
             .await
@@ -480,9 +494,9 @@ mod tests {
     }
 
     async fn catalog_with_servers(dir: &std::path::Path, servers: &[&str]) -> Catalog {
-        let catalog = Catalog::open(&dir.join("c.db")).await.unwrap();
+        let catalog = Catalog::open_file(&dir.join("c.db")).await.unwrap();
         for server in servers {
-            sqlx::query("INSERT INTO servers (id, name, kind, status, created_at, updated_at) VALUES (?, ?, 'toolset', 'ready', 0, 0)")
+            sqlx::query("INSERT INTO servers (id, name, kind, status, created_at, updated_at) VALUES ($1, $2, 'toolset', 'ready', 0, 0)")
                 .bind(server)
                 .bind(server)
                 .execute(&catalog.writer)
@@ -503,7 +517,7 @@ mod tests {
             .create_if_missing(true)
             .foreign_keys(true);
         let old = SqlitePoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
-        let mut before = sqlx::migrate!("./migrations");
+        let mut before = sqlx::migrate!("./migrations/sqlite");
         before.migrations = before.migrations.iter().filter(|m| m.version < 4).cloned().collect::<Vec<_>>().into();
         before.run(&old).await.unwrap();
         sqlx::query("INSERT INTO servers (id, name, kind, status, created_at, updated_at) VALUES ('s', 's', 'toolset', 'ready', 0, 0)")
@@ -518,7 +532,7 @@ mod tests {
         ] {
             sqlx::query(
                 "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches)
-                 VALUES (?, 's', 1, 't', 'mcp', 0, 1, ?, ?, 1)",
+                 VALUES ($1, 's', 1, 't', 'mcp', 0, 1, $2, $3, 1)",
             )
             .bind(id)
             .bind(outcome)
@@ -526,7 +540,7 @@ mod tests {
             .execute(&old)
             .await
             .unwrap();
-            sqlx::query("INSERT INTO egress (execution_id, seq, method, host, path, allowed, duration_us) VALUES (?, 0, 'GET', 'h', '/', 1, 1)")
+            sqlx::query("INSERT INTO egress (execution_id, seq, method, host, path, allowed, duration_us) VALUES ($1, 0, 'GET', 'h', '/', 1, 1)")
                 .bind(id)
                 .execute(&old)
                 .await
@@ -534,7 +548,7 @@ mod tests {
         }
         old.close().await;
 
-        let catalog = Catalog::open(&path).await.unwrap();
+        let catalog = Catalog::open_file(&path).await.unwrap();
         let calls = catalog.list_calls(&ServerId::parse("s").unwrap(), 10).await.unwrap();
         let outcomes: BTreeSet<(String, CallOutcome, usize)> =
             calls.iter().map(|c| (c.execution_id.clone(), c.outcome, c.egress.len())).collect();

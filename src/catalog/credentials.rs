@@ -41,7 +41,7 @@ pub enum PutCredential {
 
 /// Inserts a new server's credentials inside its registration transaction.
 pub(super) async fn insert_credentials(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut sqlx::AnyConnection,
     server: &ServerId,
     credentials: &[NewCredential],
     now: i64,
@@ -49,7 +49,7 @@ pub(super) async fn insert_credentials(
     for credential in credentials {
         sqlx::query(
             "INSERT INTO credentials (server_id, name, binding, sealed, fingerprint, created_at, rotated_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(server.as_str())
         .bind(&credential.name)
@@ -74,7 +74,7 @@ impl Catalog {
         max_per_server: usize,
     ) -> Result<PutCredential, CatalogError> {
         let mut tx = self.writer.begin().await?;
-        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM servers WHERE id = ?")
+        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM servers WHERE id = $1")
             .bind(server.as_str())
             .fetch_optional(&mut *tx)
             .await?;
@@ -83,8 +83,8 @@ impl Catalog {
         }
         let now = now_millis();
         let rotated: Option<i64> = sqlx::query_scalar(
-            "UPDATE credentials SET binding = ?, sealed = ?, fingerprint = ?, rotated_at = ?
-             WHERE server_id = ? AND name = ? RETURNING created_at",
+            "UPDATE credentials SET binding = $1, sealed = $2, fingerprint = $3, rotated_at = $4
+             WHERE server_id = $5 AND name = $6 RETURNING created_at",
         )
         .bind(to_json(&new.binding))
         .bind(&new.sealed)
@@ -95,7 +95,7 @@ impl Catalog {
         .fetch_optional(&mut *tx)
         .await?;
         if rotated.is_none() {
-            let held: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM credentials WHERE server_id = ?")
+            let held: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM credentials WHERE server_id = $1")
                 .bind(server.as_str())
                 .fetch_one(&mut *tx)
                 .await?;
@@ -120,7 +120,7 @@ impl Catalog {
     pub async fn credentials(&self, server: &ServerId) -> Result<Vec<CredentialRecord>, CatalogError> {
         let rows = sqlx::query(
             "SELECT name, binding, sealed, fingerprint, created_at, rotated_at FROM credentials
-             WHERE server_id = ? ORDER BY name",
+             WHERE server_id = $1 ORDER BY name",
         )
         .bind(server.as_str())
         .fetch_all(&self.reader)
@@ -159,7 +159,7 @@ impl Catalog {
     pub async fn replace_sealed(&self, rows: &[(String, String, Vec<u8>)]) -> Result<(), CatalogError> {
         let mut tx = self.writer.begin().await?;
         for (server, name, sealed) in rows {
-            let updated = sqlx::query("UPDATE credentials SET sealed = ? WHERE server_id = ? AND name = ?")
+            let updated = sqlx::query("UPDATE credentials SET sealed = $1 WHERE server_id = $2 AND name = $3")
                 .bind(sealed)
                 .bind(server)
                 .bind(name)
@@ -175,7 +175,7 @@ impl Catalog {
 
     /// Deletes one credential; false if there was none by that name.
     pub async fn delete_credential(&self, server: &ServerId, name: &str) -> Result<bool, CatalogError> {
-        let deleted = sqlx::query("DELETE FROM credentials WHERE server_id = ? AND name = ?")
+        let deleted = sqlx::query("DELETE FROM credentials WHERE server_id = $1 AND name = $2")
             .bind(server.as_str())
             .bind(name)
             .execute(&self.writer)

@@ -8,7 +8,7 @@ use sqlx::Row;
 
 use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools, tool_from_row};
-use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, from_json, now_millis, to_json};
+use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, flag, from_json, now_millis, optional_flag, to_json};
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status, Trigger};
 use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, ToolSpec, Toolset};
 use crate::whitelist::{RefusedDomain, Whitelist};
@@ -190,7 +190,7 @@ impl Catalog {
         let kind = if new.openapi.is_some() { ServerKind::OpenApi } else { ServerKind::Prompt };
         if let (Some(settings), Some(text)) = (new.openapi, new.inline_spec) {
             sqlx::query(
-                "INSERT INTO documents (sha256, text, created_at) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING",
+                "INSERT INTO documents (sha256, text, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
             )
             .bind(settings.sha256.as_deref().unwrap_or_default())
             .bind(text)
@@ -201,7 +201,7 @@ impl Catalog {
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
                                   access_token_sha256, code_mode, openapi, require_approval)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(new.name)
@@ -239,7 +239,7 @@ impl Catalog {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
         let running: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT COUNT(*) FROM generations WHERE server_id = ? AND status IN ({})",
+            "SELECT COUNT(*) FROM generations WHERE server_id = $1 AND status IN ({})",
             status_list(&Status::RUNNING)
         )))
         .bind(id.as_str())
@@ -249,7 +249,7 @@ impl Catalog {
             return Ok(None);
         }
         let generation_id = insert_generation(&mut tx, id, kind, start, now).await?;
-        sqlx::query("UPDATE servers SET status = ?, updated_at = ? WHERE id = ?")
+        sqlx::query("UPDATE servers SET status = $1, updated_at = $2 WHERE id = $3")
             .bind(Status::Pending)
             .bind(now)
             .bind(id.as_str())
@@ -268,12 +268,12 @@ impl Catalog {
     ) -> Result<(), CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
-        sqlx::query("UPDATE generations SET status = ? WHERE id = ?")
+        sqlx::query("UPDATE generations SET status = $1 WHERE id = $2")
             .bind(Status::from(stage))
             .bind(generation_id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE servers SET status = ?, updated_at = ? WHERE id = ?")
+        sqlx::query("UPDATE servers SET status = $1, updated_at = $2 WHERE id = $3")
             .bind(Status::from(stage))
             .bind(now)
             .bind(server.as_str())
@@ -295,9 +295,9 @@ impl Catalog {
         sqlx::query(
             "INSERT INTO generation_documents (generation_id, position, url, source_url, final_url, content_type,
                  sha256, bytes, chars, truncated, summarised, discovered_urls, fetched_at)
-             SELECT ?, position, url, source_url, final_url, content_type, sha256, bytes, chars, truncated,
+             SELECT $1, position, url, source_url, final_url, content_type, sha256, bytes, chars, truncated,
                     summarised, discovered_urls, fetched_at
-             FROM generation_documents WHERE generation_id = ?",
+             FROM generation_documents WHERE generation_id = $2",
         )
         .bind(to)
         .bind(from)
@@ -308,7 +308,7 @@ impl Catalog {
 
     /// A stored document's text by its SHA-256 (an inline API description, say).
     pub async fn document_text(&self, sha256: &str) -> Result<Option<String>, CatalogError> {
-        Ok(sqlx::query_scalar("SELECT text FROM documents WHERE sha256 = ?")
+        Ok(sqlx::query_scalar("SELECT text FROM documents WHERE sha256 = $1")
             .bind(sha256)
             .fetch_optional(&self.reader)
             .await?)
@@ -324,7 +324,7 @@ impl Catalog {
         let mut tx = self.writer.begin().await?;
         for (position, document) in documents.iter().enumerate() {
             sqlx::query(
-                "INSERT INTO documents (sha256, text, created_at) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING",
+                "INSERT INTO documents (sha256, text, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
             )
             .bind(document.sha256)
             .bind(document.text)
@@ -334,7 +334,7 @@ impl Catalog {
             sqlx::query(
                 "INSERT INTO generation_documents (generation_id, position, url, source_url, final_url, content_type,
                      sha256, bytes, chars, truncated, summarised, discovered_urls, fetched_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
             )
             .bind(generation_id)
             .bind(position as i64)
@@ -357,13 +357,13 @@ impl Catalog {
     }
 
     pub(super) async fn generation_documents(
-        conn: &mut sqlx::SqliteConnection,
+        conn: &mut sqlx::AnyConnection,
         generation_id: i64,
     ) -> Result<Vec<DocumentRef>, CatalogError> {
         let rows = sqlx::query(
             "SELECT url, source_url, final_url, content_type, sha256, bytes, chars, truncated, summarised,
                     discovered_urls, fetched_at
-             FROM generation_documents WHERE generation_id = ? ORDER BY position",
+             FROM generation_documents WHERE generation_id = $1 ORDER BY position",
         )
         .bind(generation_id)
         .fetch_all(&mut *conn)
@@ -378,8 +378,8 @@ impl Catalog {
                     sha256: row.get("sha256"),
                     bytes: row.get("bytes"),
                     chars: row.get("chars"),
-                    truncated: row.get("truncated"),
-                    summarised: row.get("summarised"),
+                    truncated: flag(&row, "truncated"),
+                    summarised: flag(&row, "summarised"),
                     discovered_urls: from_json(&row.get::<String, _>("discovered_urls"))?,
                     fetched_at: row.get("fetched_at"),
                 })
@@ -400,9 +400,9 @@ impl Catalog {
         // from what the documents give, not from a repair an operator may have rolled back.
         let row = sqlx::query(
             "SELECT id, status, plan, whitelist, refused_domains FROM generations
-             WHERE prompt_hash = ? AND content_hash = ? AND model = ? AND generator_version = ?
+             WHERE prompt_hash = $1 AND content_hash = $2 AND model = $3 AND generator_version = $4
                AND triggered_by != 'repair'
-               AND (status = ? OR (status = ? AND NOT ?)) AND plan IS NOT NULL
+               AND (status = $5 OR (status = $6 AND NOT $7)) AND plan IS NOT NULL
              ORDER BY id DESC LIMIT 1",
         )
         .bind(prompt_hash)
@@ -445,20 +445,20 @@ impl Catalog {
         let mut tx = self.writer.begin().await?;
         let mut status = Status::from(outcome);
         if outcome == GenerationOutcome::Ready {
-            let required: Option<Option<bool>> =
-                sqlx::query_scalar("SELECT require_approval FROM servers WHERE id = ?")
-                    .bind(server.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if finished.hold_for_review || required.flatten().unwrap_or(finished.require_approval) {
+            let required = sqlx::query("SELECT require_approval FROM servers WHERE id = $1")
+                .bind(server.as_str())
+                .fetch_optional(&mut *tx)
+                .await?
+                .and_then(|row| optional_flag(&row, "require_approval"));
+            if finished.hold_for_review || required.unwrap_or(finished.require_approval) {
                 status = Status::AwaitingApproval;
             }
         }
         sqlx::query(
-            "UPDATE generations SET status = ?, error = ?, prompt_hash = ?, content_hash = ?, model = ?, plan = ?,
-                 whitelist = ?, refused_domains = ?, warnings = ?, timings = ?, input_tokens = ?, output_tokens = ?,
-                 llm_requests = ?, cache_hit = ?, cached_from = ?, finished_at = ?
-             WHERE id = ?",
+            "UPDATE generations SET status = $1, error = $2, prompt_hash = $3, content_hash = $4, model = $5, plan = $6,
+                 whitelist = $7, refused_domains = $8, warnings = $9, timings = $10, input_tokens = $11, output_tokens = $12,
+                 llm_requests = $13, cache_hit = $14, cached_from = $15, finished_at = $16
+             WHERE id = $17",
         )
         .bind(status)
         .bind(&finished.error)
@@ -483,9 +483,9 @@ impl Catalog {
         insert_tools(&mut tx, generation_id, &tools).await?;
         let activate = status == Status::Ready;
         sqlx::query(
-            "UPDATE servers SET status = ?, updated_at = ?,
-                 active_generation_id = CASE WHEN ? THEN ? ELSE active_generation_id END
-             WHERE id = ?",
+            "UPDATE servers SET status = $1, updated_at = $2,
+                 active_generation_id = CASE WHEN $3 THEN $4 ELSE active_generation_id END
+             WHERE id = $5",
         )
         .bind(status)
         .bind(now)
@@ -518,14 +518,14 @@ impl Catalog {
                 "interrupted while {stage}: the daemon stopped before this generation finished; \
                  POST /admin/servers/{server}/regenerate to run it again"
             );
-            sqlx::query("UPDATE generations SET status = ?, error = ?, finished_at = ? WHERE id = ?")
+            sqlx::query("UPDATE generations SET status = $1, error = $2, finished_at = $3 WHERE id = $4")
                 .bind(Status::Failed)
                 .bind(&error)
                 .bind(now)
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("UPDATE servers SET status = ?, updated_at = ? WHERE id = ?")
+            sqlx::query("UPDATE servers SET status = $1, updated_at = $2 WHERE id = $3")
                 .bind(Status::Failed)
                 .bind(now)
                 .bind(&server)
@@ -545,7 +545,7 @@ pub(super) fn status_list(statuses: &[Status]) -> String {
 
 /// A new `pending` generation; the catalog's trigger gives it the server's next version number.
 async fn insert_generation(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     server: &ServerId,
     kind: ServerKind,
     start: &StartGeneration,
@@ -555,7 +555,7 @@ async fn insert_generation(
     Ok(sqlx::query_scalar(
         "INSERT INTO generations (server_id, source, status, generator_version, created_at, dry_run, force,
                                   triggered_by, trigger_detail, repair)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
     )
     .bind(server.as_str())
     .bind(source)
@@ -575,14 +575,14 @@ impl Catalog {
     /// One generation with its tools, read on `conn` so a caller can keep its reads in one
     /// snapshot. `None` if it does not exist (its server was deleted meanwhile).
     pub(crate) async fn generation(
-        conn: &mut sqlx::SqliteConnection,
+        conn: &mut sqlx::AnyConnection,
         id: i64,
     ) -> Result<Option<GenerationRecord>, CatalogError> {
         let Some(row) = sqlx::query(
             "SELECT id, version, triggered_by, trigger_detail, review, repair, source, status, error,
                     generator_version, whitelist, created_at, finished_at, dry_run, force, prompt_hash, content_hash, model, plan, cache_hit, cached_from,
                     input_tokens, output_tokens, llm_requests, timings, warnings, refused_domains
-             FROM generations WHERE id = ?",
+             FROM generations WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(&mut *conn)
@@ -593,7 +593,7 @@ impl Catalog {
         let tool_rows = sqlx::query(
             "SELECT name, title, description, input_schema, output_schema, handler, annotations, needs_network,
                     self_test
-             FROM tools WHERE generation_id = ? ORDER BY position",
+             FROM tools WHERE generation_id = $1 ORDER BY position",
         )
         .bind(id)
         .fetch_all(&mut *conn)
@@ -603,7 +603,7 @@ impl Catalog {
         for t in tool_rows {
             let self_test: Option<String> = t.get("self_test");
             tool_extras.push(ToolExtras {
-                needs_network: t.get("needs_network"),
+                needs_network: optional_flag(&t, "needs_network"),
                 self_test: self_test.as_deref().map(from_json).transpose()?,
             });
             tools.push(tool_from_row(&t, t.get("name"))?);
@@ -626,13 +626,13 @@ impl Catalog {
             tools: Toolset::from_trusted(tools),
             tool_extras,
             details: GenerationDetails {
-                dry_run: row.get("dry_run"),
-                force: row.get("force"),
+                dry_run: flag(&row, "dry_run"),
+                force: flag(&row, "force"),
                 prompt_hash: row.get("prompt_hash"),
                 content_hash: row.get("content_hash"),
                 model: row.get("model"),
                 plan: row.get::<Option<String>, _>("plan").as_deref().map(from_json).transpose()?,
-                cache_hit: row.get("cache_hit"),
+                cache_hit: flag(&row, "cache_hit"),
                 cached_from: row.get("cached_from"),
                 input_tokens: row.get("input_tokens"),
                 output_tokens: row.get("output_tokens"),

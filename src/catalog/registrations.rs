@@ -8,7 +8,7 @@
 //! [`CatalogError::Conflict`]; a failing transaction fails every registration in it and leaves
 //! nothing behind.
 
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::credentials::{NewCredential, insert_credentials};
@@ -75,7 +75,7 @@ impl Catalog {
 }
 
 /// The writer task: runs until every [`Catalog`] handle is dropped.
-pub(super) async fn write(writer: SqlitePool, mut queue: mpsc::Receiver<Pending>) {
+pub(super) async fn write(writer: AnyPool, mut queue: mpsc::Receiver<Pending>) {
     let mut batch = Vec::with_capacity(BATCH);
     while queue.recv_many(&mut batch, BATCH).await > 0 {
         match store(&writer, &batch).await {
@@ -95,7 +95,7 @@ pub(super) async fn write(writer: SqlitePool, mut queue: mpsc::Receiver<Pending>
 }
 
 /// One transaction for the whole batch; per registration the generation id or a conflict.
-async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64, CatalogError>>, CatalogError> {
+async fn store(writer: &AnyPool, batch: &[Pending]) -> Result<Vec<Result<i64, CatalogError>>, CatalogError> {
     let now = now_millis();
     let mut tx = writer.begin().await?;
     let mut outcomes = Vec::with_capacity(batch.len());
@@ -103,7 +103,7 @@ async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64,
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
                                   access_token_sha256, code_mode)
-             VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+             VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(&new.name)
@@ -124,7 +124,7 @@ async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64,
         }
         let generation_id: i64 = sqlx::query_scalar(
             "INSERT INTO generations (server_id, source, status, generator_version, whitelist, created_at, finished_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
         )
         .bind(new.id.as_str())
         .bind(GenerationSource::Toolset)
@@ -137,7 +137,7 @@ async fn store(writer: &SqlitePool, batch: &[Pending]) -> Result<Vec<Result<i64,
         .await?;
         insert_tools(&mut tx, generation_id, &new.tools).await?;
         insert_credentials(&mut tx, &new.id, &new.credentials, now).await?;
-        sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
+        sqlx::query("UPDATE servers SET active_generation_id = $1 WHERE id = $2")
             .bind(generation_id)
             .bind(new.id.as_str())
             .execute(&mut *tx)

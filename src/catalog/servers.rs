@@ -3,7 +3,7 @@
 use sqlx::Row;
 
 use super::tools::tool_from_row;
-use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis};
+use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis, optional_flag};
 use crate::states::{ServerKind, Status};
 use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, ToolSpec};
 use crate::whitelist::Whitelist;
@@ -105,11 +105,11 @@ impl Catalog {
     /// One server as the admin view shows it, read in one snapshot: a server deleted or
     /// regenerated meanwhile is seen whole before or whole after, never half.
     pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerRecord>, CatalogError> {
-        let mut snapshot = self.reader.begin().await?;
+        let mut snapshot = self.snapshot().await?;
         let row = sqlx::query(
             "SELECT id, name, description, kind, prompt, allow_domains, status, active_generation_id, created_at,
                     updated_at, access_token_sha256, code_mode, openapi, require_approval, drift
-             FROM servers WHERE id = ?",
+             FROM servers WHERE id = $1",
         )
         .bind(id.as_str())
         .fetch_optional(&mut *snapshot)
@@ -137,7 +137,7 @@ impl Catalog {
     pub async fn mount_record(&self, id: &ServerId) -> Result<Option<MountRecord>, CatalogError> {
         let row = sqlx::query(
             "SELECT id, name, active_generation_id, access_token_sha256, code_mode FROM servers
-             WHERE id = ? AND active_generation_id IS NOT NULL",
+             WHERE id = $1 AND active_generation_id IS NOT NULL",
         )
         .bind(id.as_str())
         .fetch_optional(&self.reader)
@@ -153,7 +153,7 @@ impl Catalog {
                     t.input_schema, t.output_schema, t.handler, t.annotations
              FROM generations g JOIN servers s ON s.id = g.server_id
              LEFT JOIN tools t ON t.generation_id = g.id
-             WHERE g.id = ? ORDER BY t.position",
+             WHERE g.id = $1 ORDER BY t.position",
         )
         .bind(generation_id)
         .fetch_all(&self.reader)
@@ -172,7 +172,7 @@ impl Catalog {
 
     /// A server's status without loading its generations; `None` if there is no such server.
     pub async fn server_status(&self, id: &ServerId) -> Result<Option<Status>, CatalogError> {
-        Ok(sqlx::query_scalar("SELECT status FROM servers WHERE id = ?")
+        Ok(sqlx::query_scalar("SELECT status FROM servers WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?)
@@ -180,7 +180,7 @@ impl Catalog {
 
     /// Sets (or, with `None`, removes) a server's MCP access token digest. False if no such server.
     pub async fn set_access_token(&self, id: &ServerId, sha256: Option<&str>) -> Result<bool, CatalogError> {
-        let updated = sqlx::query("UPDATE servers SET access_token_sha256 = ?, updated_at = ? WHERE id = ?")
+        let updated = sqlx::query("UPDATE servers SET access_token_sha256 = $1, updated_at = $2 WHERE id = $3")
             .bind(sha256)
             .bind(now_millis())
             .bind(id.as_str())
@@ -192,7 +192,7 @@ impl Catalog {
     /// Sets (or with `None` clears) whether a server's new versions wait for approval; `false`
     /// if there is no such server.
     pub async fn set_require_approval(&self, id: &ServerId, required: Option<bool>) -> Result<bool, CatalogError> {
-        let updated = sqlx::query("UPDATE servers SET require_approval = ?, updated_at = ? WHERE id = ?")
+        let updated = sqlx::query("UPDATE servers SET require_approval = $1, updated_at = $2 WHERE id = $3")
             .bind(required)
             .bind(now_millis())
             .bind(id.as_str())
@@ -208,7 +208,7 @@ impl Catalog {
         id: &ServerId,
         settings: Option<&CodeModeSettings>,
     ) -> Result<bool, CatalogError> {
-        let updated = sqlx::query("UPDATE servers SET code_mode = ?, updated_at = ? WHERE id = ?")
+        let updated = sqlx::query("UPDATE servers SET code_mode = $1, updated_at = $2 WHERE id = $3")
             .bind(settings.map(super::to_json))
             .bind(now_millis())
             .bind(id.as_str())
@@ -221,11 +221,11 @@ impl Catalog {
     pub async fn delete_server(&self, id: &ServerId) -> Result<bool, CatalogError> {
         let mut tx = self.writer.begin().await?;
         // Break the server -> generation reference first so the cascade has a clean order.
-        sqlx::query("UPDATE servers SET active_generation_id = NULL WHERE id = ?")
+        sqlx::query("UPDATE servers SET active_generation_id = NULL WHERE id = $1")
             .bind(id.as_str())
             .execute(&mut *tx)
             .await?;
-        let deleted = sqlx::query("DELETE FROM servers WHERE id = ?").bind(id.as_str()).execute(&mut *tx).await?;
+        let deleted = sqlx::query("DELETE FROM servers WHERE id = $1").bind(id.as_str()).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(deleted.rows_affected() > 0)
     }
@@ -233,8 +233,8 @@ impl Catalog {
 
 /// The rest of a server's admin view, read in the caller's snapshot so the rows agree.
 async fn server_from_row(
-    snapshot: &mut sqlx::SqliteConnection,
-    row: sqlx::sqlite::SqliteRow,
+    snapshot: &mut sqlx::AnyConnection,
+    row: sqlx::any::AnyRow,
 ) -> Result<ServerRecord, CatalogError> {
     let id: String = row.get("id");
     let id = ServerId::parse(&id).map_err(CatalogError::Corrupt)?;
@@ -243,11 +243,11 @@ async fn server_from_row(
         Some(generation_id) => Some(present(Catalog::generation(snapshot, generation_id).await?)?),
         None => None,
     };
-    let latest_id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM generations WHERE server_id = ?")
+    let latest_id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM generations WHERE server_id = $1")
         .bind(id.as_str())
         .fetch_one(&mut *snapshot)
         .await?;
-    let credentials: Vec<String> = sqlx::query_scalar("SELECT name FROM credentials WHERE server_id = ? ORDER BY name")
+    let credentials: Vec<String> = sqlx::query_scalar("SELECT name FROM credentials WHERE server_id = $1 ORDER BY name")
         .bind(id.as_str())
         .fetch_all(&mut *snapshot)
         .await?;
@@ -268,7 +268,7 @@ async fn server_from_row(
         access_token_sha256: row.get("access_token_sha256"),
         code_mode: code_mode(&row)?,
         openapi: row.get::<Option<String>, _>("openapi").map(|json| from_json(&json)).transpose()?,
-        require_approval: row.get("require_approval"),
+        require_approval: optional_flag(&row, "require_approval"),
         drift: row.get::<Option<String>, _>("drift").map(|json| from_json(&json)).transpose()?,
         credentials,
         generation,
@@ -276,7 +276,7 @@ async fn server_from_row(
     })
 }
 
-fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogError> {
+fn mount_record(row: sqlx::any::AnyRow) -> Result<MountRecord, CatalogError> {
     Ok(MountRecord {
         id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
         name: row.get("name"),
@@ -286,7 +286,7 @@ fn mount_record(row: sqlx::sqlite::SqliteRow) -> Result<MountRecord, CatalogErro
     })
 }
 
-fn code_mode(row: &sqlx::sqlite::SqliteRow) -> Result<Option<CodeModeSettings>, CatalogError> {
+fn code_mode(row: &sqlx::any::AnyRow) -> Result<Option<CodeModeSettings>, CatalogError> {
     row.get::<Option<String>, _>("code_mode").map(|json| from_json(&json)).transpose()
 }
 

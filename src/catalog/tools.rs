@@ -46,36 +46,48 @@ impl ToolRow {
 
 /// A generation's tool rows, in one statement inside the caller's transaction.
 pub(crate) async fn insert_tools(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     generation_id: i64,
     tools: &[ToolRow],
 ) -> Result<(), CatalogError> {
     if tools.is_empty() {
         return Ok(());
     }
-    let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+    // Placeholders are numbered by hand: sqlx's query builder writes `?` for the `Any` driver,
+    // which PostgreSQL does not accept.
+    const COLUMNS: usize = 11;
+    let rows: Vec<String> = (0..tools.len())
+        .map(|row| {
+            let numbers: Vec<String> = (1..=COLUMNS).map(|column| format!("${}", row * COLUMNS + column)).collect();
+            format!("({})", numbers.join(", "))
+        })
+        .collect();
+    let sql = format!(
         "INSERT INTO tools (generation_id, position, name, title, description, input_schema, output_schema, handler,
-             annotations, needs_network, self_test) ",
+             annotations, needs_network, self_test) VALUES {}",
+        rows.join(", ")
     );
-    insert.push_values(tools.iter().enumerate(), |mut row, (position, tool)| {
-        row.push_bind(generation_id)
-            .push_bind(position as i64)
-            .push_bind(tool.name.as_str())
-            .push_bind(tool.title.as_deref())
-            .push_bind(tool.description.as_str())
-            .push_bind(tool.input_schema.as_str())
-            .push_bind(tool.output_schema.as_deref())
-            .push_bind(tool.handler.as_str())
-            .push_bind(tool.annotations.as_deref())
-            .push_bind(tool.needs_network)
-            .push_bind(tool.self_test.as_deref());
-    });
-    insert.build().execute(&mut **tx).await?;
+    let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (position, tool) in tools.iter().enumerate() {
+        insert = insert
+            .bind(generation_id)
+            .bind(position as i64)
+            .bind(tool.name.as_str())
+            .bind(tool.title.as_deref())
+            .bind(tool.description.as_str())
+            .bind(tool.input_schema.as_str())
+            .bind(tool.output_schema.as_deref())
+            .bind(tool.handler.as_str())
+            .bind(tool.annotations.as_deref())
+            .bind(tool.needs_network)
+            .bind(tool.self_test.as_deref());
+    }
+    insert.execute(&mut **tx).await?;
     Ok(())
 }
 
 /// A tool as stored: a row with the `tools` columns (`name` already read).
-pub(super) fn tool_from_row(row: &sqlx::sqlite::SqliteRow, name: String) -> Result<ToolSpec, CatalogError> {
+pub(super) fn tool_from_row(row: &sqlx::any::AnyRow, name: String) -> Result<ToolSpec, CatalogError> {
     let annotations: Option<String> = row.get("annotations");
     let output_schema: Option<String> = row.get("output_schema");
     Ok(ToolSpec {

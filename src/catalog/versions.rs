@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use super::{Catalog, CatalogError, DocumentRef, GenerationRecord, from_json, now_millis, to_json};
+use super::{Catalog, CatalogError, DocumentRef, GenerationRecord, flag, from_json, now_millis, to_json};
 use crate::states::{DriftStatus, GenerationSource, ServerKind, Status, Trigger, VersionChange};
 use crate::toolset::{OpenApiSettings, ServerId};
 
@@ -108,9 +108,9 @@ impl Catalog {
         &self,
         id: &ServerId,
     ) -> Result<Option<(Option<i64>, Vec<VersionSummary>)>, CatalogError> {
-        let mut snapshot = self.reader.begin().await?;
+        let mut snapshot = self.snapshot().await?;
         let Some(active) = active_generation(&mut snapshot, id).await? else { return Ok(None) };
-        let rows = sqlx::query(
+        let rows = sqlx::query(self.sql(
             "SELECT g.id, g.version, g.source, g.status, g.triggered_by, g.trigger_detail, g.model, g.prompt_hash,
                     g.content_hash, g.cache_hit, g.dry_run, g.created_at, g.finished_at, g.review, g.error,
                     (SELECT json_group_array(name) FROM (SELECT name FROM tools WHERE generation_id = g.id
@@ -118,8 +118,16 @@ impl Catalog {
                     (SELECT json_group_object(status, n) FROM
                         (SELECT json_extract(self_test, '$.status') AS status, COUNT(*) AS n FROM tools
                          WHERE generation_id = g.id AND self_test IS NOT NULL GROUP BY 1)) AS self_test
-             FROM generations g WHERE g.server_id = ? ORDER BY g.version",
-        )
+             FROM generations g WHERE g.server_id = $1 ORDER BY g.version",
+            "SELECT g.id, g.version, g.source, g.status, g.triggered_by, g.trigger_detail, g.model, g.prompt_hash,
+                    g.content_hash, g.cache_hit, g.dry_run, g.created_at, g.finished_at, g.review, g.error,
+                    (SELECT COALESCE(json_agg(name ORDER BY position), '[]')::text FROM tools
+                     WHERE generation_id = g.id) AS tools,
+                    (SELECT COALESCE(json_object_agg(status, n), '{}')::text FROM
+                        (SELECT self_test::json->>'status' AS status, COUNT(*) AS n FROM tools
+                         WHERE generation_id = g.id AND self_test IS NOT NULL GROUP BY 1) AS counts) AS self_test
+             FROM generations g WHERE g.server_id = $1 ORDER BY g.version",
+        ))
         .bind(id.as_str())
         .fetch_all(&mut *snapshot)
         .await?;
@@ -137,8 +145,8 @@ impl Catalog {
                     model: row.get("model"),
                     prompt_hash: row.get("prompt_hash"),
                     content_hash: row.get("content_hash"),
-                    cache_hit: row.get("cache_hit"),
-                    dry_run: row.get("dry_run"),
+                    cache_hit: flag(&row, "cache_hit"),
+                    dry_run: flag(&row, "dry_run"),
                     created_at: row.get("created_at"),
                     finished_at: row.get("finished_at"),
                     tools: from_json(&row.get::<String, _>("tools"))?,
@@ -154,7 +162,7 @@ impl Catalog {
     /// The number of the version a server serves; `None` if it serves none (or does not exist).
     pub async fn active_version(&self, id: &ServerId) -> Result<Option<i64>, CatalogError> {
         Ok(sqlx::query_scalar(
-            "SELECT g.version FROM servers s JOIN generations g ON g.id = s.active_generation_id WHERE s.id = ?",
+            "SELECT g.version FROM servers s JOIN generations g ON g.id = s.active_generation_id WHERE s.id = $1",
         )
         .bind(id.as_str())
         .fetch_optional(&self.reader)
@@ -168,12 +176,12 @@ impl Catalog {
         id: &ServerId,
         number: i64,
     ) -> Result<Result<(GenerationRecord, Option<i64>), VersionRefusal>, CatalogError> {
-        let mut snapshot = self.reader.begin().await?;
+        let mut snapshot = self.snapshot().await?;
         let Some(active) = active_generation(&mut snapshot, id).await? else {
             return Ok(Err(VersionRefusal::NoServer));
         };
         let generation_id: Option<i64> =
-            sqlx::query_scalar("SELECT id FROM generations WHERE server_id = ? AND version = ?")
+            sqlx::query_scalar("SELECT id FROM generations WHERE server_id = $1 AND version = $2")
                 .bind(id.as_str())
                 .bind(number)
                 .fetch_optional(&mut *snapshot)
@@ -209,7 +217,7 @@ impl Catalog {
             Review::Reject => (VersionChange::Rejected, Status::Rejected),
         };
         let record = json!({"decision": decision, "reason": reason, "at": super::format_millis(now)});
-        sqlx::query("UPDATE generations SET status = ?, review = ? WHERE id = ?")
+        sqlx::query("UPDATE generations SET status = $1, review = $2 WHERE id = $3")
             .bind(status)
             .bind(to_json(&record))
             .bind(generation.0)
@@ -254,10 +262,10 @@ impl Catalog {
         let deleted = sqlx::query(
             "DELETE FROM generations WHERE id IN (
                  SELECT g.id FROM generations g JOIN servers s ON s.id = g.server_id
-                 WHERE g.server_id = ?1
-                   AND g.id IS NOT s.active_generation_id
-                   AND g.status IN (?2, ?3, ?4, ?5)
-                   AND g.version <= (SELECT MAX(version) FROM generations WHERE server_id = ?1) - ?6)",
+                 WHERE g.server_id = $1
+                   AND g.id IS DISTINCT FROM s.active_generation_id
+                   AND g.status IN ($2, $3, $4, $5)
+                   AND g.version <= (SELECT MAX(version) FROM generations WHERE server_id = $1) - $6)",
         )
         .bind(id.as_str())
         .bind(Status::Ready)
@@ -273,7 +281,7 @@ impl Catalog {
     /// Servers whose documentation can drift: those generated from a prompt's documents.
     pub async fn drift_subjects(&self) -> Result<Vec<DriftSubject>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT id, kind, prompt, allow_domains, openapi, drift FROM servers WHERE kind = ? ORDER BY id",
+            "SELECT id, kind, prompt, allow_domains, openapi, drift FROM servers WHERE kind = $1 ORDER BY id",
         )
         .bind(ServerKind::Prompt)
         .fetch_all(&self.reader)
@@ -282,7 +290,7 @@ impl Catalog {
     }
 
     pub async fn drift_subject(&self, id: &ServerId) -> Result<Option<DriftSubject>, CatalogError> {
-        let row = sqlx::query("SELECT id, kind, prompt, allow_domains, openapi, drift FROM servers WHERE id = ?")
+        let row = sqlx::query("SELECT id, kind, prompt, allow_domains, openapi, drift FROM servers WHERE id = $1")
             .bind(id.as_str())
             .fetch_optional(&self.reader)
             .await?;
@@ -296,7 +304,7 @@ impl Catalog {
     pub async fn drift_baseline(&self, id: &ServerId) -> Result<Vec<DocumentRef>, CatalogError> {
         let mut conn = self.reader.acquire().await?;
         let newest: Option<i64> = sqlx::query_scalar(
-            "SELECT MAX(g.id) FROM generations g WHERE g.server_id = ? AND g.status IN (?, ?, ?)
+            "SELECT MAX(g.id) FROM generations g WHERE g.server_id = $1 AND g.status IN ($2, $3, $4)
                  AND EXISTS (SELECT 1 FROM generation_documents d WHERE d.generation_id = g.id)",
         )
         .bind(id.as_str())
@@ -314,12 +322,16 @@ impl Catalog {
     /// Marks drift checks a previous run of the daemon left unfinished as failed, so no server
     /// stays `checking`; the next check (at its interval, or on request) runs them again.
     pub async fn fail_interrupted_drift_checks(&self) -> Result<u64, CatalogError> {
-        let updated = sqlx::query(
-            "UPDATE servers SET drift = json_set(drift, '$.status', ?, '$.error',
+        let updated = sqlx::query(self.sql(
+            "UPDATE servers SET drift = json_set(drift, '$.status', $1, '$.error',
                  'interrupted by a daemon restart; it runs again at the next drift_check_interval, or POST \
                   /admin/servers/' || id || '/check-drift')
-             WHERE json_extract(drift, '$.status') = ?",
-        )
+             WHERE json_extract(drift, '$.status') = $2",
+            "UPDATE servers SET drift = (drift::jsonb || jsonb_build_object('status', $1::text, 'error',
+                 'interrupted by a daemon restart; it runs again at the next drift_check_interval, or POST \
+                  /admin/servers/' || id || '/check-drift'))::text
+             WHERE drift::jsonb->>'status' = $2",
+        ))
         .bind(DriftStatus::Failed)
         .bind(DriftStatus::Checking)
         .execute(&self.writer)
@@ -330,7 +342,7 @@ impl Catalog {
     /// The newest version of a server that a drift started and that awaits approval.
     pub async fn awaiting_drift_candidate(&self, id: &ServerId) -> Result<Option<i64>, CatalogError> {
         Ok(sqlx::query_scalar(
-            "SELECT MAX(version) FROM generations WHERE server_id = ? AND status = ? AND triggered_by = ?",
+            "SELECT MAX(version) FROM generations WHERE server_id = $1 AND status = $2 AND triggered_by = $3",
         )
         .bind(id.as_str())
         .bind(Status::AwaitingApproval)
@@ -341,7 +353,7 @@ impl Catalog {
 
     /// Records a server's drift state; false if the server is gone.
     pub async fn set_drift_state(&self, id: &ServerId, state: &DriftState) -> Result<bool, CatalogError> {
-        let updated = sqlx::query("UPDATE servers SET drift = ? WHERE id = ?")
+        let updated = sqlx::query("UPDATE servers SET drift = $1 WHERE id = $2")
             .bind(to_json(state))
             .bind(id.as_str())
             .execute(&self.writer)
@@ -352,7 +364,7 @@ impl Catalog {
     /// Records a drift event (and, once it started, its candidate generation). Returns its id.
     pub async fn record_drift_event(&self, id: &ServerId, changes: &Value) -> Result<i64, CatalogError> {
         Ok(sqlx::query_scalar(
-            "INSERT INTO drift_events (server_id, detected_at, changes) VALUES (?, ?, ?) RETURNING id",
+            "INSERT INTO drift_events (server_id, detected_at, changes) VALUES ($1, $2, $3) RETURNING id",
         )
         .bind(id.as_str())
         .bind(now_millis())
@@ -362,7 +374,7 @@ impl Catalog {
     }
 
     pub async fn set_drift_candidate(&self, event: i64, generation_id: i64) -> Result<(), CatalogError> {
-        sqlx::query("UPDATE drift_events SET generation_id = ? WHERE id = ?")
+        sqlx::query("UPDATE drift_events SET generation_id = $1 WHERE id = $2")
             .bind(generation_id)
             .bind(event)
             .execute(&self.writer)
@@ -373,8 +385,8 @@ impl Catalog {
     /// A server's newest drift events, newest first.
     pub async fn drift_events(&self, id: &ServerId, limit: i64) -> Result<Vec<DriftEvent>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT id, server_id, detected_at, changes, generation_id FROM drift_events WHERE server_id = ?
-             ORDER BY id DESC LIMIT ?",
+            "SELECT id, server_id, detected_at, changes, generation_id FROM drift_events WHERE server_id = $1
+             ORDER BY id DESC LIMIT $2",
         )
         .bind(id.as_str())
         .bind(limit)
@@ -409,10 +421,10 @@ impl Catalog {
             "SELECT tool, is_error FROM (
                  SELECT tool, is_error, ROW_NUMBER() OVER (PARTITION BY tool ORDER BY started_at DESC, rowid DESC) AS n
                  FROM (SELECT tool, is_error, started_at, rowid FROM calls
-                       WHERE server_id = ? AND generation_id = ?
+                       WHERE server_id = $1 AND generation_id = $2
                          AND outcome NOT IN ('busy', 'shutting_down', 'cancelled')
-                       ORDER BY started_at DESC LIMIT ?))
-             WHERE n <= ? ORDER BY tool, n",
+                       ORDER BY started_at DESC LIMIT $3) AS recent) AS ranked
+             WHERE n <= $4 ORDER BY tool, n",
         )
         .bind(id.as_str())
         .bind(generation_id)
@@ -422,7 +434,7 @@ impl Catalog {
         .await?;
         let mut by_tool: BTreeMap<String, Vec<bool>> = BTreeMap::new();
         for row in rows {
-            by_tool.entry(row.get("tool")).or_default().push(row.get("is_error"));
+            by_tool.entry(row.get("tool")).or_default().push(flag(&row, "is_error"));
         }
         Ok(by_tool)
     }
@@ -437,9 +449,9 @@ impl Catalog {
     ) -> Result<Vec<FailedCall>, CatalogError> {
         let rows = sqlx::query(
             "SELECT execution_id, started_at, outcome, arguments, error FROM calls
-             WHERE server_id = ? AND generation_id = ? AND tool = ? AND is_error
+             WHERE server_id = $1 AND generation_id = $2 AND tool = $3 AND is_error
                AND outcome NOT IN ('busy', 'shutting_down', 'cancelled')
-             ORDER BY started_at DESC, rowid DESC LIMIT ?",
+             ORDER BY started_at DESC, rowid DESC LIMIT $4",
         )
         .bind(id.as_str())
         .bind(generation_id)
@@ -464,10 +476,10 @@ impl Catalog {
 /// A server's active generation id (`Some(None)`: it serves none); `None` if there is no such
 /// server.
 async fn active_generation(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut sqlx::AnyConnection,
     id: &ServerId,
 ) -> Result<Option<Option<i64>>, CatalogError> {
-    Ok(sqlx::query_scalar("SELECT active_generation_id FROM servers WHERE id = ?")
+    Ok(sqlx::query_scalar("SELECT active_generation_id FROM servers WHERE id = $1")
         .bind(id.as_str())
         .fetch_optional(conn)
         .await?)
@@ -478,16 +490,16 @@ const RECENT_CALLS_PER_WINDOW: i64 = 50;
 
 /// The generation id and status of version `number`, in the caller's transaction.
 async fn version_row(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     id: &ServerId,
     number: i64,
 ) -> Result<Result<(i64, Status), VersionRefusal>, CatalogError> {
     let exists: Option<String> =
-        sqlx::query_scalar("SELECT id FROM servers WHERE id = ?").bind(id.as_str()).fetch_optional(&mut **tx).await?;
+        sqlx::query_scalar("SELECT id FROM servers WHERE id = $1").bind(id.as_str()).fetch_optional(&mut **tx).await?;
     if exists.is_none() {
         return Ok(Err(VersionRefusal::NoServer));
     }
-    let row = sqlx::query("SELECT id, status FROM generations WHERE server_id = ? AND version = ?")
+    let row = sqlx::query("SELECT id, status FROM generations WHERE server_id = $1 AND version = $2")
         .bind(id.as_str())
         .bind(number)
         .fetch_optional(&mut **tx)
@@ -497,11 +509,11 @@ async fn version_row(
 
 /// Points the server at `generation_id`.
 async fn activate(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     id: &ServerId,
     generation_id: i64,
 ) -> Result<(), CatalogError> {
-    sqlx::query("UPDATE servers SET active_generation_id = ? WHERE id = ?")
+    sqlx::query("UPDATE servers SET active_generation_id = $1 WHERE id = $2")
         .bind(generation_id)
         .bind(id.as_str())
         .execute(&mut **tx)
@@ -513,17 +525,17 @@ async fn activate(
 /// is; else another version still awaiting approval says so; else `ready` when a version is
 /// served, `rejected` when none is.
 async fn settle_status(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     id: &ServerId,
     now: i64,
 ) -> Result<(), CatalogError> {
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE servers SET updated_at = ?1, status = CASE
+        "UPDATE servers SET updated_at = $1, status = CASE
              WHEN EXISTS (SELECT 1 FROM generations WHERE server_id = servers.id AND status IN ({})) THEN status
-             WHEN EXISTS (SELECT 1 FROM generations WHERE server_id = servers.id AND status = ?2) THEN ?2
-             WHEN active_generation_id IS NULL THEN ?3
-             ELSE ?4 END
-         WHERE id = ?5",
+             WHEN EXISTS (SELECT 1 FROM generations WHERE server_id = servers.id AND status = $2) THEN $2
+             WHEN active_generation_id IS NULL THEN $3
+             ELSE $4 END
+         WHERE id = $5",
         super::generations::status_list(&Status::RUNNING)
     )))
     .bind(now)
@@ -536,7 +548,7 @@ async fn settle_status(
     Ok(())
 }
 
-fn drift_subject(row: &sqlx::sqlite::SqliteRow) -> Result<DriftSubject, CatalogError> {
+fn drift_subject(row: &sqlx::any::AnyRow) -> Result<DriftSubject, CatalogError> {
     Ok(DriftSubject {
         id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
         kind: row.get("kind"),

@@ -57,7 +57,13 @@ impl Vault {
             return Ok(Vault::with_key(&key, "[credentials] key".into()));
         }
         let (path, default) = match &config.credentials.key_file {
-            path if path.as_os_str().is_empty() => (default_key_file(&config.catalog.path), true),
+            path if path.as_os_str().is_empty() => {
+                let location = config.catalog.location().map_err(|e| anyhow::anyhow!("{e}"))?;
+                let Some(catalog) = location.sqlite_path() else {
+                    anyhow::bail!("a PostgreSQL catalog needs [credentials] key or key_file (MCPBOOTD_CREDENTIALS_KEY)");
+                };
+                (default_key_file(catalog), true)
+            }
             path => (path.clone(), false),
         };
         match std::fs::read_to_string(&path) {

@@ -50,8 +50,9 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         Some(upstream) => upstream,
         None => Upstream::start().await,
     };
-    let mut env = vec![
-        ("MCPBOOTD_CATALOG__PATH".to_string(), catalog_path(data_dir.path()).display().to_string()),
+    let mut env = catalog_env(data_dir.path()).await;
+    env.extend([
+
         (format!("MCPBOOTD_EGRESS__RESOLVE__{WEATHER_HOST}"), "127.0.0.1".to_string()),
         (format!("MCPBOOTD_EGRESS__RESOLVE__{OTHER_HOST}"), "127.0.0.1".to_string()),
         ("MCPBOOTD_EGRESS__ALLOW_PRIVATE_NETWORKS".to_string(), "true".to_string()),
@@ -61,7 +62,7 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
         // seconds of wall time to use its 500 ms, so the wall limit leaves room for that.
         ("MCPBOOTD_SANDBOX__TIMEOUT_MS".to_string(), "10000".to_string()),
         ("MCPBOOTD_SANDBOX__MEMORY_MB".to_string(), "32".to_string()),
-    ];
+    ]);
     env.extend(options.env);
     let daemon = daemon::start(env).await.expect("the test daemon starts");
     TestApp { address: daemon.address, http: reqwest::Client::new(), upstream, data_dir, daemon }
@@ -69,6 +70,38 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
 
 pub fn catalog_path(dir: &Path) -> PathBuf {
     dir.join("catalog.db")
+}
+
+#[path = "../support/postgres.rs"]
+pub mod postgres;
+
+/// Whether this run keeps the catalog in PostgreSQL (`MCPBOOTD_TEST_CATALOG=postgres`): `.ci/run`
+/// runs the integration suite once on each backend.
+pub fn on_postgres() -> bool {
+    std::env::var("MCPBOOTD_TEST_CATALOG").is_ok_and(|backend| backend == "postgres")
+}
+
+/// The catalog settings for a daemon whose data lives in `dir`: a SQLite file there, or a fresh
+/// PostgreSQL database whose URL is kept there, so a daemon restarted on the same `dir` finds the
+/// same catalog (with a credentials key beside it, as the catalog file would have).
+async fn catalog_env(dir: &Path) -> Vec<(String, String)> {
+    if !on_postgres() {
+        return vec![("MCPBOOTD_CATALOG__PATH".to_string(), catalog_path(dir).display().to_string())];
+    }
+    let url_file = dir.join("postgres.url");
+    let url = match std::fs::read_to_string(&url_file) {
+        Ok(url) => url,
+        Err(_) => {
+            let url = postgres::fresh_database().await.expect("MCPBOOTD_TEST_CATALOG=postgres needs PostgreSQL");
+            std::fs::write(&url_file, &url).unwrap();
+            std::fs::write(dir.join("catalog.key"), "11".repeat(32)).unwrap();
+            url
+        }
+    };
+    vec![
+        ("MCPBOOTD_CATALOG__URL".to_string(), url),
+        ("MCPBOOTD_CREDENTIALS__KEY_FILE".to_string(), dir.join("catalog.key").display().to_string()),
+    ]
 }
 
 impl TestApp {

@@ -1,10 +1,11 @@
 //! Start-up and shutdown: builds the daemon's parts from the config and serves until told to stop.
 
 pub mod rekey;
+mod replicas;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -49,7 +50,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     crate::install_crypto_provider();
     let config = Arc::new(config);
     let tasks = Tasks::new();
-    let catalog = Catalog::open(&config.catalog.location()?).await?;
+    let catalog = Catalog::open(&config.catalog.location()?, replica(&config)?).await?;
     // Before anything is started (isolate worker processes, tasks): a key that cannot open the
     // catalog's credentials refuses the start.
     let vault = Vault::open(&config).context("cannot set up the key for credentials")?;
@@ -64,6 +65,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let egress = Arc::new(Egress::new(&config, own_addresses.clone()).context("cannot build the egress HTTP client")?);
     let pool = Arc::new(isolates(&config)?);
     let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
+    metrics.set_replica(&catalog.replica().id, catalog.backend().name());
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
     let registry = Registry::new(&config, caller.clone(), catalog.clone(), vault.clone());
     let mut llm = crate::llm::LlmSettings::from_config(&config.llm)
@@ -116,6 +118,12 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     Ok(Daemon { state, pool, own_addresses })
 }
 
+/// This daemon among the replicas of its catalog.
+fn replica(config: &Config) -> anyhow::Result<crate::catalog::Replica> {
+    let (_, lease_ttl) = config.catalog.replica_timing()?;
+    Ok(crate::catalog::Replica { id: config.catalog.replica_id(), lease_ttl })
+}
+
 /// Refuses to start on a catalog whose credentials the configured key cannot open (a catalog
 /// moved without its key, or the wrong key file), with the error naming the key in use, instead
 /// of serving those servers without them.
@@ -142,18 +150,19 @@ impl Daemon {
         own_addresses.add(address);
         tracing::info!(%address, catalog = %config.catalog.location()?.display(), workers = config.worker_threads(), "mcpbootd listening");
 
-        // Serve at once so /healthz answers during start-up; /readyz turns ready after the remount.
+        // Serve at once so /healthz answers during start-up; /readyz turns ready after the mount.
         // Mounting reads one row per server; each server's tools are loaded and compiled on first use.
-        let remount_state = state.clone();
-        state.tasks.spawn(async move {
-            match remount_state.registry.mount_from_catalog().await {
-                Ok(servers) => {
-                    tracing::info!(servers, "servers mounted from the catalog");
-                    remount_state.ready.store(true, Ordering::Release);
-                }
-                Err(error) => tracing::error!(%error, "cannot read servers from the catalog; not ready"),
-            }
-        });
+        let (reconcile_every, _) = config.catalog.replica_timing()?;
+        replicas::Replicas {
+            catalog: state.catalog.clone(),
+            registry: state.registry.clone(),
+            generator: state.generator.clone(),
+            metrics: state.metrics.clone(),
+            tasks: state.tasks.clone(),
+            ready: state.ready.clone(),
+            reconcile_every,
+        }
+        .spawn();
 
         let router = crate::api::router(state.clone());
         let grace = Duration::from_millis(config.server.shutdown_grace_ms);

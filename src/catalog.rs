@@ -31,6 +31,7 @@ use tokio::sync::mpsc;
 pub use crate::config::CatalogLocation;
 
 mod calls;
+mod changes;
 mod credentials;
 mod generations;
 mod registrations;
@@ -39,6 +40,7 @@ mod tools;
 mod versions;
 
 pub use calls::{CallLog, CallRecord, EgressRecord, Retention};
+pub use changes::CatalogChange;
 pub use credentials::{CredentialRecord, NewCredential, PutCredential};
 pub use generations::{
     CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument,
@@ -72,6 +74,15 @@ pub enum Backend {
     Postgres,
 }
 
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
 /// The catalog's connection pools. On SQLite, two pools on one file: every write goes through
 /// `writer`, a single connection, so writers queue in the pool instead of meeting SQLite's busy
 /// handler (which sleeps for milliseconds); reads use `reader` and, with WAL, never wait for a
@@ -79,6 +90,10 @@ pub enum Backend {
 #[derive(Clone)]
 pub struct Catalog {
     backend: Backend,
+    /// This daemon among the replicas sharing the catalog.
+    replica: Arc<Replica>,
+    /// The PostgreSQL URL (with its password) a listening connection opens; `None` on SQLite.
+    listen_url: Option<Arc<str>>,
     reader: AnyPool,
     writer: AnyPool,
     /// Toolset registrations, written in batches by [`registrations::write`].
@@ -88,28 +103,58 @@ pub struct Catalog {
     lock: Arc<Mutex<Option<std::fs::File>>>,
 }
 
+/// This daemon among the replicas sharing a catalog.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    /// Its name: written as the owner of the leases it holds, and as the PostgreSQL
+    /// `application_name` of its connections, so the changes it announces name it.
+    pub id: String,
+    /// How long a lease lasts without being renewed.
+    pub lease_ttl: Duration,
+}
+
+impl Replica {
+    /// The only daemon on its catalog (a SQLite file, a tool).
+    pub fn single() -> Replica {
+        Replica { id: "mcpbootd".into(), lease_ttl: Duration::from_secs(15) }
+    }
+}
+
 impl Catalog {
     /// Opens (creating if needed) the catalog and brings its schema up to date.
-    pub async fn open(location: &CatalogLocation) -> anyhow::Result<Catalog> {
+    pub async fn open(location: &CatalogLocation, replica: Replica) -> anyhow::Result<Catalog> {
         sqlx::any::install_default_drivers();
-        let (backend, reader, writer, lock) = match location {
+        let (backend, reader, writer, lock, listen_url) = match location {
             CatalogLocation::Sqlite(path) => {
                 let (reader, writer, lock) = open_sqlite(path).await?;
-                (Backend::Sqlite, reader, writer, Some(lock))
+                (Backend::Sqlite, reader, writer, Some(lock), None)
             }
             CatalogLocation::Postgres { url, password_file, max_connections } => {
-                let pool = open_postgres(url, password_file.as_deref(), *max_connections).await?;
-                (Backend::Postgres, pool.clone(), pool, None)
+                let url = postgres_url(url, password_file.as_deref(), &replica.id)?;
+                let pool = open_postgres(&url, location, *max_connections).await?;
+                (Backend::Postgres, pool.clone(), pool, None, Some(Arc::from(url)))
             }
         };
         let (registrations, queue) = mpsc::channel(registrations::QUEUE);
         tokio::spawn(registrations::write(writer.clone(), queue));
-        Ok(Catalog { backend, reader, writer, registrations, lock: Arc::new(Mutex::new(lock)) })
+        Ok(Catalog {
+            backend,
+            replica: Arc::new(replica),
+            listen_url,
+            reader,
+            writer,
+            registrations,
+            lock: Arc::new(Mutex::new(lock)),
+        })
     }
 
     /// Opens a SQLite catalog file by path (tests and tools).
     pub async fn open_file(path: &Path) -> anyhow::Result<Catalog> {
-        Catalog::open(&CatalogLocation::Sqlite(path.to_path_buf())).await
+        Catalog::open(&CatalogLocation::Sqlite(path.to_path_buf()), Replica::single()).await
+    }
+
+    pub fn replica(&self) -> &Replica {
+        &self.replica
     }
 
     pub fn backend(&self) -> Backend {
@@ -167,7 +212,8 @@ impl Catalog {
 async fn open_sqlite(path: &Path) -> anyhow::Result<(AnyPool, AnyPool, std::fs::File)> {
     use anyhow::Context;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the catalog directory {}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the catalog directory {}", dir.display()))?;
     }
     let lock = lock_catalog(path)?;
     // `mode=rwc`: create the file when missing.
@@ -215,23 +261,34 @@ async fn outside_transaction(connection: &mut sqlx::AnyConnection) -> bool {
     connection.execute("ROLLBACK").await.is_ok()
 }
 
-async fn open_postgres(url: &str, password_file: Option<&Path>, max_connections: u32) -> anyhow::Result<AnyPool> {
+/// The URL connections open: the configured one with the password from `password_file` and
+/// the replica's name as `application_name`.
+fn postgres_url(url: &str, password_file: Option<&Path>, replica: &str) -> anyhow::Result<String> {
     use anyhow::Context;
-    let shown = CatalogLocation::Postgres { url: url.into(), password_file: None, max_connections }.display();
-    let mut parsed = url::Url::parse(url).with_context(|| format!("invalid [catalog] url {shown}"))?;
+    let shown = || CatalogLocation::Postgres { url: url.into(), password_file: None, max_connections: 1 }.display();
+    let mut parsed = url::Url::parse(url).with_context(|| format!("invalid [catalog] url {}", shown()))?;
     if let Some(file) = password_file {
-        let password = std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the catalog password from {} ([catalog] password_file)", file.display()))?;
+        let password = std::fs::read_to_string(file).with_context(|| {
+            format!("cannot read the catalog password from {} ([catalog] password_file)", file.display())
+        })?;
         parsed
             .set_password(Some(password.trim_end_matches(['\r', '\n'])))
-            .map_err(|()| anyhow::anyhow!("[catalog] url {shown} cannot carry a password"))?;
+            .map_err(|()| anyhow::anyhow!("[catalog] url {} cannot carry a password", shown()))?;
     }
+    if !parsed.query_pairs().any(|(key, _)| key == "application_name") {
+        parsed.query_pairs_mut().append_pair("application_name", replica);
+    }
+    Ok(parsed.into())
+}
+
+async fn open_postgres(url: &str, location: &CatalogLocation, max_connections: u32) -> anyhow::Result<AnyPool> {
+    use anyhow::Context;
     let pool = AnyPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
-        .connect(parsed.as_str())
+        .connect(url)
         .await
-        .with_context(|| format!("cannot connect to the catalog database {shown} ([catalog] url)"))?;
+        .with_context(|| format!("cannot connect to the catalog database {} ([catalog] url)", location.display()))?;
     sqlx::migrate!("./migrations/postgres").run(&pool).await.context("cannot apply catalog migrations")?;
     Ok(pool)
 }
@@ -243,8 +300,7 @@ pub(crate) fn flag(row: &AnyRow, column: &str) -> bool {
 
 /// A nullable flag column.
 pub(crate) fn optional_flag(row: &AnyRow, column: &str) -> Option<bool> {
-    row.try_get::<Option<bool>, _>(column)
-        .unwrap_or_else(|_| row.get::<Option<i64>, _>(column).map(|value| value != 0))
+    row.try_get::<Option<bool>, _>(column).unwrap_or_else(|_| row.get::<Option<i64>, _>(column).map(|value| value != 0))
 }
 
 /// Takes the catalog's lock file, or says who holds it. Also the first write into the catalog's

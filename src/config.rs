@@ -86,6 +86,15 @@ pub struct CatalogConfig {
     pub password_file: PathBuf,
     /// PostgreSQL connections this daemon opens at most.
     pub max_connections: u32,
+    /// This daemon's name among the replicas sharing a PostgreSQL catalog (leases, logs,
+    /// metrics). Empty: the host name (a Kubernetes pod's name) and a random suffix.
+    pub replica_id: String,
+    /// How often a replica compares its mounts with a shared catalog, besides acting on the
+    /// changes announced to it (a safety net for announcements lost with a connection).
+    pub reconcile_interval: String,
+    /// How long a generation job's or drift check's lease lasts without being renewed: a replica
+    /// that dies holding one loses it this long after, and another replica takes the job over.
+    pub lease_ttl: String,
     /// Calls kept in the call log per server; older ones (and their egress rows) are pruned.
     pub max_calls_per_server: u64,
     /// Console, error and failed-call argument text kept in the call log per server, in MiB: the
@@ -519,6 +528,36 @@ impl CatalogConfig {
     }
 }
 
+impl CatalogConfig {
+    /// `reconcile_interval` and `lease_ttl` as durations (checked by `Config::validate`).
+    pub fn replica_timing(&self) -> Result<(Duration, Duration), ConfigError> {
+        let parse = |key: &str, text: &str| match humantime::parse_duration(text.trim()) {
+            Ok(duration) if duration >= Duration::from_secs(1) => Ok(duration),
+            Ok(_) => Err(ConfigError::Invalid(format!("[catalog] {key} must be at least 1s"))),
+            Err(error) => Err(ConfigError::Invalid(format!(
+                "[catalog] {key} {text:?} is not a duration ({error}); write e.g. \"30s\" or \"2m\""
+            ))),
+        };
+        Ok((parse("reconcile_interval", &self.reconcile_interval)?, parse("lease_ttl", &self.lease_ttl)?))
+    }
+
+    /// `replica_id`, or the host name with a random suffix (two daemons on one host differ).
+    pub fn replica_id(&self) -> String {
+        let configured = self.replica_id.trim();
+        if !configured.is_empty() {
+            return configured.to_string();
+        }
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|name| !name.is_empty())
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|name| name.trim().to_string()))
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| "mcpbootd".to_string());
+        let suffix = uuid::Uuid::now_v7().simple().to_string();
+        format!("{host}-{}", &suffix[suffix.len() - 6..])
+    }
+}
+
 impl Default for CatalogConfig {
     fn default() -> Self {
         CatalogConfig {
@@ -526,6 +565,9 @@ impl Default for CatalogConfig {
             path: PathBuf::from(DEFAULT_CATALOG_PATH),
             password_file: PathBuf::new(),
             max_connections: 10,
+            replica_id: String::new(),
+            reconcile_interval: "30s".to_string(),
+            lease_ttl: "15s".to_string(),
             max_calls_per_server: 10_000,
             max_call_log_mb_per_server: 64,
             max_versions_per_server: 0,
@@ -785,6 +827,13 @@ impl Config {
             )));
         }
         let catalog = self.catalog.location()?;
+        self.catalog.replica_timing()?;
+        if self.catalog.replica_id.len() > 63 || self.catalog.replica_id.contains(char::is_whitespace) {
+            return Err(ConfigError::Invalid(
+                "[catalog] replica_id must be at most 63 characters, without spaces (MCPBOOTD_CATALOG__REPLICA_ID)"
+                    .into(),
+            ));
+        }
         if catalog.sqlite_path().is_none()
             && self.credentials.key.expose().trim().is_empty()
             && self.credentials.key_file.as_os_str().is_empty()

@@ -106,6 +106,19 @@ pub struct StatusEvent {
     pub error: Option<String>,
 }
 
+impl StatusEvent {
+    /// The server's status now, as its stored record says.
+    pub fn current(record: &crate::catalog::ServerRecord) -> StatusEvent {
+        let generation = record.latest_generation.as_ref().or(record.generation.as_ref());
+        StatusEvent {
+            id: record.id.clone(),
+            status: record.status,
+            generation_id: generation.map(|g| g.id).unwrap_or(0),
+            error: generation.and_then(|g| g.error.clone()).filter(|_| record.status == Status::Failed),
+        }
+    }
+}
+
 /// Something happened to a server's versions: documentation drift was found, or an operator
 /// approved, rejected or activated a version. Published to `GET /admin/events` subscribers.
 #[derive(Debug, Clone)]
@@ -197,6 +210,13 @@ impl Generator {
     /// Tells `GET /admin/events` subscribers about a change to a server's versions.
     pub fn announce(&self, event: LifecycleEvent) {
         self.inner.announce(event);
+    }
+
+    /// Publishes a status change another replica made (its generation job runs there), so
+    /// event streams on this replica follow it too.
+    pub fn relay(&self, event: StatusEvent) {
+        // No subscribers is the normal case; the send error only says so.
+        let _ = self.inner.events.send(event);
     }
 
     pub fn llm_configured(&self) -> bool {

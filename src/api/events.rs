@@ -18,9 +18,8 @@ use tokio::sync::broadcast::{Receiver, error::RecvError};
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{DaemonEvent, ErrorBody, GenerationEvent};
-use crate::catalog::{Catalog, ServerRecord};
+use crate::catalog::Catalog;
 use crate::generate::StatusEvent;
-use crate::states::Status;
 use crate::toolset::ServerId;
 
 enum Step {
@@ -61,7 +60,7 @@ pub async fn server_events(
     let record = state.catalog.get_server(&id).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}; GET /admin/servers lists them"))
     })?;
-    let current = current_status(&record);
+    let current = StatusEvent::current(&record);
     let follow = Follow { id, events, catalog: state.catalog.clone() };
     let stream = futures_util::stream::unfold(Step::Emit(current, follow), |step| async move {
         match step {
@@ -87,21 +86,11 @@ async fn next_step(mut follow: Follow) -> Step {
             Ok(_) => continue,
             // Missed some events: the catalog has the truth.
             Err(RecvError::Lagged(_)) => match follow.catalog.get_server(&follow.id).await {
-                Ok(Some(record)) => return Step::Emit(current_status(&record), follow),
+                Ok(Some(record)) => return Step::Emit(StatusEvent::current(&record), follow),
                 _ => return Step::Ended,
             },
             Err(RecvError::Closed) => return Step::Ended,
         }
-    }
-}
-
-fn current_status(record: &ServerRecord) -> StatusEvent {
-    let generation = record.latest_generation.as_ref().or(record.generation.as_ref());
-    StatusEvent {
-        id: record.id.clone(),
-        status: record.status,
-        generation_id: generation.map(|g| g.id).unwrap_or(0),
-        error: generation.and_then(|g| g.error.clone()).filter(|_| record.status == Status::Failed),
     }
 }
 

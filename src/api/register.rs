@@ -327,14 +327,29 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
     // queued cannot leave a stored server unmounted.
     let (catalog, registry) = (state.catalog.clone(), state.registry.clone());
     let record = (id.clone(), name.clone(), access_token_sha256, body.code_mode);
+    let has_credentials = !new.credentials.is_empty();
     state
         .tasks
         .spawn(async move {
             let (id, name, access_token_sha256, code_mode) = record;
             let _change = registry.serialize(&id).await;
             let generation_id = catalog.create_toolset_server(new).await?;
-            // Everything the mount needs is at hand; its validators are built on first use.
-            registry.mount(MountRecord { id, name, generation_id, access_token_sha256, code_mode });
+            // Everything the mount needs is at hand (but the credentials' times, set by the
+            // catalog); its validators are built on first use.
+            let record = match has_credentials {
+                false => Some(MountRecord {
+                    id,
+                    name,
+                    generation_id,
+                    access_token_sha256,
+                    code_mode,
+                    credentials_stamp: (0, 0),
+                }),
+                true => catalog.mount_record(&id).await?,
+            };
+            if let Some(record) = record {
+                registry.mount(record);
+            }
             Ok::<_, CatalogError>(())
         })
         .await

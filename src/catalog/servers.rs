@@ -35,6 +35,9 @@ pub struct MountRecord {
     /// Hex sha256 of the MCP access token, when the mount requires one.
     pub access_token_sha256: Option<String>,
     pub code_mode: Option<CodeModeSettings>,
+    /// How many credentials the server has and when the newest was set: a mount built with
+    /// other credentials is out of date.
+    pub credentials_stamp: (i64, i64),
 }
 
 /// What serving a generation takes: its whitelist and its tools, in order.
@@ -125,8 +128,10 @@ impl Catalog {
     /// Every server with a generation to serve, in one query: what start-up mounts.
     pub async fn mount_records(&self) -> Result<Vec<MountRecord>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT id, name, active_generation_id, access_token_sha256, code_mode FROM servers
-             WHERE active_generation_id IS NOT NULL",
+            "SELECT id, name, active_generation_id, access_token_sha256, code_mode,
+                    (SELECT COUNT(*) FROM credentials c WHERE c.server_id = s.id) AS credential_count,
+                    (SELECT COALESCE(MAX(rotated_at), 0) FROM credentials c WHERE c.server_id = s.id) AS credentials_at
+             FROM servers s WHERE active_generation_id IS NOT NULL",
         )
         .fetch_all(&self.reader)
         .await?;
@@ -136,8 +141,10 @@ impl Catalog {
     /// One server's [`MountRecord`]; `None` if it does not exist or serves no generation yet.
     pub async fn mount_record(&self, id: &ServerId) -> Result<Option<MountRecord>, CatalogError> {
         let row = sqlx::query(
-            "SELECT id, name, active_generation_id, access_token_sha256, code_mode FROM servers
-             WHERE id = $1 AND active_generation_id IS NOT NULL",
+            "SELECT id, name, active_generation_id, access_token_sha256, code_mode,
+                    (SELECT COUNT(*) FROM credentials c WHERE c.server_id = s.id) AS credential_count,
+                    (SELECT COALESCE(MAX(rotated_at), 0) FROM credentials c WHERE c.server_id = s.id) AS credentials_at
+             FROM servers s WHERE id = $1 AND active_generation_id IS NOT NULL",
         )
         .bind(id.as_str())
         .fetch_optional(&self.reader)
@@ -247,10 +254,11 @@ async fn server_from_row(
         .bind(id.as_str())
         .fetch_one(&mut *snapshot)
         .await?;
-    let credentials: Vec<String> = sqlx::query_scalar("SELECT name FROM credentials WHERE server_id = $1 ORDER BY name")
-        .bind(id.as_str())
-        .fetch_all(&mut *snapshot)
-        .await?;
+    let credentials: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM credentials WHERE server_id = $1 ORDER BY name")
+            .bind(id.as_str())
+            .fetch_all(&mut *snapshot)
+            .await?;
     let latest_generation = match latest_id {
         Some(latest) if Some(latest) != generation_id => Some(present(Catalog::generation(snapshot, latest).await?)?),
         _ => None,
@@ -283,6 +291,7 @@ fn mount_record(row: sqlx::any::AnyRow) -> Result<MountRecord, CatalogError> {
         generation_id: row.get("active_generation_id"),
         access_token_sha256: row.get("access_token_sha256"),
         code_mode: code_mode(&row)?,
+        credentials_stamp: (row.get("credential_count"), row.get("credentials_at")),
     })
 }
 

@@ -145,8 +145,8 @@ impl Catalog {
                     model: row.get("model"),
                     prompt_hash: row.get("prompt_hash"),
                     content_hash: row.get("content_hash"),
-                    cache_hit: flag(&row, "cache_hit"),
-                    dry_run: flag(&row, "dry_run"),
+                    cache_hit: flag(row, "cache_hit"),
+                    dry_run: flag(row, "dry_run"),
                     created_at: row.get("created_at"),
                     finished_at: row.get("finished_at"),
                     tools: from_json(&row.get::<String, _>("tools"))?,
@@ -475,10 +475,7 @@ impl Catalog {
 
 /// A server's active generation id (`Some(None)`: it serves none); `None` if there is no such
 /// server.
-async fn active_generation(
-    conn: &mut sqlx::AnyConnection,
-    id: &ServerId,
-) -> Result<Option<Option<i64>>, CatalogError> {
+async fn active_generation(conn: &mut sqlx::AnyConnection, id: &ServerId) -> Result<Option<Option<i64>>, CatalogError> {
     Ok(sqlx::query_scalar("SELECT active_generation_id FROM servers WHERE id = $1")
         .bind(id.as_str())
         .fetch_optional(conn)
@@ -524,11 +521,7 @@ async fn activate(
 /// A server's status after an operator's decision: a running generation keeps saying where it
 /// is; else another version still awaiting approval says so; else `ready` when a version is
 /// served, `rejected` when none is.
-async fn settle_status(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    id: &ServerId,
-    now: i64,
-) -> Result<(), CatalogError> {
+async fn settle_status(tx: &mut sqlx::Transaction<'_, sqlx::Any>, id: &ServerId, now: i64) -> Result<(), CatalogError> {
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE servers SET updated_at = $1, status = CASE
              WHEN EXISTS (SELECT 1 FROM generations WHERE server_id = servers.id AND status IN ({})) THEN status

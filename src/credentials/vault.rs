@@ -60,7 +60,9 @@ impl Vault {
             path if path.as_os_str().is_empty() => {
                 let location = config.catalog.location().map_err(|e| anyhow::anyhow!("{e}"))?;
                 let Some(catalog) = location.sqlite_path() else {
-                    anyhow::bail!("a PostgreSQL catalog needs [credentials] key or key_file (MCPBOOTD_CREDENTIALS_KEY)");
+                    anyhow::bail!(
+                        "a PostgreSQL catalog needs [credentials] key or key_file (MCPBOOTD_CREDENTIALS_KEY)"
+                    );
                 };
                 (default_key_file(catalog), true)
             }

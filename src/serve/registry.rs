@@ -77,6 +77,8 @@ pub struct Mount {
     /// Hex sha256 of the token MCP clients must present, when one is set.
     pub access_token_sha256: Option<String>,
     code_mode: Option<CodeModeSettings>,
+    /// See [`MountRecord::credentials_stamp`].
+    credentials_stamp: (i64, i64),
     /// Cancelled on unmount and remount; closes the server's open MCP streams.
     cancel: CancellationToken,
     /// Build errors are kept (they repeat until the server is remounted); catalog errors are not.
@@ -128,9 +130,21 @@ impl Mount {
             generation_id: record.generation_id,
             access_token_sha256: record.access_token_sha256,
             code_mode: record.code_mode,
+            credentials_stamp: record.credentials_stamp,
             cancel: CancellationToken::new(),
             built: OnceCell::new(),
         }
+    }
+}
+
+impl Mount {
+    /// Whether this mount was built from what `record` says.
+    fn matches(&self, record: &MountRecord) -> bool {
+        self.generation_id == record.generation_id
+            && self.name == record.name
+            && self.access_token_sha256 == record.access_token_sha256
+            && self.code_mode == record.code_mode
+            && self.credentials_stamp == record.credentials_stamp
     }
 }
 
@@ -201,6 +215,44 @@ impl Registry {
             mounts.insert(record.id.clone(), Arc::new(Mount::new(record)));
         }
         Ok(servers)
+    }
+
+    /// Brings `id`'s mount in line with the catalog (a change another replica made): mounts,
+    /// remounts or unmounts it. An unchanged mount is kept (with its built state and tool
+    /// health) unless `force`.
+    pub async fn sync(&self, id: &ServerId, force: bool) -> Result<(), CatalogError> {
+        let _change = self.serialize(id).await;
+        match self.catalog.mount_record(id).await? {
+            Some(record) => {
+                if force || self.get(id).is_none_or(|mount| !mount.matches(&record)) {
+                    tracing::debug!(server_id = %id, "mount follows the shared catalog");
+                    self.mount(record);
+                }
+            }
+            None => {
+                if self.unmount(id) {
+                    tracing::debug!(server_id = %id, "unmounted: no longer served in the shared catalog");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares every mount with the catalog and syncs those that differ: the safety net for
+    /// announcements lost with a connection. Returns how many differed.
+    pub async fn reconcile(&self) -> Result<usize, CatalogError> {
+        let records = self.catalog.mount_records().await?;
+        let mut differing: Vec<ServerId> = records
+            .iter()
+            .filter(|record| self.get(&record.id).is_none_or(|mount| !mount.matches(record)))
+            .map(|record| record.id.clone())
+            .collect();
+        let served: std::collections::HashSet<&ServerId> = records.iter().map(|record| &record.id).collect();
+        differing.extend(self.read().keys().filter(|id| !served.contains(id)).cloned());
+        for id in &differing {
+            self.sync(id, false).await?;
+        }
+        Ok(differing.len())
     }
 
     /// Unmounts a server; its open MCP streams are closed at once.

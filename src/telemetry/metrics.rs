@@ -117,6 +117,17 @@ struct EgressLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReplicaLabels {
+    replica: String,
+    catalog: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReplicaChangeLabels {
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct DriftCheckLabels {
     result: DriftStatus,
 }
@@ -168,6 +179,10 @@ pub struct Metrics {
     /// The kinds counted so far (a fixed set), so a deleted server's series can be removed.
     client_error_kinds: Mutex<HashSet<&'static str>>,
     build_info: Family<BuildLabels, Gauge>,
+    replica_info: Family<ReplicaLabels, Gauge>,
+    replica_changes: Family<ReplicaChangeLabels, Counter>,
+    reconciled_mounts: Counter,
+    jobs_taken_over: Counter,
     egress: Family<EgressLabels, Counter>,
     generations: Family<GenerationLabels, Counter>,
     stage_durations: HistogramFamily<StageLabels>,
@@ -233,6 +248,10 @@ impl Metrics {
             mcp_client_errors: Family::default(),
             client_error_kinds: Mutex::default(),
             build_info: Family::default(),
+            replica_info: Family::default(),
+            replica_changes: Family::default(),
+            reconciled_mounts: Counter::default(),
+            jobs_taken_over: Counter::default(),
             egress: Family::default(),
             generations: Family::default(),
             stage_durations: Family::new_with_constructor(|| Histogram::new(STAGE_BUCKETS)),
@@ -255,6 +274,9 @@ impl Metrics {
         }
         for result in ["ok", "error"] {
             let _ = metrics.code_tool_calls.get_or_create(&ScriptToolCallLabels { result });
+        }
+        for kind in ["mount", "status"] {
+            let _ = metrics.replica_changes.get_or_create(&ReplicaChangeLabels { kind });
         }
         for direction in ["input", "output"] {
             let _ = metrics.llm_tokens.get_or_create(&TokenLabels { direction });
@@ -328,6 +350,27 @@ impl Metrics {
             "mcpbootd_isolate_process_restarts",
             "Isolate worker processes replaced after an overrun or an unexpected exit",
             g.restarts.clone(),
+        );
+        registry.register(
+            "mcpbootd_replica_info",
+            "This daemon's name among the replicas of its catalog, and the catalog's engine (always 1)",
+            self.replica_info.clone(),
+        );
+        registry.register(
+            "mcpbootd_replica_changes",
+            "Changes other replicas made to the shared catalog that this one followed, by kind (mount, status)",
+            self.replica_changes.clone(),
+        );
+        registry.register(
+            "mcpbootd_reconciled_mounts",
+            "Mounts found out of step with the shared catalog by a periodic comparison and corrected \
+             (changes whose announcement was lost)",
+            self.reconciled_mounts.clone(),
+        );
+        registry.register(
+            "mcpbootd_generation_jobs_taken_over",
+            "Generation jobs this replica took over after the replica running them stopped renewing their lease",
+            self.jobs_taken_over.clone(),
         );
         registry.register(
             "mcpbootd_egress_requests",
@@ -496,6 +539,26 @@ impl Metrics {
         if result == DriftStatus::Drifted {
             self.drift_events.inc();
         }
+    }
+
+    /// Names this daemon among the replicas of its catalog (`catalog`: `sqlite` or `postgres`).
+    pub fn set_replica(&self, replica: &str, catalog: &'static str) {
+        self.replica_info.get_or_create(&ReplicaLabels { replica: replica.to_string(), catalog }).set(1);
+    }
+
+    /// A change another replica made was followed: `mount` or `status`.
+    pub fn record_replica_change(&self, kind: &'static str) {
+        self.replica_changes.get_or_create(&ReplicaChangeLabels { kind }).inc();
+    }
+
+    /// A periodic comparison found mounts out of step with the shared catalog.
+    pub fn record_reconciled(&self, mounts: usize) {
+        self.reconciled_mounts.inc_by(mounts as u64);
+    }
+
+    /// A generation job whose replica stopped renewing its lease was taken over.
+    pub fn record_job_taken_over(&self) {
+        self.jobs_taken_over.inc();
     }
 
     /// An operator approved, rejected or activated a version.

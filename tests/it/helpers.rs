@@ -52,7 +52,6 @@ pub async fn spawn_app_with(options: AppOptions) -> TestApp {
     };
     let mut env = catalog_env(data_dir.path()).await;
     env.extend([
-
         (format!("MCPBOOTD_EGRESS__RESOLVE__{WEATHER_HOST}"), "127.0.0.1".to_string()),
         (format!("MCPBOOTD_EGRESS__RESOLVE__{OTHER_HOST}"), "127.0.0.1".to_string()),
         ("MCPBOOTD_EGRESS__ALLOW_PRIVATE_NETWORKS".to_string(), "true".to_string()),
@@ -75,6 +74,14 @@ pub fn catalog_path(dir: &Path) -> PathBuf {
 #[path = "../support/postgres.rs"]
 pub mod postgres;
 
+/// A data directory for a daemon on the PostgreSQL database `url` (a replica of others on it).
+pub fn replica_data_dir(url: &str) -> Arc<tempfile::TempDir> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("postgres.url"), url).unwrap();
+    std::fs::write(dir.path().join("catalog.key"), "11".repeat(32)).unwrap();
+    Arc::new(dir)
+}
+
 /// Whether this run keeps the catalog in PostgreSQL (`MCPBOOTD_TEST_CATALOG=postgres`): `.ci/run`
 /// runs the integration suite once on each backend.
 pub fn on_postgres() -> bool {
@@ -85,10 +92,10 @@ pub fn on_postgres() -> bool {
 /// PostgreSQL database whose URL is kept there, so a daemon restarted on the same `dir` finds the
 /// same catalog (with a credentials key beside it, as the catalog file would have).
 async fn catalog_env(dir: &Path) -> Vec<(String, String)> {
-    if !on_postgres() {
+    let url_file = dir.join("postgres.url");
+    if !on_postgres() && !url_file.exists() {
         return vec![("MCPBOOTD_CATALOG__PATH".to_string(), catalog_path(dir).display().to_string())];
     }
-    let url_file = dir.join("postgres.url");
     let url = match std::fs::read_to_string(&url_file) {
         Ok(url) => url,
         Err(_) => {

@@ -23,6 +23,7 @@ mod observability;
 mod openapi;
 mod openapi_quality;
 mod overruns;
+mod replicas;
 mod sandbox_escapes;
 mod scripted_llm;
 mod sdk_clients;

@@ -1,0 +1,185 @@
+//! Several daemons on one PostgreSQL catalog (docs/replicas.md): what one replica changes, the
+//! others follow within a second; each generation job runs on exactly one replica, and another
+//! takes it over when that one dies.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::helpers::{
+    AppOptions, OTHER_HOST, TestApp, WEATHER_HOST, on_postgres, postgres, replica_data_dir, spawn_app_with, tool,
+};
+
+/// How soon a change made through one replica must be seen through the others.
+const FOLLOW_WITHIN: Duration = Duration::from_secs(1);
+
+/// `count` daemons on one fresh PostgreSQL database, named `replica-0`, `replica-1`, …
+async fn replicas(count: usize, env: &[(&str, &str)]) -> Option<Vec<TestApp>> {
+    let url = postgres::fresh_database().await?;
+    let upstream = crate::helpers::Upstream::start().await;
+    let mut apps = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut pairs: Vec<(String, String)> =
+            env.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect();
+        pairs.push(("MCPBOOTD_CATALOG__REPLICA_ID".into(), format!("replica-{i}")));
+        let options =
+            AppOptions { env: pairs, data_dir: Some(replica_data_dir(&url)), upstream: Some(upstream.clone()) };
+        apps.push(spawn_app_with(options).await);
+    }
+    Some(apps)
+}
+
+/// Polls `check` until it holds, for at most `within`; returns how long it took.
+async fn within<F, Fut>(within: Duration, what: &str, mut check: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    loop {
+        if check().await {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < within, "{what}: not seen within {within:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn call_status(app: &TestApp, id: &str) -> (u16, Value) {
+    app.admin_call(id, "hi", json!({})).await
+}
+
+async fn mcp_list_status(app: &TestApp, id: &str, token: Option<&str>) -> u16 {
+    let mut request = app
+        .http
+        .post(app.mcp_url(id))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_follow_each_others_changes_within_a_second() {
+    if on_postgres() {
+        return; // runs on PostgreSQL in either pass
+    }
+    let Some(apps) = replicas(3, &[]).await else { return };
+    let [a, b, c] = &apps[..] else { unreachable!() };
+
+    // Registered on A, called on B and C.
+    a.register(json!({"id": "shared", "allow_domains": [WEATHER_HOST, OTHER_HOST],
+        "tools": [tool("hi", "return 'hi from ' + (args.who || 'the shared catalog');")]}))
+        .await;
+    for (name, app) in [("B", b), ("C", c)] {
+        let took = within(FOLLOW_WITHIN, &format!("registration on A, call on {name}"), || async {
+            call_status(app, "shared").await.0 == 200
+        })
+        .await;
+        println!("registration on A served by {name} after {took:?}");
+        let (status, body) = call_status(app, "shared").await;
+        assert_eq!((status, &body["result"]["content"][0]["text"]), (200, &json!("hi from the shared catalog")));
+    }
+
+    // An access token set on B guards the mount on A and C.
+    let response = b
+        .http
+        .put(b.url("/admin/servers/shared/access-token"))
+        .json(&json!({"access_token": "shared-token-0123456789"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    for (name, app) in [("A", a), ("C", c)] {
+        within(FOLLOW_WITHIN, &format!("token set on B, enforced on {name}"), || async {
+            mcp_list_status(app, "shared", None).await == 401
+        })
+        .await;
+        assert_eq!(mcp_list_status(app, "shared", Some("shared-token-0123456789")).await, 200);
+    }
+
+    // Deleted on C: 404 on A and B.
+    assert_eq!(c.delete("/admin/servers/shared").await.0, 204);
+    for (name, app) in [("A", a), ("B", b)] {
+        let took = within(FOLLOW_WITHIN, &format!("deletion on C, 404 on {name}"), || async {
+            call_status(app, "shared").await.0 == 404
+        })
+        .await;
+        println!("deletion on C seen by {name} after {took:?}");
+        assert_eq!(mcp_list_status(app, "shared", None).await, 404);
+    }
+    for app in apps {
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_set_on_one_replica_is_sent_by_the_others() {
+    if on_postgres() {
+        return;
+    }
+    let Some(apps) = replicas(2, &[]).await else { return };
+    let [a, b] = &apps[..] else { unreachable!() };
+    let fetch = tool("fetch", "const r = await fetch(args.url); return await r.text();");
+    a.register(json!({"id": "keyed", "allow_domains": [WEATHER_HOST], "tools": [fetch]})).await;
+    let echo = format!("{}/echo", a.upstream_url(WEATHER_HOST));
+    within(FOLLOW_WITHIN, "registration on A, call on B", || async {
+        b.admin_call("keyed", "fetch", json!({"url": echo})).await.0 == 200
+    })
+    .await;
+    // B built its mount (without credentials) by calling it; now A sets one.
+    let credential = json!({"value": "replicated-secret-1", "domains": [WEATHER_HOST],
+        "inject": {"header": "Authorization", "format": "Bearer {value}"}});
+    let response = a.http.put(a.url("/admin/servers/keyed/credentials/token")).json(&credential).send().await.unwrap();
+    assert_eq!(response.status(), 201);
+    within(FOLLOW_WITHIN, "credential set on A, sent by B", || async {
+        b.admin_call("keyed", "fetch", json!({"url": echo})).await;
+        b.upstream
+            .requests()
+            .last()
+            .and_then(|r| r.headers.get("authorization").cloned())
+            .is_some_and(|value| value.to_str().is_ok_and(|value| value == "Bearer replicated-secret-1"))
+    })
+    .await;
+    for app in apps {
+        app.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_announcement_is_made_good_by_the_periodic_reconciliation() {
+    use sqlx::Connection;
+    if on_postgres() {
+        return;
+    }
+    let Some(apps) = replicas(2, &[("MCPBOOTD_CATALOG__RECONCILE_INTERVAL", "1s")]).await else { return };
+    let [a, b] = &apps[..] else { unreachable!() };
+    // Nothing is announced from here on, as if B's listening connection were down.
+    let url = std::fs::read_to_string(a.data_dir.path().join("postgres.url")).unwrap();
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    for statement in [
+        "ALTER TABLE servers DISABLE TRIGGER servers_announce",
+        "ALTER TABLE credentials DISABLE TRIGGER credentials_announce",
+    ] {
+        sqlx::raw_sql(statement).execute(&mut admin).await.unwrap();
+    }
+    a.register(json!({"id": "quiet", "tools": [tool("hi", "return 'hi';")]})).await;
+    let took = within(Duration::from_secs(5), "registration on A without announcement, served by B", || async {
+        call_status(b, "quiet").await.0 == 200
+    })
+    .await;
+    println!("unannounced registration reached B after {took:?}");
+    assert_eq!(a.delete("/admin/servers/quiet").await.0, 204);
+    within(Duration::from_secs(5), "unannounced deletion on A, 404 on B", || async {
+        call_status(b, "quiet").await.0 == 404
+    })
+    .await;
+    let metrics = b.http.get(b.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("mcpbootd_reconciled_mounts_total 2"), "{metrics}");
+    assert!(metrics.contains("mcpbootd_replica_info{replica=\"replica-1\",catalog=\"postgres\"} 1"), "{metrics}");
+    for app in apps {
+        app.stop().await;
+    }
+}

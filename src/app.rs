@@ -91,12 +91,18 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
             tasks: tasks.clone(),
         },
     );
-    for (server, stage) in catalog.fail_interrupted_generations().await? {
-        tracing::warn!(server_id = %server, %stage, "generation interrupted by a restart was marked failed");
-    }
-    let interrupted = catalog.fail_interrupted_drift_checks().await?;
-    if interrupted > 0 {
-        tracing::warn!(servers = interrupted, "drift checks interrupted by a restart were marked failed");
+    if catalog.is_shared() {
+        // Unfinished jobs belong to other replicas, or to dead ones whose leases expire: they are
+        // taken over, not failed.
+        generator.spawn_lease_keeper();
+    } else {
+        for (server, stage) in catalog.fail_interrupted_generations().await? {
+            tracing::warn!(server_id = %server, %stage, "generation interrupted by a restart was marked failed");
+        }
+        let interrupted = catalog.fail_interrupted_drift_checks().await?;
+        if interrupted > 0 {
+            tracing::warn!(servers = interrupted, "drift checks interrupted by a restart were marked failed");
+        }
     }
     if let Some(every) = config.generation.drift_interval() {
         tracing::info!(every = %humantime::format_duration(every), "documentation drift checks on");

@@ -34,6 +34,7 @@ mod calls;
 mod changes;
 mod credentials;
 mod generations;
+mod leases;
 mod registrations;
 mod servers;
 mod tools;
@@ -46,6 +47,7 @@ pub use generations::{
     CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument,
     NewPromptServer, StageTimings, StartGeneration,
 };
+pub use leases::ClaimedGeneration;
 pub use registrations::NewToolsetServer;
 pub use servers::{MountRecord, ServedGeneration, ServerRecord, ServerSummary};
 pub use tools::ToolExtras;
@@ -65,6 +67,9 @@ pub enum CatalogError {
     /// A write shared with other requests (a batch) failed; the message is the cause.
     #[error("catalog write failed: {0}")]
     WriteFailed(String),
+    /// A generation job's write after its lease passed to another replica (named).
+    #[error("replica {0:?} took this generation over after its lease expired")]
+    LeaseLost(String),
 }
 
 /// Which engine holds the catalog.

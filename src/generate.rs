@@ -33,7 +33,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use crate::catalog::{Catalog, FinishedGeneration, NewDocument, StageTimings, ToolExtras};
+use crate::catalog::{Catalog, CatalogError, FinishedGeneration, NewDocument, StageTimings, ToolExtras};
 use crate::config::{Config, GenerationConfig};
 use crate::credentials::vault::Vault;
 use crate::credentials::{Binding, Credential};
@@ -47,7 +47,7 @@ use crate::llm::{LlmClient, Usage};
 use crate::serve::call::Caller;
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::registry::Registry;
-use crate::states::{GenerationOutcome, Stage, Status, Trigger};
+use crate::states::{GenerationOutcome, ServerKind, Stage, Status, Trigger};
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
 use crate::toolset::{OpenApiSettings, ServerId, ToolSpec, Toolset};
@@ -241,8 +241,96 @@ impl Generator {
     }
 }
 
+impl Generator {
+    /// On a catalog shared by replicas: renews the leases this replica holds, every third of
+    /// `[catalog] lease_ttl`, and takes over the jobs of replicas that stopped renewing theirs.
+    pub fn spawn_lease_keeper(&self) {
+        let generator = self.clone();
+        let shutdown = self.inner.tasks.shutdown_started();
+        let every = self.inner.catalog.replica().lease_ttl / 3;
+        self.inner.tasks.spawn(async move {
+            let keep = async {
+                loop {
+                    tokio::time::sleep(every).await;
+                    if let Err(error) = generator.inner.catalog.renew_leases().await {
+                        tracing::warn!(%error, "cannot renew this replica's leases; other replicas may take its jobs over");
+                    }
+                    generator.take_over_abandoned().await;
+                }
+            };
+            tokio::select! {
+                () = keep => {}
+                () = shutdown => {}
+            }
+        });
+    }
+
+    /// Claims and runs every job whose lease has expired.
+    async fn take_over_abandoned(&self) {
+        loop {
+            let claimed = match self.inner.catalog.claim_abandoned_generation().await {
+                Ok(Some(claimed)) => claimed,
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot look for generation jobs to take over");
+                    return;
+                }
+            };
+            self.inner.metrics.record_job_taken_over();
+            tracing::warn!(server_id = %claimed.server, generation_id = claimed.generation_id,
+                "taking over a generation job whose replica stopped renewing its lease; running it again");
+            if claimed.repair {
+                // A repair's input (the failures the other replica read) is not kept whole.
+                let finished = FinishedGeneration {
+                    error: Some(format!(
+                        "the replica running this repair stopped; POST /admin/servers/{}/regenerate with the same \
+                         tools to run it again",
+                        claimed.server
+                    )),
+                    refused_domains: json!([]),
+                    ..Default::default()
+                };
+                let (server, generation_id) = (claimed.server, claimed.generation_id);
+                if let Err(error) = self
+                    .inner
+                    .catalog
+                    .finish_generation(&server, generation_id, GenerationOutcome::Failed, &finished)
+                    .await
+                {
+                    tracing::warn!(%error, "cannot mark an abandoned repair failed");
+                }
+                continue;
+            }
+            let openapi = if claimed.kind == ServerKind::OpenApi { claimed.openapi } else { None };
+            self.spawn(Job {
+                server: claimed.server,
+                generation_id: claimed.generation_id,
+                prompt: claimed.prompt,
+                allow_domains: claimed.allow_domains,
+                dry_run: claimed.dry_run,
+                force: claimed.force,
+                openapi,
+                trigger: claimed.trigger,
+                repair: None,
+            });
+        }
+    }
+}
+
 impl Inner {
     async fn interrupted(&self, job: &Job) {
+        if self.catalog.is_shared() {
+            // Another replica runs it again at once rather than after the lease expires.
+            match self.catalog.release_lease(job.generation_id).await {
+                Ok(()) => {
+                    tracing::info!(server_id = %job.server, "generation interrupted by shutdown; left to another replica")
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot release an interrupted generation; another replica takes it over when its lease expires")
+                }
+            }
+            return;
+        }
         let finished = FinishedGeneration {
             error: Some(format!(
                 "interrupted by a daemon shutdown; POST /admin/servers/{}/regenerate to run it again",
@@ -278,6 +366,10 @@ impl Inner {
             job.trigger == Trigger::Drift && finished.tools.iter().any(|(_, extras)| self_test_failed(extras));
         let status = match self.catalog.finish_generation(&job.server, job.generation_id, outcome, &finished).await {
             Ok(status) => status,
+            Err(CatalogError::LeaseLost(replica)) => {
+                tracing::warn!(%replica, "another replica took this generation over (its lease expired); result dropped");
+                return;
+            }
             Err(error) => {
                 tracing::error!(%error, "could not store the generation's result");
                 return;

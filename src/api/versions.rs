@@ -248,7 +248,9 @@ pub async fn check_drift(State(state): State<AppState>, Path(id): Path<String>) 
     let outcome = state.generator.check_drift(&id).await.map_err(|error| match error {
         DriftError::NoServer(id) => not_found(&id),
         DriftError::NoDocuments(_) => ApiError::new(ErrorCode::NotGenerated, error.to_string()),
-        DriftError::Generating(_) => ApiError::new(ErrorCode::GenerationRunning, error.to_string()),
+        DriftError::Generating(_) | DriftError::CheckedElsewhere(_) => {
+            ApiError::new(ErrorCode::GenerationRunning, error.to_string())
+        }
         DriftError::Catalog(error) => error.into(),
     })?;
     Ok(Json(DriftReport {

@@ -225,7 +225,8 @@ impl Catalog {
         }
         insert_credentials(&mut tx, new.id, new.credentials, now).await?;
         let start = StartGeneration { dry_run: new.dry_run, ..StartGeneration::new(Trigger::Registration) };
-        let generation_id = insert_generation(&mut tx, new.id, kind, &start, now).await?;
+        let generation_id =
+            insert_generation(&mut tx, new.id, kind, &start, now, (&self.replica.id, self.lease_expiry(now))).await?;
         tx.commit().await?;
         Ok(generation_id)
     }
@@ -250,7 +251,8 @@ impl Catalog {
         if running > 0 {
             return Ok(None);
         }
-        let generation_id = insert_generation(&mut tx, id, kind, start, now).await?;
+        let generation_id =
+            insert_generation(&mut tx, id, kind, start, now, (&self.replica.id, self.lease_expiry(now))).await?;
         sqlx::query("UPDATE servers SET status = $1, updated_at = $2 WHERE id = $3")
             .bind(Status::Pending)
             .bind(now)
@@ -270,11 +272,17 @@ impl Catalog {
     ) -> Result<(), CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
-        sqlx::query("UPDATE generations SET status = $1 WHERE id = $2")
-            .bind(Status::from(stage))
-            .bind(generation_id)
-            .execute(&mut *tx)
-            .await?;
+        let updated = sqlx::query(
+            "UPDATE generations SET status = $1 WHERE id = $2 AND (lease_owner IS NULL OR lease_owner = $3)",
+        )
+        .bind(Status::from(stage))
+        .bind(generation_id)
+        .bind(self.replica.id.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            return Err(lease_lost(&mut tx, generation_id).await);
+        }
         sqlx::query("UPDATE servers SET status = $1, updated_at = $2 WHERE id = $3")
             .bind(Status::from(stage))
             .bind(now)
@@ -456,11 +464,11 @@ impl Catalog {
                 status = Status::AwaitingApproval;
             }
         }
-        sqlx::query(
+        let updated = sqlx::query(
             "UPDATE generations SET status = $1, error = $2, prompt_hash = $3, content_hash = $4, model = $5, plan = $6,
                  whitelist = $7, refused_domains = $8, warnings = $9, timings = $10, input_tokens = $11, output_tokens = $12,
                  llm_requests = $13, cache_hit = $14, cached_from = $15, finished_at = $16
-             WHERE id = $17",
+             WHERE id = $17 AND (lease_owner IS NULL OR lease_owner = $18)",
         )
         .bind(status)
         .bind(&finished.error)
@@ -479,8 +487,12 @@ impl Catalog {
         .bind(finished.cached_from)
         .bind(now)
         .bind(generation_id)
+        .bind(self.replica.id.as_str())
         .execute(&mut *tx)
         .await?;
+        if updated.rows_affected() == 0 {
+            return Err(lease_lost(&mut tx, generation_id).await);
+        }
         let tools: Vec<_> = finished.tools.iter().map(|(tool, extras)| ToolRow::new(tool, extras)).collect();
         insert_tools(&mut tx, generation_id, &tools).await?;
         let activate = status == Status::Ready;
@@ -545,19 +557,35 @@ pub(super) fn status_list(statuses: &[Status]) -> String {
     statuses.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
 }
 
-/// A new `pending` generation; the catalog's trigger gives it the server's next version number.
+/// Why a job's write matched no generation: another replica took it over (its lease expired), or
+/// the generation is gone (its server was deleted), which the caller's next step reports.
+async fn lease_lost(tx: &mut sqlx::Transaction<'_, sqlx::Any>, generation_id: i64) -> CatalogError {
+    match sqlx::query_scalar::<_, Option<String>>("SELECT lease_owner FROM generations WHERE id = $1")
+        .bind(generation_id)
+        .fetch_optional(&mut **tx)
+        .await
+    {
+        Ok(Some(owner)) => CatalogError::LeaseLost(owner.unwrap_or_default()),
+        Ok(None) => CatalogError::Corrupt(format!("generation {generation_id} no longer exists")),
+        Err(error) => error.into(),
+    }
+}
+
+/// A new `pending` generation, leased to `owner` until `lease_expires_at`; the catalog's trigger
+/// gives it the server's next version number.
 async fn insert_generation(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     server: &ServerId,
     kind: ServerKind,
     start: &StartGeneration,
     now: i64,
+    (owner, lease_expires_at): (&str, i64),
 ) -> Result<i64, CatalogError> {
     let source = if kind == ServerKind::OpenApi { GenerationSource::OpenApi } else { GenerationSource::Llm };
     Ok(sqlx::query_scalar(
         "INSERT INTO generations (server_id, source, status, generator_version, created_at, dry_run, force,
-                                  triggered_by, trigger_detail, repair)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                                  triggered_by, trigger_detail, repair, lease_owner, lease_expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
     )
     .bind(server.as_str())
     .bind(source)
@@ -569,6 +597,8 @@ async fn insert_generation(
     .bind(start.trigger)
     .bind(start.detail.as_deref())
     .bind(start.repair.as_ref().map(to_json))
+    .bind(owner)
+    .bind(lease_expires_at)
     .fetch_one(&mut **tx)
     .await?)
 }

@@ -44,6 +44,8 @@ pub enum DriftError {
     NoDocuments(ServerId),
     #[error("server {0:?} is being generated; check again when it has finished")]
     Generating(ServerId),
+    #[error("another replica is checking server {0:?} now; its result shows in GET /admin/servers/{0} shortly")]
+    CheckedElsewhere(ServerId),
     #[error(transparent)]
     Catalog(#[from] CatalogError),
 }
@@ -51,8 +53,19 @@ pub enum DriftError {
 impl Generator {
     /// Checks one server's documents now.
     pub async fn check_drift(&self, id: &ServerId) -> Result<DriftOutcome, DriftError> {
-        let subject = self.inner.catalog.drift_subject(id).await?.ok_or_else(|| DriftError::NoServer(id.clone()))?;
-        self.inner.check(&subject).await
+        if !self.inner.catalog.claim_drift_check(id).await? {
+            return Err(match self.inner.catalog.server_status(id).await? {
+                Some(_) => DriftError::CheckedElsewhere(id.clone()),
+                None => DriftError::NoServer(id.clone()),
+            });
+        }
+        let checked = match self.inner.catalog.drift_subject(id).await {
+            Ok(Some(subject)) => self.inner.check(&subject).await,
+            Ok(None) => Err(DriftError::NoServer(id.clone())),
+            Err(error) => Err(error.into()),
+        };
+        self.inner.release_drift_check(id).await;
+        checked
     }
 
     /// Starts the background checks, every `every`.
@@ -86,8 +99,11 @@ impl Inner {
                             next_due = next_due.min(due);
                             continue;
                         }
-                        match self.check(&subject).await {
-                            Ok(_) | Err(DriftError::Generating(_) | DriftError::NoServer(_)) => {}
+                        match self.check_if_still_due(&subject.id, every_ms, started_at).await {
+                            Ok(_)
+                            | Err(
+                                DriftError::Generating(_) | DriftError::NoServer(_) | DriftError::CheckedElsewhere(_),
+                            ) => {}
                             Err(error) => tracing::warn!(server_id = %subject.id, %error, "drift check failed"),
                         }
                     }
@@ -96,6 +112,36 @@ impl Inner {
             }
             let wait = (next_due - now_millis()).clamp(1_000, 60_000);
             tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+        }
+    }
+
+    /// Checks `id` if no other replica is checking it and, read again after taking its lease,
+    /// it is still due (another replica may have checked it since the list was read).
+    async fn check_if_still_due(
+        self: &Arc<Self>,
+        id: &ServerId,
+        every_ms: i64,
+        started_at: i64,
+    ) -> Result<Option<DriftOutcome>, DriftError> {
+        if !self.catalog.claim_drift_check(id).await? {
+            return Err(DriftError::CheckedElsewhere(id.clone()));
+        }
+        let checked = async {
+            let Some(subject) = self.catalog.drift_subject(id).await? else { return Ok(None) };
+            let due = subject.drift.as_ref().map_or(started_at, |state| state.checked_at) + every_ms;
+            if due > now_millis() {
+                return Ok(None);
+            }
+            self.check(&subject).await.map(Some)
+        }
+        .await;
+        self.release_drift_check(id).await;
+        checked
+    }
+
+    async fn release_drift_check(&self, id: &ServerId) {
+        if let Err(error) = self.catalog.release_drift_check(id).await {
+            tracing::warn!(server_id = %id, %error, "cannot release a drift check's lease; it expires by itself");
         }
     }
 

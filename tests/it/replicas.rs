@@ -183,3 +183,132 @@ async fn a_lost_announcement_is_made_good_by_the_periodic_reconciliation() {
         app.stop().await;
     }
 }
+
+/// A daemon in a process of its own (so it can be killed with SIGKILL), on `url`.
+struct ChildDaemon {
+    process: std::process::Child,
+    address: std::net::SocketAddr,
+}
+
+impl ChildDaemon {
+    async fn start(data_dir: &std::path::Path, env: Vec<(String, String)>) -> ChildDaemon {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let address: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let url = std::fs::read_to_string(data_dir.join("postgres.url")).unwrap();
+        let process = std::process::Command::new(env!("CARGO_BIN_EXE_mcpbootd"))
+            .arg("serve")
+            .env("MCPBOOTD_SERVER__LISTEN", address.to_string())
+            .env("MCPBOOTD_CATALOG__URL", url)
+            .env("MCPBOOTD_CREDENTIALS__KEY_FILE", data_dir.join("catalog.key"))
+            .env("MCPBOOTD_SANDBOX__WORKERS", "1")
+            .env("MCPBOOTD_LOG__LEVEL", "warn")
+            .envs(env)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("the daemon binary starts");
+        let http = reqwest::Client::new();
+        within(Duration::from_secs(20), "the child daemon turns ready", || async {
+            http.get(format!("http://{address}/readyz")).send().await.is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+        ChildDaemon { process, address }
+    }
+
+    fn kill(&mut self) {
+        // SIGKILL: no shutdown, no lease released, nothing written.
+        self.process.kill().unwrap();
+        self.process.wait().unwrap();
+    }
+}
+
+impl Drop for ChildDaemon {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generation_whose_replica_is_killed_is_finished_once_by_another() {
+    use crate::generation::{DOCS_HOST, docs_html, plan_json, prompt, script_happy_path};
+    use crate::scripted_llm::{Scripted, ScriptedLlm};
+    if on_postgres() {
+        return;
+    }
+    let Some(url) = postgres::fresh_database().await else { return };
+    let llm = ScriptedLlm::start().await;
+    let upstream = crate::helpers::Upstream::start().await;
+    let port = upstream.address.port();
+    upstream.set_docs(&docs_html(port));
+    let mut env = llm.daemon_env(false);
+    env.extend([
+        ("MCPBOOTD_LLM__TIMEOUT_MS".to_string(), "60000".to_string()),
+        ("MCPBOOTD_LLM__MAX_RETRIES".to_string(), "0".to_string()),
+        ("MCPBOOTD_CATALOG__LEASE_TTL".to_string(), "2s".to_string()),
+        (format!("MCPBOOTD_EGRESS__RESOLVE__{DOCS_HOST}"), "127.0.0.1".to_string()),
+    ]);
+    // A, the replica that will die, in a process of its own; B and C in this one.
+    let a_dir = replica_data_dir(&url);
+    let mut child_env = env.clone();
+    child_env.extend([
+        ("MCPBOOTD_CATALOG__REPLICA_ID".to_string(), "replica-a".to_string()),
+        (format!("MCPBOOTD_EGRESS__RESOLVE__{WEATHER_HOST}"), "127.0.0.1".to_string()),
+        ("MCPBOOTD_EGRESS__ALLOW_PRIVATE_NETWORKS".to_string(), "true".to_string()),
+    ]);
+    let mut a = ChildDaemon::start(a_dir.path(), child_env).await;
+    let mut apps = Vec::new();
+    for name in ["replica-b", "replica-c"] {
+        let mut pairs = env.clone();
+        pairs.push(("MCPBOOTD_CATALOG__REPLICA_ID".to_string(), name.to_string()));
+        let options =
+            AppOptions { env: pairs, data_dir: Some(replica_data_dir(&url)), upstream: Some(upstream.clone()) };
+        apps.push(spawn_app_with(options).await);
+    }
+    let [b, c] = &apps[..] else { unreachable!() };
+
+    // A's planning request never gets an answer; every later request gets the happy path.
+    llm.push(Scripted::Hang);
+    script_happy_path(&llm, port);
+    let body = json!({"id": "orphan", "prompt": prompt(b)});
+    let response =
+        reqwest::Client::new().post(format!("http://{}/admin/servers", a.address)).json(&body).send().await.unwrap();
+    assert_eq!(response.status(), 202);
+    within(Duration::from_secs(10), "A asks the LLM for a plan", || async { !llm.requests().is_empty() }).await;
+    // C follows the generation as events, though A and then B run it.
+    let events = c.http.get(c.url("/admin/servers/orphan/events")).send().await.unwrap();
+    assert_eq!(events.status(), 200);
+    a.kill();
+
+    let started = Instant::now();
+    let view = crate::helpers::wait_for_status(b, "orphan", &["ready", "failed"]).await;
+    println!("a job whose replica was killed finished on another after {:?}", started.elapsed());
+    assert_eq!(view["status"], "ready", "{view:#}");
+    let stream = tokio::time::timeout(Duration::from_secs(10), events.text()).await.expect("C's event stream ends");
+    let stream = stream.unwrap();
+    assert!(stream.contains("event: done") && stream.contains("\"ready\""), "{stream}");
+
+    // Finished once: one version, planned twice (A's request, then the taker's), compiled once.
+    let (_, versions) = b.get("/admin/servers/orphan/versions").await;
+    assert_eq!(versions["versions"].as_array().unwrap().len(), 1, "{versions:#}");
+    let requests = llm.requests();
+    let planned = requests.iter().filter(|r| r.system().contains("You are the planner")).count();
+    assert_eq!((planned, requests.len()), (2, 4), "one plan each, then one compile per tool: {requests:?}");
+    let plan: Value = serde_json::from_str(&plan_json(port)).unwrap();
+    assert_eq!(view["generation"]["tools"].as_array().map(Vec::len), plan["tools"].as_array().map(Vec::len));
+    let mut taken = 0;
+    for app in [b, c] {
+        let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        taken += usize::from(metrics.contains("mcpbootd_generation_jobs_taken_over_total 1"));
+    }
+    assert_eq!(taken, 1, "exactly one replica took the job over");
+    // Both survivors serve it.
+    for app in [b, c] {
+        within(FOLLOW_WITHIN, "the finished server is served by every replica", || async {
+            app.admin_call("orphan", "add", json!({"a": 1, "b": 2})).await.0 == 200
+        })
+        .await;
+    }
+    for app in apps {
+        app.stop().await;
+    }
+}

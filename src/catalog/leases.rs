@@ -1,0 +1,160 @@
+//! Leases: which replica runs a generation job or a server's drift check.
+//!
+//! A generation is written with its replica as `lease_owner` and a `lease_expires_at` that the
+//! replica pushes forward while the job runs ([`Catalog::renew_leases`]). A replica that dies
+//! stops renewing; once the lease has expired another replica claims the job
+//! ([`Catalog::claim_abandoned_generation`], `FOR UPDATE SKIP LOCKED`, so two replicas looking at
+//! once claim different jobs) and runs it from the start. Every write a job makes checks that its
+//! replica still holds the lease ([`CatalogError::LeaseLost`] otherwise), so a replica that was
+//! only slow, not dead, cannot finish a job another one took over: each job finishes once.
+
+use sqlx::Row;
+
+use super::{Catalog, CatalogError, from_json, now_millis};
+use crate::states::{ServerKind, Status, Trigger};
+use crate::toolset::{OpenApiSettings, ServerId};
+
+/// A generation job taken over from a replica that stopped renewing its lease.
+#[derive(Debug, Clone)]
+pub struct ClaimedGeneration {
+    pub generation_id: i64,
+    pub server: ServerId,
+    pub kind: ServerKind,
+    pub prompt: String,
+    pub allow_domains: Vec<String>,
+    pub openapi: Option<OpenApiSettings>,
+    pub dry_run: bool,
+    pub force: bool,
+    pub trigger: Trigger,
+    /// A targeted repair, which is not run again (its failures were the other replica's input).
+    pub repair: bool,
+}
+
+impl Catalog {
+    /// When a lease written now expires.
+    pub(crate) fn lease_expiry(&self, now: i64) -> i64 {
+        now + i64::try_from(self.replica.lease_ttl.as_millis()).unwrap_or(i64::MAX / 2)
+    }
+
+    /// Pushes the expiry of every lease this replica holds forward: running jobs', and drift
+    /// checks' not yet released.
+    pub async fn renew_leases(&self) -> Result<u64, CatalogError> {
+        let now = now_millis();
+        let renewed = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE generations SET lease_expires_at = $1 WHERE lease_owner = $2 AND status IN ({})",
+            super::generations::status_list(&Status::RUNNING)
+        )))
+        .bind(self.lease_expiry(now))
+        .bind(self.replica.id.as_str())
+        .execute(&self.writer)
+        .await?;
+        let checks = sqlx::query(
+            "UPDATE servers SET drift_lease_expires_at = $1 WHERE drift_lease_owner = $2 AND drift_lease_expires_at > $3",
+        )
+        .bind(self.lease_expiry(now))
+        .bind(self.replica.id.as_str())
+        .bind(now)
+        .execute(&self.writer)
+        .await?;
+        Ok(renewed.rows_affected() + checks.rows_affected())
+    }
+
+    /// Takes the lease on checking `id`'s documentation for drift; `false` while another
+    /// replica holds it.
+    pub async fn claim_drift_check(&self, id: &ServerId) -> Result<bool, CatalogError> {
+        let now = now_millis();
+        let claimed = sqlx::query(
+            "UPDATE servers SET drift_lease_owner = $1, drift_lease_expires_at = $2
+             WHERE id = $3 AND (COALESCE(drift_lease_expires_at, 0) < $4 OR drift_lease_owner = $1)",
+        )
+        .bind(self.replica.id.as_str())
+        .bind(self.lease_expiry(now))
+        .bind(id.as_str())
+        .bind(now)
+        .execute(&self.writer)
+        .await?;
+        Ok(claimed.rows_affected() == 1)
+    }
+
+    /// Ends a drift check this replica ran.
+    pub async fn release_drift_check(&self, id: &ServerId) -> Result<(), CatalogError> {
+        sqlx::query("UPDATE servers SET drift_lease_expires_at = 0 WHERE id = $1 AND drift_lease_owner = $2")
+            .bind(id.as_str())
+            .bind(self.replica.id.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether other replicas may share this catalog (jobs are then leased and taken over).
+    pub fn is_shared(&self) -> bool {
+        self.backend == super::Backend::Postgres
+    }
+
+    /// Lets go of a job this replica stops running (shutdown), so another replica claims it at
+    /// once instead of after the lease expires.
+    pub async fn release_lease(&self, generation_id: i64) -> Result<(), CatalogError> {
+        sqlx::query("UPDATE generations SET lease_expires_at = 0 WHERE id = $1 AND lease_owner = $2")
+            .bind(generation_id)
+            .bind(self.replica.id.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// Claims one running job whose lease has expired, for this replica, clearing what its
+    /// previous run stored (documents, tools) so it can run again from the start.
+    pub async fn claim_abandoned_generation(&self) -> Result<Option<ClaimedGeneration>, CatalogError> {
+        let now = now_millis();
+        let mut tx = self.writer.begin().await?;
+        let running = super::generations::status_list(&Status::RUNNING);
+        let candidate = match self.backend {
+            super::Backend::Postgres => format!(
+                "SELECT id FROM generations WHERE status IN ({running}) AND COALESCE(lease_expires_at, 0) < $1
+                 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+            ),
+            super::Backend::Sqlite => format!(
+                "SELECT id FROM generations WHERE status IN ({running}) AND COALESCE(lease_expires_at, 0) < $1
+                 ORDER BY id LIMIT 1"
+            ),
+        };
+        let Some(generation_id): Option<i64> =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(candidate)).bind(now).fetch_optional(&mut *tx).await?
+        else {
+            return Ok(None);
+        };
+        sqlx::query("UPDATE generations SET lease_owner = $1, lease_expires_at = $2 WHERE id = $3")
+            .bind(self.replica.id.as_str())
+            .bind(self.lease_expiry(now))
+            .bind(generation_id)
+            .execute(&mut *tx)
+            .await?;
+        for statement in
+            ["DELETE FROM generation_documents WHERE generation_id = $1", "DELETE FROM tools WHERE generation_id = $1"]
+        {
+            sqlx::query(statement).bind(generation_id).execute(&mut *tx).await?;
+        }
+        let row = sqlx::query(
+            "SELECT g.server_id, g.dry_run, g.force, g.triggered_by, g.repair, s.kind, s.prompt, s.allow_domains,
+                    s.openapi
+             FROM generations g JOIN servers s ON s.id = g.server_id WHERE g.id = $1",
+        )
+        .bind(generation_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let claimed = ClaimedGeneration {
+            generation_id,
+            server: ServerId::parse(&row.get::<String, _>("server_id")).map_err(CatalogError::Corrupt)?,
+            kind: row.get("kind"),
+            prompt: row.get::<Option<String>, _>("prompt").unwrap_or_default(),
+            allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
+            openapi: row.get::<Option<String>, _>("openapi").as_deref().map(from_json).transpose()?,
+            dry_run: super::flag(&row, "dry_run"),
+            force: super::flag(&row, "force"),
+            trigger: row.get("triggered_by"),
+            repair: row.get::<Option<String>, _>("repair").is_some(),
+        };
+        tx.commit().await?;
+        Ok(Some(claimed))
+    }
+}

@@ -184,8 +184,11 @@ impl Catalog {
         Ok(transaction)
     }
 
+    /// Whether the catalog answers a query within a second (a probe must not hang on a database
+    /// that is down while the pool waits to connect).
     pub async fn ping(&self) -> bool {
-        sqlx::query("SELECT 1").execute(&self.reader).await.is_ok()
+        let ping = sqlx::query("SELECT 1").execute(&self.reader);
+        matches!(tokio::time::timeout(Duration::from_secs(1), ping).await, Ok(Ok(_)))
     }
 
     /// Whether the catalog can be written now: one small committed write (a full disk fails

@@ -21,7 +21,11 @@ pub async fn healthz() -> Json<Liveness> {
 /// How long the readiness probe waits for the catalog's writer.
 const WRITE_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Readiness: the catalog answers and can be written, and every ready server has been mounted
+/// Readiness: every ready server has been mounted, and the catalog answers and can be written
+///
+/// On a catalog shared by replicas (PostgreSQL), an unreachable catalog is reported in the body
+/// but does not make a mounted replica unready: it is the same database for every replica, so
+/// taking them all out of the load balancer would stop the tool calls they can still serve.
 #[utoipa::path(
     get,
     path = "/readyz",
@@ -30,7 +34,7 @@ const WRITE_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let mounted = state.ready.load(Ordering::Acquire);
     let catalog = state.catalog.ping().await && state.catalog.writable(WRITE_PROBE_WAIT).await;
-    let ready = mounted && catalog;
+    let ready = mounted && (catalog || state.catalog.is_shared());
     let body = Readiness {
         status: if ready { ReadyStatus::Ready } else { ReadyStatus::NotReady },
         catalog: if catalog { CatalogHealth::Ok } else { CatalogHealth::Unavailable },

@@ -333,6 +333,34 @@ pub struct Retention {
     pub bytes: u64,
 }
 
+/// Writes a batch, trying again after a failure: once on a SQLite file (a fresh connection, a
+/// transient lock or I/O error gone; a full disk stays full), and with backoff for up to
+/// [`SHARED_RETRY_FOR`] on a shared PostgreSQL catalog, so a database restart or failover costs a
+/// delay, not records. Calls made meanwhile wait in the queue (and are counted as dropped only if
+/// it fills); tool calls never wait for the writer.
+async fn write_batch(catalog: &Catalog, calls: &[CallRecord], lost: &Dropped) {
+    let Err(mut error) = catalog.insert_calls(calls).await else { return };
+    let give_up = tokio::time::Instant::now() + if catalog.is_shared() { SHARED_RETRY_FOR } else { RETRY_AFTER };
+    let mut wait = RETRY_AFTER;
+    loop {
+        tracing::warn!(%error, calls = calls.len(), "could not write the call log; trying again");
+        tokio::time::sleep(wait).await;
+        match catalog.insert_calls(calls).await {
+            Ok(()) => return,
+            Err(again) => error = again,
+        }
+        if tokio::time::Instant::now() >= give_up {
+            tracing::error!(%error, calls = calls.len(), "could not write the call log");
+            lost.add(calls.len() as u64, "the catalog refused a batch until the writer gave up");
+            return;
+        }
+        wait = (wait * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// How long a batch is tried again on a shared catalog before its records are dropped.
+const SHARED_RETRY_FOR: Duration = Duration::from_secs(60);
+
 impl CallLog {
     /// The log and its writer, for the caller to spawn; the writer ends at [`CallLog::close`] or
     /// when every handle is dropped.
@@ -370,14 +398,7 @@ impl CallLog {
                     }
                 }
                 if !calls.is_empty() {
-                    if let Err(error) = catalog.insert_calls(&calls).await {
-                        tracing::warn!(%error, calls = calls.len(), "could not write the call log; trying once more");
-                        tokio::time::sleep(RETRY_AFTER).await;
-                        if let Err(error) = catalog.insert_calls(&calls).await {
-                            tracing::error!(%error, calls = calls.len(), "could not write the call log");
-                            lost.add(calls.len() as u64, "the catalog refused a batch twice");
-                        }
-                    }
+                    write_batch(&catalog, &calls, &lost).await;
                     if unpruned.is_empty() {
                         prune_due = tokio::time::Instant::now() + PRUNE_INTERVAL;
                     }

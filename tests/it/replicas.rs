@@ -312,3 +312,52 @@ async fn a_generation_whose_replica_is_killed_is_finished_once_by_another() {
         app.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_keep_working_through_a_postgres_restart_and_the_call_log_catches_up() {
+    if on_postgres() || postgres::skipping() {
+        return;
+    }
+    let cluster = postgres::PrivateCluster::start().await;
+    let data_dir = replica_data_dir(&cluster.url());
+    let app = spawn_app_with(AppOptions { data_dir: Some(data_dir), ..AppOptions::default() }).await;
+    app.register(json!({"id": "steady", "tools": [tool("hi", "return 'hi';")]})).await;
+    let mut made = 0;
+    assert_eq!(call_status(&app, "steady").await.0, 200);
+    made += 1;
+
+    // The database goes away; calls on the mounted server go on.
+    cluster.stop();
+    for _ in 0..20 {
+        let (status, body) = call_status(&app, "steady").await;
+        assert_eq!(status, 200, "a call while PostgreSQL is down: {body}");
+        made += 1;
+    }
+    let health = app.http.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200, "the daemon stays alive");
+    let (status, ready) = app.get("/readyz").await;
+    assert_eq!(
+        (status, &ready["catalog"]),
+        (200, &json!("unavailable")),
+        "still serving, and says why not all is well"
+    );
+
+    // It comes back: the call log catches up, and changes work again.
+    cluster.start_again();
+    for _ in 0..5 {
+        assert_eq!(call_status(&app, "steady").await.0, 200);
+        made += 1;
+    }
+    within(Duration::from_secs(30), "the call log catches up after the restart", || async {
+        let (status, log) = app.get("/admin/servers/steady/calls?limit=1000").await;
+        status == 200 && log["calls"].as_array().map(Vec::len) == Some(made)
+    })
+    .await;
+    within(Duration::from_secs(10), "a registration after the restart", || async {
+        app.post("/admin/servers", &json!({"id": "after", "tools": [tool("hi", "return 'hi';")]})).await.0 == 201
+    })
+    .await;
+    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("mcpbootd_call_log_dropped_records_total 0"), "{metrics}");
+    app.stop().await;
+}

@@ -1,5 +1,6 @@
 //! Start-up and shutdown: builds the daemon's parts from the config and serves until told to stop.
 
+pub mod migrate;
 pub mod rekey;
 mod replicas;
 

@@ -32,6 +32,7 @@ pub use crate::config::CatalogLocation;
 
 mod calls;
 mod changes;
+mod copy;
 mod credentials;
 mod generations;
 mod leases;
@@ -42,6 +43,7 @@ mod versions;
 
 pub use calls::{CallLog, CallRecord, EgressRecord, Retention};
 pub use changes::CatalogChange;
+pub use copy::{CopiedTable, CopyError};
 pub use credentials::{CredentialRecord, NewCredential, PutCredential};
 pub use generations::{
     CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument,

@@ -35,6 +35,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Copy a catalog into an empty PostgreSQL database (SQLite file to shared catalog), with
+    /// the daemon stopped; checks every table's row count afterwards.
+    Migrate {
+        /// The catalog to copy: sqlite://PATH (or a path), or postgres://…
+        #[arg(long, value_name = "URL")]
+        from: String,
+        /// The empty PostgreSQL database: postgres://user@host/db (password in the URL or PGPASSWORD).
+        #[arg(long, value_name = "URL")]
+        to: String,
+        /// Copy the call log too (it can be large; without it, the new catalog starts with none).
+        #[arg(long)]
+        with_calls: bool,
+    },
     /// Run the daemon.
     Serve {
         /// TOML config file (see `mcpbootd print-config`).
@@ -346,6 +359,7 @@ pub fn main() -> ExitCode {
         Command::Credentials { action: CredentialsAction::Rekey { config, new_key_file } } => {
             rekey(config.as_deref(), new_key_file.as_deref())
         }
+        Command::Migrate { from, to, with_calls } => migrate(&from, &to, with_calls),
         client_command => run_client(client_command, &cli.conn, url_origin(&matches)),
     }
 }
@@ -455,7 +469,7 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
             CredentialsAction::Delete { id, name } => commands::delete_credential(session, &id, &name).await,
             CredentialsAction::Rekey { .. } => unreachable!("rekey runs locally"),
         },
-        Command::Serve { .. } | Command::PrintConfig | Command::IsolateWorker { .. } => {
+        Command::Serve { .. } | Command::PrintConfig | Command::IsolateWorker { .. } | Command::Migrate { .. } => {
             unreachable!("not a client command")
         }
     }
@@ -478,6 +492,28 @@ fn rekey(config: Option<&std::path::Path>, new_key_file: Option<&std::path::Path
     match outcome {
         Ok(done) => {
             println!("re-encrypted {} credential(s); the key is now in {}", done.credentials, done.key_file.display());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("mcpbootd: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `migrate`: runs here, on both catalogs, not through the daemon.
+fn migrate(from: &str, to: &str, with_calls: bool) -> ExitCode {
+    let outcome = (|| {
+        let (from, to) = (crate::app::migrate::location(from)?, crate::app::migrate::location(to)?);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(crate::app::migrate::migrate(&from, &to, with_calls))
+    })();
+    match outcome {
+        Ok(copied) => {
+            for table in copied {
+                println!("{:<22} {:>9} rows copied", table.table, table.target_rows);
+            }
+            println!("every table has as many rows in the target as in the source");
             ExitCode::SUCCESS
         }
         Err(error) => {

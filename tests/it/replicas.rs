@@ -361,3 +361,77 @@ async fn calls_keep_working_through_a_postgres_restart_and_the_call_log_catches_
     assert!(metrics.contains("mcpbootd_call_log_dropped_records_total 0"), "{metrics}");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_copies_a_sqlite_catalog_into_postgres_and_a_replica_serves_it() {
+    use crate::generation::{DOCS_HOST, docs_html, prompt, script_happy_path};
+    use crate::helpers::catalog_path;
+    use crate::scripted_llm::ScriptedLlm;
+    if on_postgres() {
+        return;
+    }
+    let Some(url) = postgres::fresh_database().await else { return };
+    // A daemon on a SQLite file, with a generated server, a toolset with a credential, calls.
+    let llm = ScriptedLlm::start().await;
+    let mut env = llm.daemon_env(false);
+    env.push((format!("MCPBOOTD_EGRESS__RESOLVE__{DOCS_HOST}"), "127.0.0.1".to_string()));
+    let app = spawn_app_with(AppOptions { env: env.clone(), ..AppOptions::default() }).await;
+    let port = app.upstream.address.port();
+    app.upstream.set_docs(&docs_html(port));
+    script_happy_path(&llm, port);
+    let body = json!({"id": "items", "prompt": prompt(&app)});
+    assert_eq!(app.post("/admin/servers", &body).await.0, 202);
+    assert_eq!(crate::helpers::wait_for_status(&app, "items", &["ready", "failed"]).await["status"], "ready");
+    let fetch = tool("fetch", "const r = await fetch(args.url); return await r.text();");
+    app.register(json!({"id": "keyed", "allow_domains": [WEATHER_HOST], "tools": [fetch]})).await;
+    let credential = json!({"value": "migrated-secret-1", "domains": [WEATHER_HOST],
+        "inject": {"header": "Authorization", "format": "Bearer {value}"}});
+    let response = app.http.put(app.url("/admin/servers/keyed/credentials/token")).json(&credential).send().await;
+    assert_eq!(response.unwrap().status(), 201);
+    for (a, b) in [(1, 2), (3, 4), (5, 6)] {
+        assert_eq!(app.admin_call("items", "add", json!({"a": a, "b": b})).await.0, 200);
+    }
+    let (data_dir, upstream) = (app.data_dir.clone(), app.upstream.clone());
+    app.stop().await;
+
+    let migrate = |to: String| {
+        let from = format!("sqlite://{}", catalog_path(data_dir.path()).display());
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcpbootd"))
+            .args(["migrate", "--from", &from, "--to", &to, "--with-calls"])
+            .output()
+            .unwrap()
+    };
+    let output = migrate(url.clone());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("every table has as many rows in the target as in the source"), "{stdout}");
+    assert!(stdout.lines().any(|line| line.starts_with("calls") && line.contains(" 3 rows")), "{stdout}");
+
+    // A replica on the database serves what the file held, credentials included (same key).
+    let replica_dir = replica_data_dir(&url);
+    let key = std::fs::read_to_string(data_dir.path().join("catalog.db.key")).unwrap();
+    std::fs::write(replica_dir.path().join("catalog.key"), key).unwrap();
+    let replica = spawn_app_with(AppOptions { env, data_dir: Some(replica_dir), upstream: Some(upstream) }).await;
+    let (status, body) = replica.admin_call("items", "add", json!({"a": 20, "b": 22})).await;
+    assert_eq!((status, &body["result"]["content"][0]["text"]), (200, &json!("42")), "{body}");
+    let echo = format!("{}/echo", replica.upstream_url(WEATHER_HOST));
+    assert_eq!(replica.admin_call("keyed", "fetch", json!({"url": echo})).await.0, 200);
+    let authorization = replica.upstream.requests().last().unwrap().headers.get("authorization").cloned();
+    assert_eq!(authorization.unwrap().to_str().unwrap(), "Bearer migrated-secret-1");
+    let (_, calls) = replica.get("/admin/servers/items/calls").await;
+    assert_eq!(calls["calls"].as_array().unwrap().len(), 4, "three copied calls and one new: {calls:#}");
+    let (_, versions) = replica.get("/admin/servers/items/versions").await;
+    assert_eq!(versions["versions"][0]["status"], "ready", "{versions:#}");
+    // New versions continue the numbering and the ids.
+    let (status, _) = replica.post("/admin/servers/items/regenerate", &json!({"force": true})).await;
+    assert_eq!(status, 202);
+    let view = crate::helpers::wait_for_status(&replica, "items", &["ready", "failed"]).await;
+    assert_eq!(view["generation"]["version"], 2, "{view:#}");
+    replica.stop().await;
+
+    // Into a database that already holds servers: refused, nothing written.
+    let output = migrate(url);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("already holds 2 server(s); migrate into an empty database"), "{stderr}");
+}

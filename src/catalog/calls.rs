@@ -273,7 +273,7 @@ fn call_record(row: &sqlx::any::AnyRow) -> CallRecord {
 #[derive(Clone)]
 pub struct CallLog {
     sender: mpsc::Sender<LogMessage>,
-    /// Records lost: dropped at a full queue, or in a batch the catalog refused twice.
+    /// Records lost: dropped at a full queue, or in a batch the catalog kept refusing.
     dropped: Arc<Dropped>,
 }
 

@@ -209,7 +209,7 @@ pub struct Gauges {
     /// Running totals from the isolate pool, rendered as counters.
     pub isolate_overruns: u64,
     pub isolate_restarts: u64,
-    /// Call-log records lost (queue full, or a batch the catalog refused twice).
+    /// Call-log records lost (queue full, or a batch the catalog kept refusing).
     pub call_log_dropped: u64,
 }
 
@@ -403,7 +403,7 @@ impl Metrics {
         registry.register("mcpbootd_mounted_servers", "Servers mounted and serving MCP", g.mounted_servers.clone());
         registry.register(
             "mcpbootd_call_log_dropped_records",
-            "Call-log records lost because the writer's queue was full or the catalog refused a batch twice \
+            "Call-log records lost because the writer's queue was full or the catalog kept refusing a batch \
              (the calls themselves were answered)",
             g.call_log_dropped.clone(),
         );

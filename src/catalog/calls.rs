@@ -456,6 +456,11 @@ async fn prune(catalog: &Catalog, servers: &mut BTreeSet<String>, keep: Retentio
     }
 }
 
+/// PostgreSQL for the tests below (shared with the integration tests).
+#[cfg(test)]
+#[path = "../../tests/support/postgres.rs"]
+mod postgres_support;
+
 #[cfg(test)]
 mod tests {
     use std::str::FromStr;
@@ -499,23 +504,42 @@ mod tests {
     #[tokio::test]
     async fn records_past_a_full_queue_are_dropped_and_counted() {
         let dir = tempfile::tempdir().unwrap();
-        let catalog = catalog_with_servers(dir.path(), &["a"]).await;
-        let keep = Retention { calls: 100, bytes: u64::MAX };
-        // The writer is not started: the queue fills and the call path never waits for it.
-        let (log, writer) = CallLog::new(catalog.clone(), keep);
-        for i in 0..CALL_LOG_QUEUE + 7 {
-            log.record(call(&format!("c{i}"), "a", i as i64));
+        for catalog in catalogs_with_servers(dir.path(), &["a"]).await {
+            let keep = Retention { calls: 100, bytes: u64::MAX };
+            // The writer is not started: the queue fills and the call path never waits for it.
+            let (log, writer) = CallLog::new(catalog.clone(), keep);
+            for i in 0..CALL_LOG_QUEUE + 7 {
+                log.record(call(&format!("c{i}"), "a", i as i64));
+            }
+            assert_eq!(log.dropped(), 7);
+            // Started late, the writer writes what was queued; nothing else is lost.
+            tokio::spawn(writer);
+            log.flush().await;
+            assert_eq!(log.dropped(), 7);
+            assert_eq!(ids(&catalog, "a").await.len(), 100, "pruned to the newest 100 of the queued calls");
         }
-        assert_eq!(log.dropped(), 7);
-        // Started late, the writer writes what was queued; nothing else is lost.
-        tokio::spawn(writer);
-        log.flush().await;
-        assert_eq!(log.dropped(), 7);
-        assert_eq!(ids(&catalog, "a").await.len(), 100, "pruned to the newest 100 of the queued calls");
+    }
+
+    /// A catalog of each backend (SQLite in `dir`, a fresh PostgreSQL database unless PostgreSQL
+    /// tests are skipped), each holding `servers`: the tests below run on both.
+    async fn catalogs_with_servers(dir: &std::path::Path, servers: &[&str]) -> Vec<Catalog> {
+        let mut catalogs = vec![catalog_with_servers(dir, servers).await];
+        if let Some(url) = super::postgres_support::fresh_database().await {
+            let location = crate::catalog::CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
+            let catalog = Catalog::open(&location, crate::catalog::Replica::single()).await.unwrap();
+            add_servers(&catalog, servers).await;
+            catalogs.push(catalog);
+        }
+        catalogs
     }
 
     async fn catalog_with_servers(dir: &std::path::Path, servers: &[&str]) -> Catalog {
         let catalog = Catalog::open_file(&dir.join("c.db")).await.unwrap();
+        add_servers(&catalog, servers).await;
+        catalog
+    }
+
+    async fn add_servers(catalog: &Catalog, servers: &[&str]) {
         for server in servers {
             sqlx::query("INSERT INTO servers (id, name, kind, status, created_at, updated_at) VALUES ($1, $2, 'toolset', 'ready', 0, 0)")
                 .bind(server)
@@ -524,7 +548,6 @@ mod tests {
                 .await
                 .unwrap();
         }
-        catalog
     }
 
     /// A catalog written before `shutting_down` and `cancelled` existed: its calls are relabelled,
@@ -590,63 +613,66 @@ mod tests {
     #[tokio::test]
     async fn pruning_keeps_the_newest_calls_by_start_then_insertion() {
         let dir = tempfile::tempdir().unwrap();
-        let catalog = catalog_with_servers(dir.path(), &["a", "b"]).await;
-        // Inserted out of start order, with ties that only the insertion order breaks.
-        let starts = [5, 1, 3, 3, 9, 1, 3, 7];
-        let calls: Vec<CallRecord> =
-            starts.iter().enumerate().map(|(i, start)| call(&format!("a{i}"), "a", *start)).collect();
-        catalog.insert_calls(&calls).await.unwrap();
-        catalog.insert_calls(&[call("b0", "b", 0), call("b1", "b", 0)]).await.unwrap();
+        for catalog in catalogs_with_servers(dir.path(), &["a", "b"]).await {
+            // Inserted out of start order, with ties that only the insertion order breaks.
+            let starts = [5, 1, 3, 3, 9, 1, 3, 7];
+            let calls: Vec<CallRecord> =
+                starts.iter().enumerate().map(|(i, start)| call(&format!("a{i}"), "a", *start)).collect();
+            catalog.insert_calls(&calls).await.unwrap();
+            catalog.insert_calls(&[call("b0", "b", 0), call("b1", "b", 0)]).await.unwrap();
 
-        catalog.prune_calls("a", 10, u64::MAX).await.unwrap();
-        assert_eq!(ids(&catalog, "a").await.len(), 8);
-        // The newest four: 9 (a4), 7 (a7), 5 (a0), then of the three at 3 the last inserted (a6).
-        catalog.prune_calls("a", 4, u64::MAX).await.unwrap();
-        assert_eq!(ids(&catalog, "a").await, ["a0", "a4", "a6", "a7"]);
-        catalog.prune_calls("a", 1, u64::MAX).await.unwrap();
-        assert_eq!(ids(&catalog, "a").await, ["a4"]);
-        assert_eq!(ids(&catalog, "b").await, ["b0", "b1"], "other servers are left alone");
+            catalog.prune_calls("a", 10, u64::MAX).await.unwrap();
+            assert_eq!(ids(&catalog, "a").await.len(), 8);
+            // The newest four: 9 (a4), 7 (a7), 5 (a0), then of the three at 3 the last inserted (a6).
+            catalog.prune_calls("a", 4, u64::MAX).await.unwrap();
+            assert_eq!(ids(&catalog, "a").await, ["a0", "a4", "a6", "a7"]);
+            catalog.prune_calls("a", 1, u64::MAX).await.unwrap();
+            assert_eq!(ids(&catalog, "a").await, ["a4"]);
+            assert_eq!(ids(&catalog, "b").await, ["b0", "b1"], "other servers are left alone");
+        }
     }
 
     #[tokio::test]
     async fn pruning_keeps_the_newest_calls_within_the_byte_budget() {
         let dir = tempfile::tempdir().unwrap();
-        let catalog = catalog_with_servers(dir.path(), &["a"]).await;
-        let calls: Vec<CallRecord> =
-            (0..6).map(|i| CallRecord { console: "x".repeat(1000), ..call(&format!("a{i}"), "a", i) }).collect();
-        catalog.insert_calls(&calls).await.unwrap();
-        catalog.prune_calls("a", 100, 3500).await.unwrap();
-        assert_eq!(ids(&catalog, "a").await, ["a3", "a4", "a5"], "three calls of 1000 bytes fit in 3500");
-        catalog.prune_calls("a", 100, 0).await.unwrap();
-        assert!(ids(&catalog, "a").await.is_empty());
+        for catalog in catalogs_with_servers(dir.path(), &["a"]).await {
+            let calls: Vec<CallRecord> =
+                (0..6).map(|i| CallRecord { console: "x".repeat(1000), ..call(&format!("a{i}"), "a", i) }).collect();
+            catalog.insert_calls(&calls).await.unwrap();
+            catalog.prune_calls("a", 100, 3500).await.unwrap();
+            assert_eq!(ids(&catalog, "a").await, ["a3", "a4", "a5"], "three calls of 1000 bytes fit in 3500");
+            catalog.prune_calls("a", 100, 0).await.unwrap();
+            assert!(ids(&catalog, "a").await.is_empty());
+        }
     }
 
     #[tokio::test]
     async fn the_writer_prunes_before_a_flush_and_within_the_interval_without_one() {
         let dir = tempfile::tempdir().unwrap();
-        let catalog = catalog_with_servers(dir.path(), &["a"]).await;
-        let (log, writer) = CallLog::new(catalog.clone(), Retention { calls: 2, bytes: u64::MAX });
-        let task = tokio::spawn(writer);
-        for i in 0..5 {
-            log.record(call(&format!("a{i}"), "a", i));
-        }
-        log.flush().await;
-        assert_eq!(ids(&catalog, "a").await, ["a3", "a4"]);
+        for catalog in catalogs_with_servers(dir.path(), &["a"]).await {
+            let (log, writer) = CallLog::new(catalog.clone(), Retention { calls: 2, bytes: u64::MAX });
+            let task = tokio::spawn(writer);
+            for i in 0..5 {
+                log.record(call(&format!("a{i}"), "a", i));
+            }
+            log.flush().await;
+            assert_eq!(ids(&catalog, "a").await, ["a3", "a4"]);
 
-        for i in 5..10 {
-            log.record(call(&format!("a{i}"), "a", i));
-        }
-        // Pruned within the interval, without a flush; polled, so a loaded machine only slows it.
-        tokio::time::sleep(PRUNE_INTERVAL).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while ids(&catalog, "a").await != ["a8", "a9"] && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert_eq!(ids(&catalog, "a").await, ["a8", "a9"], "pruned without a flush");
+            for i in 5..10 {
+                log.record(call(&format!("a{i}"), "a", i));
+            }
+            // Pruned within the interval, without a flush; polled, so a loaded machine only slows it.
+            tokio::time::sleep(PRUNE_INTERVAL).await;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while ids(&catalog, "a").await != ["a8", "a9"] && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert_eq!(ids(&catalog, "a").await, ["a8", "a9"], "pruned without a flush");
 
-        log.record(call("a10", "a", 10));
-        log.close().await;
-        task.await.unwrap();
-        assert_eq!(ids(&catalog, "a").await, ["a10", "a9"], "pruned at close");
+            log.record(call("a10", "a", 10));
+            log.close().await;
+            task.await.unwrap();
+            assert_eq!(ids(&catalog, "a").await, ["a10", "a9"], "pruned at close");
+        }
     }
 }

@@ -412,6 +412,39 @@ mod tests {
         Catalog::open_file(&path).await.expect("the lock is released at close").close().await;
     }
 
+    #[test]
+    fn a_postgres_url_gets_the_password_file_and_the_replica_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("password");
+        std::fs::write(&file, "p@ss word\n").unwrap();
+        let url =
+            postgres_url("postgres://mcpbootd@db.example.com:5432/catalog?sslmode=verify-full", Some(&file), "r-1")
+                .unwrap();
+        let parsed = url::Url::parse(&url).unwrap();
+        assert_eq!(parsed.password(), Some("p%40ss%20word"), "the trailing newline is not part of it: {url}");
+        let query: Vec<(String, String)> = parsed.query_pairs().into_owned().collect();
+        assert_eq!(
+            query,
+            [("sslmode".into(), "verify-full".into()), ("application_name".into(), "r-1".into())],
+            "{url}"
+        );
+        // The operator's own application_name is kept.
+        let own = postgres_url("postgres://db/catalog?application_name=mine", None, "r-1").unwrap();
+        assert!(own.ends_with("?application_name=mine"), "{own}");
+        let missing = postgres_url("postgres://db/catalog", Some(&dir.path().join("absent")), "r-1").unwrap_err();
+        assert!(format!("{missing:#}").contains("[catalog] password_file"), "{missing:#}");
+    }
+
+    #[test]
+    fn a_shown_postgres_url_hides_its_password() {
+        let location = CatalogLocation::Postgres {
+            url: "postgres://mcpbootd:secret@db/catalog".into(),
+            password_file: None,
+            max_connections: 1,
+        };
+        assert_eq!(location.display(), "postgres://mcpbootd:***@db/catalog");
+    }
+
     #[cfg(unix)]
     #[tokio::test]
     async fn an_unwritable_catalog_directory_is_reported_with_its_owner() {

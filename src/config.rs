@@ -1211,4 +1211,29 @@ mod tests {
         let error = Config::load(None, env(&zero), &CliOverrides::default()).unwrap_err().to_string();
         assert!(error.contains("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_TOOL_CALLS"), "{error}");
     }
+
+    #[test]
+    fn the_catalog_url_names_sqlite_or_postgres_and_is_checked() {
+        use crate::catalog::CatalogLocation;
+        let location = |url: &str, path: &str| {
+            CatalogConfig { url: url.into(), path: path.into(), ..CatalogConfig::default() }.location()
+        };
+        assert_eq!(location("", "./data/mcpbootd.db").unwrap(), CatalogLocation::Sqlite("./data/mcpbootd.db".into()));
+        assert_eq!(
+            location("sqlite://./x.db", "./data/mcpbootd.db").unwrap(),
+            CatalogLocation::Sqlite("./x.db".into())
+        );
+        assert!(matches!(
+            location("postgres://u@db/c", "./data/mcpbootd.db").unwrap(),
+            CatalogLocation::Postgres { .. }
+        ));
+        let error = location("sqlite://./x.db", "./y.db").unwrap_err().to_string();
+        assert!(error.contains("name different catalogs"), "{error}");
+        let error = location("mysql://db/c", "./data/mcpbootd.db").unwrap_err().to_string();
+        assert!(error.contains("sqlite://<path> or postgres://"), "{error}");
+        // A PostgreSQL catalog refuses to start without a shared credentials key.
+        let env = vec![("MCPBOOTD_CATALOG__URL".to_string(), "postgres://u@db/c".to_string())];
+        let error = Config::load(None, env, &CliOverrides::default()).unwrap_err().to_string();
+        assert!(error.contains("needs [credentials] key or key_file"), "{error}");
+    }
 }

@@ -52,3 +52,6 @@ ALTER TABLE generations ADD COLUMN lease_expires_at BIGINT;
 -- The replica checking this server's documentation for drift, until when.
 ALTER TABLE servers ADD COLUMN drift_lease_owner TEXT;
 ALTER TABLE servers ADD COLUMN drift_lease_expires_at BIGINT;
+-- Every replica looks for abandoned jobs every few seconds: only unfinished generations are indexed.
+CREATE INDEX generations_running ON generations (lease_expires_at)
+    WHERE status IN ('pending', 'fetching', 'planning', 'compiling', 'testing');

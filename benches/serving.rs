@@ -15,15 +15,13 @@
 //! send raw JSON-RPC `tools/call` POSTs; a call counts only if it returns a result that is not
 //! `isError`, and failures (busy, timeouts) are counted and printed by kind. Every call has a
 //! client-side timeout, so a daemon that cannot keep up makes the figures bad, not the run endless.
+//! The load generation and the upstream are `support/load.rs`, shared with `benches/replicas.rs`.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::routing::get;
 use mcpbootd::serve::isolate::{
     FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings, Program, SandboxLimits,
 };
@@ -32,6 +30,10 @@ use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
+use support::load::{
+    CALL_TIMEOUT, RawCall, Report, SLOW5_ARRIVALS, Window, classify_tool_error, client_loop, loaded_daemon_env, ms,
+    percentile, print_left_queued, register, spawn_raw_clients, start_upstream, truncate,
+};
 
 mod support;
 
@@ -47,20 +49,11 @@ impl FetchHost for NoNetwork {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
 fn summarise(name: &str, mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
     let (p50, p99) = (percentile(&samples, 0.50), percentile(&samples, 0.99));
     println!("{name:<44} p50 {:>9.3} ms   p99 {:>9.3} ms   (n={})", ms(p50), ms(p99), samples.len());
     (p50, p99)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -303,9 +296,6 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A fresh daemon for the loaded sections: the queue is raised so a pool that holds a worker per
-/// waiting call queues instead of refusing outright, the wall limit covers the 5 s upstream, and
-/// the shutdown grace is short so calls still parked at the end do not hold up the next section.
 /// Code mode: three dependent pure calls made by a client one after another (three round
 /// trips) beside one `code_execution` script making the same three calls, interleaved; then the
 /// size of the `code_execution` description for a server with 20 tools.
@@ -430,139 +420,8 @@ fn sample_tools(count: usize) -> Vec<serde_json::Value> {
     tools
 }
 
-fn loaded_daemon_env() -> Vec<(&'static str, String)> {
-    vec![
-        ("MCPBOOTD_EGRESS__RESOLVE__api.bench.test", "127.0.0.1".to_string()),
-        ("MCPBOOTD_SANDBOX__QUEUE", "4096".to_string()),
-        ("MCPBOOTD_SANDBOX__TIMEOUT_MS", "60000".to_string()),
-        ("MCPBOOTD_SERVER__SHUTDOWN_GRACE_MS", "1000".to_string()),
-    ]
-}
-
-/// Prints how many calls still wait in the daemon's queue once every client has stopped (calls
-/// whose clients gave up), when there are any and `/metrics` reports the queue depth.
-async fn print_left_queued(http: &reqwest::Client, address: SocketAddr) {
-    let Ok(response) = http.get(format!("http://{address}/metrics")).send().await else { return };
-    let text = response.text().await.unwrap_or_default();
-    let queued =
-        text.lines().find_map(|line| line.strip_prefix("mcpbootd_isolate_queue_depth ")?.trim().parse::<u64>().ok());
-    if let Some(queued) = queued.filter(|&n| n > 0) {
-        println!("{:<44} {queued} calls still queued in the daemon after its clients stopped", "");
-    }
-}
-
-/// Registers a one-tool server `id` whose tool `call` runs `handler`.
-async fn register(http: &reqwest::Client, address: SocketAddr, id: &str, handler: &str) -> anyhow::Result<()> {
-    let registration = json!({
-        "id": id,
-        "allow_domains": ["api.bench.test"],
-        "tools": [{"name": "call", "description": "benchmark tool", "input_schema": {"type": "object"}, "handler": handler}],
-    });
-    let response = http.post(format!("http://{address}/admin/servers")).json(&registration).send().await?;
-    anyhow::ensure!(response.status() == 201, "registration of {id} failed: {}", response.text().await?);
-    Ok(())
-}
-
-/// Longest a load-generating client waits for one call before counting it as a timeout. It also
-/// bounds how long a section runs past its window, whatever state the daemon is in.
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Calls server A keeps in flight in the noisy-neighbour section.
 const NOISY_CALLS: usize = 512;
-
-/// Requests that reached the upstream's 5 s route, to see whether A's calls are parked on it.
-static SLOW5_ARRIVALS: AtomicU64 = AtomicU64::new(0);
-
-/// The measured part of a load run: calls finishing before `start` are warm-up.
-#[derive(Clone, Copy)]
-struct Window {
-    start: Instant,
-    end: Instant,
-}
-
-impl Window {
-    fn after(warmup: Duration, length: Duration) -> Self {
-        let start = Instant::now() + warmup;
-        Window { start, end: start + length }
-    }
-}
-
-/// One finished call: when, how long, and why it failed if it did.
-struct Sample {
-    finished: Instant,
-    latency: Duration,
-    failure: Option<String>,
-}
-
-/// One client: calls back to back until the window closes.
-async fn client_loop<F, Fut>(window: Window, mut call: F) -> Vec<Sample>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let mut samples = Vec::new();
-    while Instant::now() < window.end {
-        let started = Instant::now();
-        let failure = call().await.err();
-        samples.push(Sample { finished: Instant::now(), latency: started.elapsed(), failure });
-    }
-    samples
-}
-
-/// What one load run measured. Rate and latencies count successful calls that finished inside
-/// the window; failures count from the window's start, including calls that were still in
-/// flight when it closed and then failed or timed out.
-struct Report {
-    window: Duration,
-    latencies: Vec<Duration>,
-    failures: BTreeMap<String, u64>,
-}
-
-impl Report {
-    async fn collect(window: Window, tasks: Vec<tokio::task::JoinHandle<Vec<Sample>>>) -> anyhow::Result<Self> {
-        let mut latencies = Vec::new();
-        let mut failures = BTreeMap::new();
-        for task in tasks {
-            for sample in task.await? {
-                match sample.failure {
-                    None if sample.finished >= window.start && sample.finished <= window.end => {
-                        latencies.push(sample.latency)
-                    }
-                    None => {}
-                    Some(kind) if sample.finished >= window.start => *failures.entry(kind).or_insert(0) += 1,
-                    Some(_) => {}
-                }
-            }
-        }
-        latencies.sort();
-        Ok(Report { window: window.end - window.start, latencies, failures })
-    }
-
-    fn rate(&self) -> f64 {
-        self.latencies.len() as f64 / self.window.as_secs_f64()
-    }
-
-    fn p99(&self) -> Option<Duration> {
-        (!self.latencies.is_empty()).then(|| percentile(&self.latencies, 0.99))
-    }
-
-    fn print(&self, name: &str, extra: &str) {
-        let latency = |p: f64| match self.latencies.is_empty() {
-            true => format!("{:>9}", "-"),
-            false => format!("{:>9.1}", ms(percentile(&self.latencies, p))),
-        };
-        println!(
-            "{name:<44} {:>9.0} calls/s   p50 {} ms   p99 {} ms   {extra}",
-            self.rate(),
-            latency(0.50),
-            latency(0.99)
-        );
-        if !self.failures.is_empty() {
-            let failures: Vec<String> = self.failures.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
-            println!("{:<44} failed: {}", "", failures.join(", "));
-        }
-    }
-}
 
 /// A `tools/call` through an rmcp client, as an MCP host makes it.
 async fn rmcp_call(
@@ -578,71 +437,6 @@ async fn rmcp_call(
         }
         Ok(Ok(_)) => Ok(()),
     }
-}
-
-/// A `tools/call` of a server's tool `call` as a plain JSON-RPC POST: what any MCP client sends to
-/// a stateless Streamable HTTP server, without a full client per connection, so a thousand
-/// concurrent callers cost the benchmark little.
-#[derive(Clone)]
-struct RawCall {
-    http: reqwest::Client,
-    url: String,
-    body: bytes::Bytes,
-}
-
-impl RawCall {
-    fn new(address: SocketAddr, server: &str) -> Self {
-        Self::with_timeout(address, server, CALL_TIMEOUT)
-    }
-
-    fn with_timeout(address: SocketAddr, server: &str, timeout: Duration) -> Self {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": {"name": "call", "arguments": {"a": 1, "b": 2}}});
-        RawCall {
-            // One pool for every client: reqwest opens a keep-alive connection per concurrent request.
-            http: reqwest::Client::builder().timeout(timeout).build().expect("reqwest client"),
-            url: format!("http://{address}/servers/{server}/mcp"),
-            body: bytes::Bytes::from(body.to_string()),
-        }
-    }
-
-    async fn call(&self) -> Result<(), String> {
-        let response = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-06-18")
-            .body(self.body.clone())
-            .send()
-            .await
-            .map_err(|e| transport_failure(&e))?;
-        let status = response.status();
-        let body = response.bytes().await.map_err(|e| transport_failure(&e))?;
-        if status != 200 {
-            return Err(format!("HTTP {status}"));
-        }
-        let reply: serde_json::Value = serde_json::from_slice(&body).map_err(|_| "unparsable reply".to_string())?;
-        if let Some(error) = reply.get("error") {
-            return Err(format!("JSON-RPC error {}", error["code"]));
-        }
-        if reply["result"]["isError"] == true {
-            return Err(classify_tool_error(reply["result"]["content"][0]["text"].as_str().unwrap_or("")));
-        }
-        if reply["result"].is_null() {
-            return Err("reply without a result".into());
-        }
-        Ok(())
-    }
-}
-
-fn spawn_raw_clients(target: &RawCall, clients: usize, window: Window) -> Vec<tokio::task::JoinHandle<Vec<Sample>>> {
-    (0..clients)
-        .map(|_| {
-            let target = target.clone();
-            tokio::spawn(async move { client_loop(window, || target.call()).await })
-        })
-        .collect()
 }
 
 /// Server A's calls in the noisy-neighbour section, each re-issued as soon as it ends so that
@@ -664,60 +458,10 @@ impl ParkedCalls {
     }
 }
 
-fn classify_tool_error(text: &str) -> String {
-    if text.contains("busy") {
-        "busy (isError)".into()
-    } else if text.contains("timed out") {
-        "tool timeout (isError)".into()
-    } else {
-        truncate(&format!("isError: {text}"))
-    }
-}
-
-fn transport_failure(error: &reqwest::Error) -> String {
-    if error.is_timeout() {
-        "client timeout".into()
-    } else if error.is_connect() {
-        "connect error".into()
-    } else {
-        "connection error".into()
-    }
-}
-
-fn truncate(text: &str) -> String {
-    text.chars().take(72).collect()
-}
-
 async fn connect(url: &str) -> anyhow::Result<rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>> {
     let transport = StreamableHttpClientTransport::with_client(
         reqwest::Client::new(),
         StreamableHttpClientTransportConfig::with_uri(url.to_string()),
     );
     Ok(ClientConfig::default().serve(transport).await?)
-}
-
-/// The loopback upstream: `/item` answers at once, `/slow` after 100 ms and `/slow5` after 5 s.
-/// The waits are timers on the runtime, so thousands of requests can wait at once.
-async fn start_upstream() -> anyhow::Result<std::net::SocketAddr> {
-    let router = axum::Router::new()
-        .route("/item", get(|| async { Json(json!({"id": 1, "title": "An item", "score": 42, "kids": [2, 3, 4]})) }))
-        .route(
-            "/slow",
-            get(|| async {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                Json(json!({"id": 2, "title": "A slow item"}))
-            }),
-        )
-        .route(
-            "/slow5",
-            get(|| async {
-                SLOW5_ARRIVALS.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                Json(json!({"id": 3, "title": "A very slow item"}))
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let address = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    Ok(address)
 }

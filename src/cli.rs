@@ -526,11 +526,23 @@ fn migrate(from: &str, to: &str, with_calls: bool) -> ExitCode {
 fn serve(config: Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("mcpbootd-io").build()?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(config.server.listen).await.map_err(|e| {
+        let listener = listen(config.server.listen).map_err(|e| {
             anyhow::anyhow!("cannot listen on {} ([server] listen or --listen): {e}", config.server.listen)
         })?;
         crate::app::run(config, listener, shutdown_signal()).await
     })
+}
+
+/// Connections the kernel queues before the daemon accepts them. Tokio's `bind` uses 128, and a
+/// burst of more new connections than that (a load balancer opening a pool, many hosts at once)
+/// has the rest dropped and retried a second later; the kernel caps this at `net.core.somaxconn`.
+const LISTEN_BACKLOG: u32 = 4096;
+
+fn listen(address: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Resolves on the first SIGTERM or SIGINT; a second one exits the process at once, for an

@@ -1,8 +1,14 @@
 //! What the benchmarks share: the daemon the integration tests start (`tests/support/daemon.rs`),
-//! with a temp catalog and quiet logs, ready to be measured.
+//! with a temp catalog and quiet logs, ready to be measured; and, in `load`, the clients that load
+//! it and the upstream its handlers call.
 
 #[path = "../../tests/support/daemon.rs"]
 mod daemon;
+
+// Every bench with `mod support;` compiles this module, but only the ones that load a daemon with
+// concurrent clients (serving, replicas) use it, and replicas not all of it.
+#[allow(dead_code)]
+pub mod load;
 
 pub struct Daemon {
     inner: daemon::RunningDaemon,
@@ -11,6 +17,7 @@ pub struct Daemon {
 }
 
 /// Starts the daemon with a temp catalog plus `env` (as `MCPBOOTD_*` variables), and waits for `/readyz`.
+/// A `MCPBOOTD_CATALOG__URL` in `env` puts the catalog elsewhere (PostgreSQL); the temp file is then unused.
 pub async fn start_daemon(env: Vec<(&str, String)>) -> anyhow::Result<Daemon> {
     let dir = tempfile::tempdir()?;
     let mut vars = vec![

@@ -1214,7 +1214,6 @@ mod tests {
 
     #[test]
     fn the_catalog_url_names_sqlite_or_postgres_and_is_checked() {
-        use crate::catalog::CatalogLocation;
         let location = |url: &str, path: &str| {
             CatalogConfig { url: url.into(), path: path.into(), ..CatalogConfig::default() }.location()
         };

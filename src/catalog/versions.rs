@@ -322,6 +322,10 @@ impl Catalog {
     /// Marks drift checks a previous run of the daemon left unfinished as failed, so no server
     /// stays `checking`; the next check (at its interval, or on request) runs them again.
     pub async fn fail_interrupted_drift_checks(&self) -> Result<u64, CatalogError> {
+        // The daemon that held their leases is gone (this is the only daemon on this catalog).
+        sqlx::query("UPDATE servers SET drift_lease_expires_at = 0 WHERE drift_lease_expires_at > 0")
+            .execute(&self.writer)
+            .await?;
         let updated = sqlx::query(self.sql(
             "UPDATE servers SET drift = json_set(drift, '$.status', $1, '$.error',
                  'interrupted by a daemon restart; it runs again at the next drift_check_interval, or POST \

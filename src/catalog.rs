@@ -303,6 +303,25 @@ async fn open_postgres(url: &str, location: &CatalogLocation, max_connections: u
     Ok(pool)
 }
 
+/// `head` (`INSERT INTO t (a, b, …)`) followed by `VALUES` for `rows` rows of `columns` values,
+/// with numbered placeholders: sqlx's query builder writes `?` for the `Any` driver, which
+/// PostgreSQL does not accept.
+pub(crate) fn insert_values(head: &str, columns: usize, rows: usize) -> String {
+    use std::fmt::Write;
+    let mut sql = String::with_capacity(head.len() + rows * columns * 5 + 8);
+    sql.push_str(head);
+    sql.push_str(" VALUES ");
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for column in 1..=columns {
+            let separator = if column == 1 { "" } else { ", " };
+            let _ = write!(sql, "{separator}${}", row * columns + column);
+        }
+        sql.push(')');
+    }
+    sql
+}
+
 /// A flag column: `BOOLEAN` on PostgreSQL, an integer on SQLite.
 pub(crate) fn flag(row: &AnyRow, column: &str) -> bool {
     row.try_get::<bool, _>(column).unwrap_or_else(|_| row.get::<i64, _>(column) != 0)
@@ -433,6 +452,14 @@ mod tests {
         assert!(own.ends_with("?application_name=mine"), "{own}");
         let missing = postgres_url("postgres://db/catalog", Some(&dir.path().join("absent")), "r-1").unwrap_err();
         assert!(format!("{missing:#}").contains("[catalog] password_file"), "{missing:#}");
+    }
+
+    #[test]
+    fn multi_row_inserts_number_their_placeholders_row_by_row() {
+        assert_eq!(
+            insert_values("INSERT INTO t (a, b)", 2, 3),
+            "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4), ($5, $6)"
+        );
     }
 
     #[test]

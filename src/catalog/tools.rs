@@ -53,19 +53,11 @@ pub(crate) async fn insert_tools(
     if tools.is_empty() {
         return Ok(());
     }
-    // Placeholders are numbered by hand: sqlx's query builder writes `?` for the `Any` driver,
-    // which PostgreSQL does not accept.
-    const COLUMNS: usize = 11;
-    let rows: Vec<String> = (0..tools.len())
-        .map(|row| {
-            let numbers: Vec<String> = (1..=COLUMNS).map(|column| format!("${}", row * COLUMNS + column)).collect();
-            format!("({})", numbers.join(", "))
-        })
-        .collect();
-    let sql = format!(
+    let sql = super::insert_values(
         "INSERT INTO tools (generation_id, position, name, title, description, input_schema, output_schema, handler,
-             annotations, needs_network, self_test) VALUES {}",
-        rows.join(", ")
+             annotations, needs_network, self_test)",
+        11,
+        tools.len(),
     );
     let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
     for (position, tool) in tools.iter().enumerate() {

@@ -203,7 +203,8 @@ impl Catalog {
         .into_iter()
         .collect();
         let calls: Vec<&CallRecord> = batch.iter().filter(|call| existing.contains(&call.server_id)).collect();
-        for chunk in calls.chunks(ROWS_PER_INSERT) {
+        let rows_per_insert = self.rows_per_insert();
+        for chunk in calls.chunks(rows_per_insert) {
             let sql = super::insert_values(
                 "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome,
                      error, fetches, console, parent_execution_id, code, is_error, arguments)",
@@ -235,7 +236,7 @@ impl Catalog {
             .iter()
             .flat_map(|call| call.egress.iter().enumerate().map(|(seq, e)| (call.execution_id.as_str(), seq as i64, e)))
             .collect();
-        for chunk in egress.chunks(ROWS_PER_INSERT) {
+        for chunk in egress.chunks(rows_per_insert) {
             let sql = super::insert_values(
                 "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason,
                      credentials)",
@@ -264,9 +265,18 @@ impl Catalog {
     }
 }
 
-/// Rows per multi-row `INSERT`: 15 columns × 500 stays far below both engines' limit on bound
-/// values (SQLite's 32,766; PostgreSQL's 65,535).
-const ROWS_PER_INSERT: usize = 500;
+impl Catalog {
+    /// Rows per `INSERT` of the call log. On PostgreSQL many (each statement is a round trip;
+    /// 15 columns × 500 stays far below its 65,535 bound values); on SQLite one, which costs no
+    /// round trip and keeps a single prepared statement, where statements of every batch size
+    /// would each be parsed and cached anew.
+    fn rows_per_insert(&self) -> usize {
+        match self.backend {
+            super::Backend::Sqlite => 1,
+            super::Backend::Postgres => 500,
+        }
+    }
+}
 
 fn call_record(row: &sqlx::any::AnyRow) -> CallRecord {
     CallRecord {

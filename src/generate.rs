@@ -95,6 +95,9 @@ struct Inner {
     lifecycle: tokio::sync::broadcast::Sender<LifecycleEvent>,
     /// Held by the documentation drift check that is running (`drift`).
     drift_checks: tokio::sync::Mutex<()>,
+    /// The generations whose jobs run in this process: only their leases are renewed, so a job
+    /// that ended without its final write (a database error) is left to expire and be taken over.
+    running: std::sync::Mutex<std::collections::BTreeSet<i64>>,
 }
 
 /// A generation's status changed; published to `GET /admin/servers/{id}/events` subscribers.
@@ -193,6 +196,7 @@ impl Generator {
                 events: tokio::sync::broadcast::channel(256).0,
                 lifecycle: tokio::sync::broadcast::channel(64).0,
                 drift_checks: tokio::sync::Mutex::new(()),
+                running: std::sync::Mutex::default(),
             }),
         }
     }
@@ -229,6 +233,7 @@ impl Generator {
         let shutdown = self.inner.tasks.shutdown_started();
         self.inner.tasks.spawn(async move {
             let span = tracing::info_span!("generation", server_id = %job.server, generation_id = job.generation_id);
+            inner.running.lock().unwrap_or_else(|e| e.into_inner()).insert(job.generation_id);
             let run = async {
                 let Ok(_permit) = inner.permits.acquire().await else { return };
                 inner.run(job.clone()).await;
@@ -237,6 +242,7 @@ impl Generator {
                 () = tracing::Instrument::instrument(run, span) => {}
                 () = shutdown => inner.interrupted(&job).await,
             }
+            inner.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.generation_id);
         });
     }
 }
@@ -252,8 +258,13 @@ impl Generator {
             let keep = async {
                 loop {
                     tokio::time::sleep(every).await;
-                    if let Err(error) = generator.inner.catalog.renew_leases().await {
+                    let running: Vec<i64> =
+                        generator.inner.running.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
+                    if let Err(error) = generator.inner.catalog.renew_leases(&running).await {
+                        // Not claiming either: this replica's own leases may have lapsed meanwhile,
+                        // and it would take its own running jobs over.
                         tracing::warn!(%error, "cannot renew this replica's leases; other replicas may take its jobs over");
+                        continue;
                     }
                     generator.take_over_abandoned().await;
                 }

@@ -241,6 +241,14 @@ impl Catalog {
     ) -> Result<Option<i64>, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
+        // Replicas starting generations of one server at once wait for each other here, so the
+        // count below sees the other's (SQLite's single writer already orders them).
+        sqlx::query(
+            self.sql("SELECT 1 FROM servers WHERE id = $1", "SELECT 1 FROM servers WHERE id = $1 FOR NO KEY UPDATE"),
+        )
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await?;
         let running: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT COUNT(*) FROM generations WHERE server_id = $1 AND status IN ({})",
             status_list(&Status::RUNNING)

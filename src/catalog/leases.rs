@@ -36,16 +36,19 @@ impl Catalog {
         now + i64::try_from(self.replica.lease_ttl.as_millis()).unwrap_or(i64::MAX / 2)
     }
 
-    /// Pushes the expiry of every lease this replica holds forward: running jobs', and drift
-    /// checks' not yet released.
-    pub async fn renew_leases(&self) -> Result<u64, CatalogError> {
+    /// Pushes the expiry of the leases this replica holds forward: those of `running` (the jobs
+    /// it runs now), and drift checks' not yet released.
+    pub async fn renew_leases(&self, running: &[i64]) -> Result<u64, CatalogError> {
         let now = now_millis();
-        let renewed = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE generations SET lease_expires_at = $1 WHERE lease_owner = $2 AND status IN ({})",
-            super::generations::status_list(&Status::RUNNING)
-        )))
+        let renewed = sqlx::query(self.sql(
+            "UPDATE generations SET lease_expires_at = $1
+             WHERE lease_owner = $2 AND id IN (SELECT value FROM json_each($3))",
+            "UPDATE generations SET lease_expires_at = $1
+             WHERE lease_owner = $2 AND id IN (SELECT json_array_elements_text($3::json)::bigint)",
+        ))
         .bind(self.lease_expiry(now))
         .bind(self.replica.id.as_str())
+        .bind(super::to_json(running))
         .execute(&self.writer)
         .await?;
         let checks = sqlx::query(

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod auth;
 pub mod code_mode;
 pub mod connections;
+pub mod console;
 pub mod credentials;
 pub mod error;
 pub mod events;
@@ -64,6 +65,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(admin)
         .merge(Router::from(open_routes()))
+        // The console's static files are not part of the API, so not in its description.
+        .merge(console::routes(&state))
         .fallback(error::route_not_found)
         .layer(middleware::from_fn(wire::json_errors))
         .layer(middleware::from_fn(unread_body::drain_unread))

@@ -67,11 +67,17 @@ pub struct ServerConfig {
     pub max_connections: usize,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// Bearer token for `/admin/*`; required when `listen` is not a loopback address.
     pub token: Secret,
+    /// Serve the web console at `/console` (it asks for `token` and uses the admin API).
+    pub console: bool,
+    /// Serve the console's files from this directory (a checkout's `console/assets`) instead of
+    /// the copies in the binary, to work on the console without rebuilding. Only the file names
+    /// the binary embeds are served.
+    pub console_assets_dir: PathBuf,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -379,6 +385,12 @@ pub struct MetricsConfig {
     /// mounted after these are counted under `server="other"`, `tool="other"`, so the number of
     /// series stays bounded however many servers are registered.
     pub max_labelled_servers: usize,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig { token: Secret::default(), console: true, console_assets_dir: PathBuf::new() }
+    }
 }
 
 impl Default for MetricsConfig {

@@ -59,12 +59,15 @@ async fn serve(state: &AppState, name: &str, headers: &HeaderMap) -> Result<Resp
     let not_found = || {
         ApiError::new(ErrorCode::RouteNotFound, format!("no console file {name:?}; the console starts at /console"))
     };
-    let index = EMBEDDED.binary_search_by(|(embedded, _)| (*embedded).cmp(name)).map_err(|_| not_found())?;
     let dir = &state.config.admin.console_assets_dir;
     let (body, etag) = if dir.as_os_str().is_empty() {
+        let index = EMBEDDED.binary_search_by(|(embedded, _)| (*embedded).cmp(name)).map_err(|_| not_found())?;
         (EMBEDDED[index].1.to_vec(), ETAGS[index].clone())
     } else {
-        // The name is one the binary embeds (checked above), so this cannot leave the directory.
+        // Files added since the build are served too; a name cannot leave the directory.
+        if !is_plain_relative(name) {
+            return Err(not_found());
+        }
         let body = tokio::fs::read(Path::new(dir).join(name)).await.map_err(|e| {
             ApiError::new(
                 ErrorCode::RouteNotFound,
@@ -89,6 +92,16 @@ async fn serve(state: &AppState, name: &str, headers: &HeaderMap) -> Result<Resp
     set.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     set.insert(HeaderName::from_static("cross-origin-opener-policy"), HeaderValue::from_static("same-origin"));
     Ok(response)
+}
+
+/// Relative, with segments of letters, digits, `-`, `_` and `.` that do not start with a dot: no
+/// `..`, no hidden files, no absolute paths.
+fn is_plain_relative(name: &str) -> bool {
+    name.split('/').all(|segment| {
+        !segment.is_empty()
+            && !segment.starts_with('.')
+            && segment.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    })
 }
 
 /// The embedded files' entity tags, in `EMBEDDED` order.
@@ -129,6 +142,16 @@ mod tests {
         for (name, _) in EMBEDDED {
             assert!(!name.contains("..") && !name.starts_with('/'), "{name}");
             assert!(known_content_type(name).is_some(), "{name} has a type the browser can use");
+        }
+    }
+
+    #[test]
+    fn files_from_a_directory_stay_inside_it() {
+        for name in ["index.html", "js/pages/server.js", "vendor/highlight/core.min.js"] {
+            assert!(is_plain_relative(name), "{name}");
+        }
+        for name in ["../Cargo.toml", "/etc/passwd", "js/../../x", ".git/config", "js//x.js", "js\\x.js", "a b.js", ""] {
+            assert!(!is_plain_relative(name), "{name}");
         }
     }
 

@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod model;
 pub mod oauth;
 pub mod openapi;
+pub mod overview;
 pub mod register;
 mod unread_body;
 pub mod versions;
@@ -37,7 +38,8 @@ use crate::serve::call::Caller;
 use crate::serve::registry::Registry;
 use crate::tasks::Tasks;
 use crate::telemetry;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Gauges, Metrics};
+use crate::telemetry::overview::History;
 
 /// Shared state handed to every request handler; cheap to clone.
 #[derive(Clone)]
@@ -56,6 +58,27 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// `[server] allowed_hosts` as the MCP endpoints check it.
     pub mcp_hosts: Arc<mcp::transport::AllowedHosts>,
+    /// The last minutes of calls and load (`overview::spawn_sampler` fills it).
+    pub overview: Arc<History>,
+}
+
+impl AppState {
+    /// The isolate pool's and the registry's values at this moment.
+    pub fn gauges(&self) -> Gauges {
+        let pool = self.caller.pool().stats();
+        Gauges {
+            queue_depth: pool.queued,
+            busy_workers: pool.busy,
+            workers: pool.workers,
+            in_flight_calls: pool.in_flight,
+            memory_bytes: pool.memory_bytes,
+            memory_budget_bytes: pool.memory_budget_bytes,
+            mounted_servers: self.registry.len(),
+            isolate_overruns: pool.overruns,
+            isolate_restarts: pool.restarts,
+            call_log_dropped: self.caller.call_log().dropped(),
+        }
+    }
 }
 
 /// Every route, with its middleware.
@@ -110,6 +133,7 @@ pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(code_mode::run_code))
         .routes(routes!(admin::list_calls))
         .routes(routes!(admin::export_server))
+        .routes(routes!(overview::overview))
         .routes(routes!(openapi::openapi))
         // Metrics name servers and tools, so they sit behind the admin token too.
         .routes(routes!(health::metrics))

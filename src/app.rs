@@ -121,7 +121,9 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         tasks,
         ready: Arc::new(AtomicBool::new(false)),
         mcp_hosts,
+        overview: Arc::default(),
     };
+    crate::api::overview::spawn_sampler(&state);
     Ok(Daemon { state, pool, own_addresses })
 }
 

@@ -41,7 +41,7 @@ mod servers;
 mod tools;
 mod versions;
 
-pub use calls::{CallLog, CallRecord, EgressRecord, Retention};
+pub use calls::{CallCounts, CallFilter, CallLog, CallRecord, EgressRecord, Retention};
 pub use changes::CatalogChange;
 pub use copy::{CopiedTable, CopyError};
 pub use credentials::{CredentialRecord, NewCredential, PutCredential};

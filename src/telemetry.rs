@@ -1,6 +1,7 @@
 //! Logging set-up and the per-request span.
 
 pub mod metrics;
+pub mod overview;
 mod span_fields;
 
 use std::io::IsTerminal;

@@ -17,7 +17,7 @@ use crate::api::model::{
     RegenerateRequest, ServerList, ServerSummary, ServerView, ToolHealthView, ToolsetRegistration,
 };
 use crate::api::register::llm_not_configured;
-use crate::catalog::{ServerRecord, StartGeneration};
+use crate::catalog::{CallFilter, ServerRecord, StartGeneration};
 use crate::generate::Job;
 use crate::generate::repair::{self, Repair};
 use crate::serve::call::CallError;
@@ -33,10 +33,15 @@ const MAX_CALLS_LIMIT: i64 = 1000;
 #[utoipa::path(get, path = "/admin/servers", responses((status = 200, description = "every registered server", body = ServerList)))]
 pub async fn list_servers(State(state): State<AppState>) -> Result<Json<ServerList>, ApiError> {
     let servers = state.catalog.list_servers().await?;
+    let hour_ago = crate::catalog::now_millis() - 3_600_000;
+    let counts = state.catalog.call_counts_since(hour_ago).await?;
     let servers = servers
         .into_iter()
         .map(|row| {
             let mut summary = ServerSummary::from(row);
+            let recent = counts.get(summary.id.as_str()).copied().unwrap_or_default();
+            summary.calls_last_hour = recent.calls;
+            summary.errors_last_hour = recent.errors;
             // Servers not called since the daemon started are judged when first called.
             if let Some((_, tools)) = state.registry.tool_health(&summary.id) {
                 summary.degraded_tools =
@@ -421,10 +426,29 @@ pub async fn list_calls(
     if !(1..=MAX_CALLS_LIMIT).contains(&limit) {
         return Err(ApiError::new(ErrorCode::InvalidQuery, format!("limit must be between 1 and {MAX_CALLS_LIMIT}")));
     }
+    let filter = CallFilter {
+        tool: query.tool,
+        outcome: query.outcome,
+        since: query.since.as_deref().map(|time| parse_time("since", time)).transpose()?,
+        until: query.until.as_deref().map(|time| parse_time("until", time)).transpose()?,
+        execution_id: query.execution_id,
+    };
     let record = find_server(&state, &id).await?;
     state.caller.call_log().flush().await;
-    let calls = state.catalog.list_calls(&record.id, limit).await?;
+    let calls = state.catalog.list_calls(&record.id, limit, &filter).await?;
     Ok(Json(CallList { calls: calls.into_iter().map(Into::into).collect() }))
+}
+
+/// An RFC 3339 UTC time as milliseconds since the Unix epoch.
+fn parse_time(parameter: &str, time: &str) -> Result<i64, ApiError> {
+    let parsed = humantime::parse_rfc3339_weak(time).map_err(|e| {
+        ApiError::new(
+            ErrorCode::InvalidQuery,
+            format!("{parameter} {time:?} is not a time ({e}): use RFC 3339 in UTC, e.g. 2026-11-25T21:00:00Z"),
+        )
+    })?;
+    let since_epoch = parsed.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Ok(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The server's toolset as a body `POST /admin/servers` accepts again

@@ -50,15 +50,18 @@ async fn index(State(state): State<AppState>, headers: HeaderMap) -> Result<Resp
     serve(&state, INDEX, &headers).await
 }
 
-async fn file(State(state): State<AppState>, UrlPath(name): UrlPath<String>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn file(
+    State(state): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     serve(&state, &name, &headers).await
 }
 
 /// One embedded file by name; with `[admin] console_assets_dir` set, its current contents on disk.
 async fn serve(state: &AppState, name: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
-    let not_found = || {
-        ApiError::new(ErrorCode::RouteNotFound, format!("no console file {name:?}; the console starts at /console"))
-    };
+    let not_found =
+        || ApiError::new(ErrorCode::RouteNotFound, format!("no console file {name:?}; the console starts at /console"));
     let dir = &state.config.admin.console_assets_dir;
     let (body, etag) = if dir.as_os_str().is_empty() {
         let index = EMBEDDED.binary_search_by(|(embedded, _)| (*embedded).cmp(name)).map_err(|_| not_found())?;
@@ -150,7 +153,8 @@ mod tests {
         for name in ["index.html", "js/pages/server.js", "vendor/highlight/core.min.js"] {
             assert!(is_plain_relative(name), "{name}");
         }
-        for name in ["../Cargo.toml", "/etc/passwd", "js/../../x", ".git/config", "js//x.js", "js\\x.js", "a b.js", ""] {
+        for name in ["../Cargo.toml", "/etc/passwd", "js/../../x", ".git/config", "js//x.js", "js\\x.js", "a b.js", ""]
+        {
             assert!(!is_plain_relative(name), "{name}");
         }
     }

@@ -53,18 +53,6 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
     responses((status = 200, description = "metrics", content_type = "text/plain; version=0.0.4", body = String)),
 )]
 pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
-    let pool = state.caller.pool().stats();
-    let gauges = crate::telemetry::metrics::Gauges {
-        queue_depth: pool.queued,
-        busy_workers: pool.busy,
-        workers: pool.workers,
-        in_flight_calls: pool.in_flight,
-        memory_bytes: pool.memory_bytes,
-        memory_budget_bytes: pool.memory_budget_bytes,
-        mounted_servers: state.registry.len(),
-        isolate_overruns: pool.overruns,
-        isolate_restarts: pool.restarts,
-        call_log_dropped: state.caller.call_log().dropped(),
-    };
+    let gauges = state.gauges();
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.render(&gauges))
 }

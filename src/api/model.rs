@@ -322,6 +322,12 @@ pub struct ServerSummary {
     pub status: Status,
     /// Tools of the generation being served.
     pub tool_count: i64,
+    /// Calls started in the last hour (from the call log, every replica's).
+    #[serde(default)]
+    pub calls_last_hour: i64,
+    /// Of those, the calls whose outcome is not `ok`.
+    #[serde(default)]
+    pub errors_last_hour: i64,
     pub mcp_path: String,
     /// The version being served.
     #[serde(default)]
@@ -347,6 +353,8 @@ impl From<catalog::ServerSummary> for ServerSummary {
             kind: row.kind,
             status: row.status,
             tool_count: row.tool_count,
+            calls_last_hour: 0,
+            errors_last_hour: 0,
             active_version: row.active_version,
             degraded_tools: Vec::new(),
             drift: row.drift.map(|drift| drift.status),
@@ -939,7 +947,43 @@ impl From<ToolResult> for McpResult {
     }
 }
 
-/// `GET /admin/servers/{id}/calls?limit=N`
+/// `GET /admin/overview`: this daemon's calls and load over the last minutes.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Overview {
+    /// Seconds between two points.
+    pub interval_seconds: u64,
+    /// How far back the points go.
+    pub window_seconds: u64,
+    /// The daemon these figures are from (`[catalog] replica_id`).
+    pub replica: String,
+    pub mounted_servers: usize,
+    /// Oldest first; empty until the second sample.
+    pub samples: Vec<OverviewPoint>,
+}
+
+/// One sampling interval.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OverviewPoint {
+    /// The end of the interval (RFC 3339, UTC).
+    pub at: String,
+    pub calls_per_second: f64,
+    /// Calls per second whose outcome was not `ok`.
+    pub errors_per_second: f64,
+    /// Median latency of the calls that finished in the interval (absent without calls),
+    /// interpolated within the buckets of `mcpbootd_call_duration_seconds`.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    /// At the end of the interval: calls running or parked, calls waiting for admission, isolate
+    /// workers busy of all, isolate memory in use and its budget.
+    pub in_flight_calls: usize,
+    pub queue_depth: usize,
+    pub busy_workers: usize,
+    pub workers: usize,
+    pub memory_bytes: usize,
+    pub memory_budget_bytes: usize,
+}
+
+/// `GET /admin/servers/{id}/calls?limit=N&tool=…&outcome=…&since=…&until=…&execution_id=…`
 #[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -947,6 +991,16 @@ pub struct CallsQuery {
     /// How many calls, newest first: 1 to 1000, 50 when absent.
     #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
+    /// Only calls of this tool.
+    pub tool: Option<String>,
+    /// Only calls that ended this way.
+    pub outcome: Option<CallOutcome>,
+    /// Only calls started at or after this time: RFC 3339 in UTC, e.g. `2026-11-25T21:00:00Z`.
+    pub since: Option<String>,
+    /// Only calls started before this time (RFC 3339 in UTC).
+    pub until: Option<String>,
+    /// Only this call (the `execution_id` a call's result names), also when a script made it.
+    pub execution_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

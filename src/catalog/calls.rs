@@ -1,7 +1,7 @@
 //! The call log: one row per finished tool call with its egress rows, written in batches by a
 //! background writer and pruned to `[catalog] max_calls_per_server` per server.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -62,23 +62,93 @@ macro_rules! call_columns {
     };
 }
 
+/// Which calls [`Catalog::list_calls`] returns; every field that is set must match.
+#[derive(Debug, Clone, Default)]
+pub struct CallFilter {
+    pub tool: Option<String>,
+    pub outcome: Option<CallOutcome>,
+    /// Started at or after this time (milliseconds since the Unix epoch).
+    pub since: Option<i64>,
+    /// Started before this time.
+    pub until: Option<i64>,
+    pub execution_id: Option<String>,
+}
+
+/// A server's calls in a time window, as the servers list shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    pub calls: i64,
+    /// Calls whose outcome is not `ok` (a handler that threw, a refusal, a limit, …).
+    pub errors: i64,
+}
+
 impl Catalog {
-    /// Newest calls first, each with its egress rows. The tool calls a script made are nested
-    /// under its entry (`children`, whichever server they belong to) instead of listed beside it;
-    /// a script's call to another server is listed in that server's log at the top level.
-    pub async fn list_calls(&self, id: &ServerId, limit: i64) -> Result<Vec<CallRecord>, CatalogError> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            call_columns!(),
-            " FROM calls AS c WHERE server_id = $1
-                  AND NOT EXISTS (SELECT 1 FROM calls AS p
-                                  WHERE p.execution_id = c.parent_execution_id AND p.server_id = c.server_id)
-              ORDER BY started_at DESC, rowid DESC LIMIT $2"
-        ))
-        .bind(id.as_str())
-        .bind(limit)
+    /// Every server's calls started at or after `since` (milliseconds), by server id. Each count is
+    /// a range of the server's index on `(server_id, started_at)`.
+    pub async fn call_counts_since(&self, since: i64) -> Result<HashMap<String, CallCounts>, CatalogError> {
+        let rows = sqlx::query(
+            "SELECT s.id,
+                    (SELECT COUNT(*) FROM calls c WHERE c.server_id = s.id AND c.started_at >= $1) AS calls,
+                    (SELECT COUNT(*) FROM calls c
+                     WHERE c.server_id = s.id AND c.started_at >= $1 AND c.outcome <> 'ok') AS errors
+             FROM servers s",
+        )
+        .bind(since)
         .fetch_all(&self.reader)
         .await?;
+        Ok(rows
+            .iter()
+            .map(|row| (row.get("id"), CallCounts { calls: row.get("calls"), errors: row.get("errors") }))
+            .collect())
+    }
+
+    /// Newest calls first that pass `filter`, each with its egress rows. The tool calls a script
+    /// made are nested under its entry (`children`, whichever server they belong to) instead of
+    /// listed beside it; a script's call to another server is listed in that server's log at the
+    /// top level. A call asked for by its execution id is listed even when a script made it.
+    pub async fn list_calls(
+        &self,
+        id: &ServerId,
+        limit: i64,
+        filter: &CallFilter,
+    ) -> Result<Vec<CallRecord>, CatalogError> {
+        let mut sql = String::from(concat!("SELECT ", call_columns!(), " FROM calls AS c WHERE server_id = $1"));
+        let mut values: Vec<String> = Vec::new();
+        let mut times: Vec<i64> = Vec::new();
+        // Placeholders are numbered in the order the values are bound below: text, then times.
+        let mut condition = |column: &str, value: String| {
+            values.push(value);
+            format!(" AND {column} = ${}", values.len() + 1)
+        };
+        match &filter.execution_id {
+            Some(execution) => sql.push_str(&condition("execution_id", execution.clone())),
+            None => sql.push_str(
+                " AND NOT EXISTS (SELECT 1 FROM calls AS p
+                                  WHERE p.execution_id = c.parent_execution_id AND p.server_id = c.server_id)",
+            ),
+        }
+        if let Some(tool) = &filter.tool {
+            sql.push_str(&condition("tool", tool.clone()));
+        }
+        if let Some(outcome) = filter.outcome {
+            sql.push_str(&condition("outcome", outcome.as_str().to_string()));
+        }
+        let first_time = values.len() + 2;
+        for (bound, operator) in [(filter.since, ">="), (filter.until, "<")] {
+            if let Some(millis) = bound {
+                times.push(millis);
+                sql.push_str(&format!(" AND started_at {operator} ${}", first_time + times.len() - 1));
+            }
+        }
+        sql.push_str(&format!(" ORDER BY started_at DESC, rowid DESC LIMIT ${}", first_time + times.len()));
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.as_str());
+        for value in values {
+            query = query.bind(value);
+        }
+        for millis in times {
+            query = query.bind(millis);
+        }
+        let rows = query.bind(limit).fetch_all(&self.reader).await?;
         let mut calls: Vec<CallRecord> = rows.iter().map(call_record).collect();
         let scripts: Vec<&str> = calls.iter().filter(|c| c.code.is_some()).map(|c| c.execution_id.as_str()).collect();
         let children = if scripts.is_empty() {
@@ -628,7 +698,7 @@ mod tests {
         old.close().await;
 
         let catalog = Catalog::open_file(&path).await.unwrap();
-        let calls = catalog.list_calls(&ServerId::parse("s").unwrap(), 10).await.unwrap();
+        let calls = catalog.list_calls(&ServerId::parse("s").unwrap(), 10, &CallFilter::default()).await.unwrap();
         let outcomes: BTreeSet<(String, CallOutcome, usize)> =
             calls.iter().map(|c| (c.execution_id.clone(), c.outcome, c.egress.len())).collect();
         let expected = [

@@ -27,7 +27,8 @@ use prometheus_client::registry::Registry;
 use crate::states::{CallOutcome, DriftStatus, GenerationOutcome, Stage, VersionChange};
 
 /// Upper bounds (seconds) of the call-duration histogram buckets.
-const CALL_BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+pub(super) const CALL_BUCKETS: [f64; 14] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Upper bounds (seconds) of the generation-stage histogram buckets.
 const STAGE_BUCKETS: [f64; 11] = [0.01, 0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0];
 
@@ -195,6 +196,8 @@ pub struct Metrics {
     drift_events: Counter,
     version_changes: Family<VersionChangeLabels, Counter>,
     gauges: GaugeHandles,
+    /// Every call whatever its server, for the console's overview.
+    totals: super::overview::CallTotals,
 }
 
 /// Point-in-time values read at scrape time.
@@ -264,6 +267,7 @@ impl Metrics {
             drift_events: Counter::default(),
             version_changes: Family::default(),
             gauges: GaugeHandles::default(),
+            totals: super::overview::CallTotals::default(),
         };
         // Zero-valued series that dashboards expect to exist from the start.
         for outcome in [EgressOutcome::Allowed, EgressOutcome::Denied, EgressOutcome::Error] {
@@ -494,6 +498,12 @@ impl Metrics {
             self.calls.get_or_create(&labels).inc();
         }
         series.duration.observe(duration.as_secs_f64());
+        self.totals.record(outcome != CallOutcome::Ok, duration);
+    }
+
+    /// Every call counted so far, whatever its server.
+    pub fn call_totals(&self) -> &super::overview::CallTotals {
+        &self.totals
     }
 
     /// A finished code-mode script: its outcome, the bytes of tool results handed to it and

@@ -204,3 +204,109 @@ async fn client_mistakes_are_not_warnings() {
     assert!(warnings.is_empty(), "client mistakes logged as warnings:\n{}", warnings.join("\n"));
     assert!(log.contains("mcpbootd listening"), "the log was captured: {log}");
 }
+
+/// What the console's servers list and overview read: calls in the last hour per server, and
+/// this daemon's calls/s, errors/s, latency and pool load over the last minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_list_and_overview_report_recent_calls() {
+    let app = spawn_app().await;
+    app.register(json!({"id": "busy", "tools": [tool("ok", "return 1;"), tool("fails", "throw new Error('no');")]}))
+        .await;
+    app.register(json!({"id": "idle", "tools": [tool("ok", "return 1;")]})).await;
+    for tool in ["ok", "ok", "ok", "fails"] {
+        app.admin_call("busy", tool, json!({})).await;
+    }
+    let (status, list) = app.get("/admin/servers").await;
+    assert_eq!(status, 200);
+    let summary = |id: &str| list["servers"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap().clone();
+    // The call log is written in batches: the list reflects it within moments.
+    let mut busy = summary("busy");
+    for _ in 0..50 {
+        if busy["calls_last_hour"] == 4 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        busy = app.get("/admin/servers").await.1["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "busy")
+            .unwrap()
+            .clone();
+    }
+    assert_eq!((busy["calls_last_hour"].as_i64(), busy["errors_last_hour"].as_i64()), (Some(4), Some(1)), "{busy}");
+    assert_eq!(summary("idle")["calls_last_hour"], 0);
+
+    // A sample is taken at start and every 5 s: the first interval holds the four calls.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let overview = loop {
+        let (status, overview) = app.get("/admin/overview").await;
+        assert_eq!(status, 200, "{overview}");
+        if overview["samples"].as_array().unwrap().iter().any(|p| p["calls_per_second"].as_f64().unwrap() > 0.0) {
+            break overview;
+        }
+        assert!(std::time::Instant::now() < deadline, "no sample counted the calls: {overview}");
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    assert_eq!(overview["interval_seconds"], 5);
+    assert_eq!(overview["mounted_servers"], 2);
+    let point =
+        overview["samples"].as_array().unwrap().iter().find(|p| p["calls_per_second"].as_f64().unwrap() > 0.0).unwrap();
+    let seconds = overview["interval_seconds"].as_f64().unwrap();
+    let calls = point["calls_per_second"].as_f64().unwrap() * seconds;
+    let errors = point["errors_per_second"].as_f64().unwrap() * seconds;
+    assert!((3.0..=5.0).contains(&calls) && (0.5..=1.5).contains(&errors), "about 4 calls and 1 error in 5 s: {point}");
+    assert!(
+        point["p50_ms"].as_f64().unwrap() > 0.0
+            && point["p99_ms"].as_f64().unwrap() >= point["p50_ms"].as_f64().unwrap()
+    );
+    assert_eq!(point["workers"], 2);
+    assert!(point["at"].as_str().unwrap().ends_with('Z'));
+}
+
+/// The call log's filters: tool, outcome, a time window and one execution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_call_log_filters_by_tool_outcome_time_and_execution() {
+    let app = spawn_app().await;
+    app.register(
+        json!({"id": "filtered", "tools": [tool("ok", "return 1;"), tool("fails", "throw new Error('no');")]}),
+    )
+    .await;
+    let mut executions = Vec::new();
+    for tool in ["ok", "fails", "ok"] {
+        let (_, result) = app.admin_call("filtered", tool, json!({})).await;
+        executions.push(result["execution_id"].as_str().unwrap().to_string());
+    }
+    let calls = |query: &'static str| {
+        let app = &app;
+        async move {
+            let (status, body) = app.get(&format!("/admin/servers/filtered/calls{query}")).await;
+            assert_eq!(status, 200, "{query}: {body}");
+            body["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["tool"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(calls("").await, ["ok", "fails", "ok"]);
+    assert_eq!(calls("?tool=ok").await, ["ok", "ok"]);
+    assert_eq!(calls("?outcome=error").await, ["fails"]);
+    assert_eq!(calls("?tool=fails&outcome=ok").await, Vec::<String>::new());
+    assert_eq!(calls("?since=2000-01-01T00:00:00Z&until=2999-01-01T00:00:00.000Z").await.len(), 3);
+    assert_eq!(calls("?since=2999-01-01T00:00:00Z").await, Vec::<String>::new());
+    assert_eq!(calls("?until=2000-01-01T00:00:00Z").await, Vec::<String>::new());
+    assert_eq!(calls("?limit=1&tool=ok").await, ["ok"]);
+    let (_, one) = app.get(&format!("/admin/servers/filtered/calls?execution_id={}", executions[1])).await;
+    assert_eq!(one["calls"].as_array().unwrap().len(), 1, "{one}");
+    assert_eq!(one["calls"][0]["execution_id"], executions[1].as_str());
+
+    for (query, says) in
+        [("?since=yesterday", "since \"yesterday\" is not a time"), ("?outcome=meh", "outcome"), ("?tools=ok", "tools")]
+    {
+        let (status, body) = app.get(&format!("/admin/servers/filtered/calls{query}")).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(error_message(&body).contains(says), "{query}: {body}");
+    }
+}

@@ -62,7 +62,9 @@ async function render() {
   const found = match(route);
   const loggedIn = await session();
   if (ticket !== rendering) return;
-  if (!loggedIn && route !== "/login") {
+  // The log-in page itself may carry a query (`/login?next=…`): compare the path alone, or this
+  // would redirect to it again and again without yielding.
+  if (!loggedIn && route.split("?")[0] !== "/login") {
     const back = route.startsWith("/login") ? "/servers" : route;
     go(`/login?next=${encodeURIComponent(back)}`, { replaceEntry: true });
     return;
@@ -115,7 +117,9 @@ export function sessionChanged() {
 }
 
 api.onUnauthorized(() => {
-  if (location.hash.startsWith("#/login")) return;
+  // Without a stored token, the refusal is session()'s probe of a daemon that wants one: render()
+  // sends the operator to log in, with nothing to say about an expired token.
+  if (!api.token() || location.hash.startsWith("#/login")) return;
   api.setToken("");
   sessionChanged();
   const here = location.hash.replace(/^#/, "") || "/servers";

@@ -9,6 +9,7 @@ mod api_descriptions;
 mod cli;
 mod code_mode;
 mod connections;
+mod console;
 mod conventions;
 mod credentials;
 mod disk_full;

@@ -1,4 +1,4 @@
-// Syntax highlighting with highlight.js (console/vendor/highlight, copied from the npm package
+// Syntax highlighting with highlight.js (console/assets/vendor/highlight, copied from the npm package
 // pinned in console/package-lock.json), limited to the languages the console shows.
 import hljs from "../vendor/highlight/core.min.js";
 import javascript from "../vendor/highlight/languages/javascript.min.js";

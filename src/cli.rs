@@ -146,6 +146,16 @@ enum Command {
         /// How many calls (1-1000; the daemon's default is 50).
         #[arg(long, value_name = "N")]
         limit: Option<u32>,
+        /// Only the calls of this tool.
+        #[arg(long, value_name = "NAME")]
+        tool: Option<String>,
+        /// Only calls that ended this way: ok, error, denied, timeout, limit, busy, shutting_down
+        /// or cancelled.
+        #[arg(long, value_name = "OUTCOME")]
+        outcome: Option<String>,
+        /// Only calls started since this long ago (`15m`, `2h`, `1d`) or this time (RFC 3339 UTC).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
     },
     /// Unmount and delete a server.
     Delete {
@@ -434,7 +444,9 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
         Command::List => commands::list(session).await,
         Command::Show { id, .. } => commands::show(session, &id).await,
         Command::Call { id, tool, args, .. } => commands::call(session, &id, &tool, &args).await,
-        Command::Calls { id, limit, .. } => commands::calls(session, &id, limit).await,
+        Command::Calls { id, limit, tool, outcome, since, .. } => {
+            commands::calls(session, &id, commands::CallsFilter { limit, tool, outcome, since }).await
+        }
         Command::Delete { id, .. } => commands::delete(session, &id).await,
         Command::Export { id, .. } => commands::export(session, &id).await,
         Command::Versions { id } => commands::versions(session, &id).await,

@@ -185,11 +185,9 @@ impl AdminClient {
         self.json(Method::POST, &["admin", "servers", id, "code"], &[], Some(request)).await
     }
 
-    /// `GET /admin/servers/{id}/calls?limit=N`
-    pub async fn calls(&self, id: &str, limit: Option<u32>) -> Result<CallList, ClientError> {
-        let limit = limit.map(|n| n.to_string());
-        let query: Vec<(&str, &str)> = limit.iter().map(|n| ("limit", n.as_str())).collect();
-        self.json(Method::GET, &["admin", "servers", id, "calls"], &query, NO_BODY).await
+    /// `GET /admin/servers/{id}/calls` with filters (`limit`, `tool`, `outcome`, `since`, …)
+    pub async fn calls(&self, id: &str, query: &[(&str, &str)]) -> Result<CallList, ClientError> {
+        self.json(Method::GET, &["admin", "servers", id, "calls"], query, NO_BODY).await
     }
 
     /// `PUT /admin/servers/{id}/credentials/{name}` (the body holds the value: built from stdin).

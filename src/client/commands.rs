@@ -266,9 +266,44 @@ pub async fn code_exec(session: &Session, id: &str, exec: CodeExec) -> Result<()
     Ok(())
 }
 
-/// `calls <id> [--limit N]`
-pub async fn calls(session: &Session, id: &str, limit: Option<u32>) -> Result<(), Failure> {
-    let body = session.client.calls(id, limit).await?;
+/// `--since`: `15m` means 15 minutes before now; anything else is passed on as a time, for the
+/// daemon to check.
+fn since_time(when: &str) -> Result<String, Failure> {
+    match humantime::parse_duration(when) {
+        Ok(back) => {
+            let time = std::time::SystemTime::now().checked_sub(back).ok_or_else(|| {
+                Failure::Local(format!("--since {when}: that is before the Unix epoch; try e.g. 15m, 2h or 1d"))
+            })?;
+            Ok(humantime::format_rfc3339_millis(time).to_string())
+        }
+        Err(_) => Ok(when.to_string()),
+    }
+}
+
+/// What `calls` asks for.
+#[derive(Debug, Default)]
+pub struct CallsFilter {
+    pub limit: Option<u32>,
+    pub tool: Option<String>,
+    pub outcome: Option<String>,
+    /// A duration back from now (`15m`) or a time (RFC 3339), as the operator typed it.
+    pub since: Option<String>,
+}
+
+/// `calls <id> [--limit N] [--tool NAME] [--outcome OUTCOME] [--since WHEN]`
+pub async fn calls(session: &Session, id: &str, filter: CallsFilter) -> Result<(), Failure> {
+    let since = filter.since.as_deref().map(since_time).transpose()?;
+    let limit = filter.limit.map(|n| n.to_string());
+    let query: Vec<(&str, &str)> = [
+        ("limit", limit.as_deref()),
+        ("tool", filter.tool.as_deref()),
+        ("outcome", filter.outcome.as_deref()),
+        ("since", since.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| Some((key, value?)))
+    .collect();
+    let body = session.client.calls(id, &query).await?;
     print_out(&if session.json { output::pretty(&body) } else { output::calls_table(&body) });
     Ok(())
 }

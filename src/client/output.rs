@@ -30,7 +30,7 @@ pub fn pretty(value: &impl Serialize) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
-/// `list`: ID, NAME, STATUS, TOOLS, MCP PATH, CREATED.
+/// `list`: ID, NAME, STATUS, TOOLS, CALLS 1H (errors in brackets), MCP PATH, CREATED.
 pub fn servers_table(body: &ServerList) -> String {
     if body.servers.is_empty() {
         return "no servers; register one with `mcpbootd register`\n".into();
@@ -44,12 +44,16 @@ pub fn servers_table(body: &ServerList) -> String {
                 s.name.clone(),
                 s.status.to_string(),
                 s.tool_count.to_string(),
+                match s.errors_last_hour {
+                    0 => s.calls_last_hour.to_string(),
+                    errors => format!("{} ({errors} failed)", s.calls_last_hour),
+                },
                 s.mcp_path.clone(),
                 timestamp(&s.created_at),
             ]
         })
         .collect();
-    table(&["ID", "NAME", "STATUS", "TOOLS", "MCP PATH", "CREATED"], rows)
+    table(&["ID", "NAME", "STATUS", "TOOLS", "CALLS 1H", "MCP PATH", "CREATED"], rows)
 }
 
 /// `versions`: VERSION (`*` active), STATUS, TRIGGER, TOOLS, SELF-TEST, CREATED.
@@ -629,14 +633,14 @@ mod tests {
     fn tables_align_columns_and_leave_the_last_one_unpadded() {
         let list: ServerList = body(json!({"servers": [
             {"id": "hn", "name": "Hacker News", "kind": "prompt", "status": "ready", "tool_count": 2,
-             "mcp_path": "/servers/hn/mcp", "created_at": "2025-01-02T03:04:05.678Z", "updated_at": "2025-01-02T03:04:05.678Z"},
+             "calls_last_hour": 12, "errors_last_hour": 1, "mcp_path": "/servers/hn/mcp", "created_at": "2025-01-02T03:04:05.678Z", "updated_at": "2025-01-02T03:04:05.678Z"},
             {"id": "weather-long", "name": "w", "kind": "prompt", "status": "planning", "tool_count": 0,
              "mcp_path": "/servers/weather-long/mcp", "created_at": "2025-01-02T03:04:06.000Z", "updated_at": "2025-01-02T03:04:06.000Z"},
         ]}));
         let expected = "\
-ID            NAME         STATUS    TOOLS  MCP PATH                   CREATED
-hn            Hacker News  ready     2      /servers/hn/mcp            2025-01-02 03:04:05
-weather-long  w            planning  0      /servers/weather-long/mcp  2025-01-02 03:04:06
+ID            NAME         STATUS    TOOLS  CALLS 1H        MCP PATH                   CREATED
+hn            Hacker News  ready     2      12 (1 failed)   /servers/hn/mcp            2025-01-02 03:04:05
+weather-long  w            planning  0      0               /servers/weather-long/mcp  2025-01-02 03:04:06
 ";
         assert_eq!(servers_table(&list), expected);
         assert!(servers_table(&body(json!({"servers": []}))).starts_with("no servers"));

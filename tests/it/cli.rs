@@ -101,7 +101,7 @@ async fn a_toolset_registered_from_a_file_is_listed_shown_and_called() {
     list.assert_ok();
     let mut lines = list.stdout.lines();
     let header = lines.next().unwrap();
-    for column in ["ID", "NAME", "STATUS", "TOOLS", "MCP PATH", "CREATED"] {
+    for column in ["ID", "NAME", "STATUS", "TOOLS", "CALLS 1H", "MCP PATH", "CREATED"] {
         assert!(header.contains(column), "{header}");
     }
     let row = lines.find(|l| l.starts_with("calc ")).expect("calc is listed");
@@ -161,6 +161,17 @@ async fn a_toolset_registered_from_a_file_is_listed_shown_and_called() {
     table.assert_ok();
     assert_eq!(table.stdout.lines().count(), 3, "header + 2 calls:\n{}", table.stdout);
     assert!(table.stdout.starts_with("TIME") && table.stdout.contains("broken on purpose"), "{}", table.stdout);
+    let failed = cli(&app, &["calls", "calc", "--json", "--outcome", "error", "--since", "1h"]).await;
+    failed.assert_ok();
+    let failed = failed.json()["calls"].as_array().unwrap().clone();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["tool"], "broken");
+    let none = cli(&app, &["calls", "calc", "--json", "--tool", "broken", "--since", "2999-01-01T00:00:00Z"]).await;
+    none.assert_ok();
+    assert_eq!(none.json()["calls"], serde_json::json!([]));
+    let bad_time = cli(&app, &["calls", "calc", "--since", "last tuesday"]).await;
+    bad_time.assert_code(1);
+    assert!(bad_time.stderr.contains("is not a time"), "{}", bad_time.stderr);
 
     // The API's own refusals exit 1 with its message and code.
     let bad_args = cli(&app, &["call", "calc", "add", "--args", r#"{"a": "two"}"#]).await;

@@ -638,9 +638,9 @@ mod tests {
              "mcp_path": "/servers/weather-long/mcp", "created_at": "2025-01-02T03:04:06.000Z", "updated_at": "2025-01-02T03:04:06.000Z"},
         ]}));
         let expected = "\
-ID            NAME         STATUS    TOOLS  CALLS 1H        MCP PATH                   CREATED
-hn            Hacker News  ready     2      12 (1 failed)   /servers/hn/mcp            2025-01-02 03:04:05
-weather-long  w            planning  0      0               /servers/weather-long/mcp  2025-01-02 03:04:06
+ID            NAME         STATUS    TOOLS  CALLS 1H       MCP PATH                   CREATED
+hn            Hacker News  ready     2      12 (1 failed)  /servers/hn/mcp            2025-01-02 03:04:05
+weather-long  w            planning  0      0              /servers/weather-long/mcp  2025-01-02 03:04:06
 ";
         assert_eq!(servers_table(&list), expected);
         assert!(servers_table(&body(json!({"servers": []}))).starts_with("no servers"));

@@ -25,6 +25,8 @@ use crate::toolset::ServerId;
 enum Step {
     /// Send this status; then follow (or finish, if it is final).
     Emit(StatusEvent, Follow),
+    /// Wait for the next status change, then send it.
+    Wait(Follow),
     /// Send `done` with this status and end.
     Done(StatusEvent),
     Ended,
@@ -62,34 +64,36 @@ pub async fn server_events(
     })?;
     let current = StatusEvent::current(&record);
     let follow = Follow { id, events, catalog: state.catalog.clone() };
+    // Each status is sent as soon as it is known; only then does the stream wait for the next
+    // change (waiting first would hold every event back until the following one).
     let stream = futures_util::stream::unfold(Step::Emit(current, follow), |step| async move {
-        match step {
-            Step::Emit(status, follow) => {
-                let event = to_event("status", &status);
-                let next = if status.status.is_final() { Step::Done(status) } else { next_step(follow).await };
-                Some((Ok(event), next))
-            }
-            Step::Done(status) => Some((Ok(to_event("done", &status)), Step::Ended)),
-            Step::Ended => None,
-        }
+        let (status, follow) = match step {
+            Step::Emit(status, follow) => (status, follow),
+            Step::Wait(follow) => next_change(follow).await?,
+            Step::Done(status) => return Some((Ok(to_event("done", &status)), Step::Ended)),
+            Step::Ended => return None,
+        };
+        let event = to_event("status", &status);
+        let next = if status.status.is_final() { Step::Done(status) } else { Step::Wait(follow) };
+        Some((Ok(event), next))
     });
     // A stream open at shutdown ends at once rather than holding the drain to its deadline.
     let stream = stream.take_until(state.tasks.shutdown_started());
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
-/// Waits for the next status change of this server.
-async fn next_step(mut follow: Follow) -> Step {
+/// Waits for the next status change of this server; `None` when there will be none.
+async fn next_change(mut follow: Follow) -> Option<(StatusEvent, Follow)> {
     loop {
         match follow.events.recv().await {
-            Ok(event) if event.id == follow.id => return Step::Emit(event, follow),
+            Ok(event) if event.id == follow.id => return Some((event, follow)),
             Ok(_) => continue,
             // Missed some events: the catalog has the truth.
             Err(RecvError::Lagged(_)) => match follow.catalog.get_server(&follow.id).await {
-                Ok(Some(record)) => return Step::Emit(StatusEvent::current(&record), follow),
-                _ => return Step::Ended,
+                Ok(Some(record)) => return Some((StatusEvent::current(&record), follow)),
+                _ => return None,
             },
-            Err(RecvError::Closed) => return Step::Ended,
+            Err(RecvError::Closed) => return None,
         }
     }
 }

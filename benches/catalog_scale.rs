@@ -77,6 +77,15 @@ async fn main() -> anyhow::Result<()> {
     let tools = tools_list(&http, daemon.address, &server_id(servers - 1)).await.map_err(|e| daemon.explain(e))?;
     anyhow::ensure!(tools == 5, "the last server lists {tools} tools after the restart, expected 5");
 
+    // The servers list as the console shows it (every 10 s while open): every server with its
+    // calls and errors of the last hour, counted from the call log.
+    let list = list_latency(&http, daemon.address, servers).await.map_err(|e| daemon.explain(e))?;
+    println!(
+        "{:<44} {:>9.1} ms   (p50 of 20)",
+        format!("GET /admin/servers, {servers} servers"),
+        list.as_secs_f64() * 1000.0
+    );
+
     tokio::time::sleep(IDLE).await;
     println!(
         "{:<44} {:>9.1} MB   (peak {:.1} MB)   target < 300 MB",
@@ -315,6 +324,21 @@ fn toolset(n: usize) -> Value {
 }
 
 /// Lists a server's tools over MCP and returns how many there are.
+/// The median time of 20 `GET /admin/servers`, each checked to list every server.
+async fn list_latency(http: &reqwest::Client, address: SocketAddr, servers: usize) -> anyhow::Result<Duration> {
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let list: Value =
+            http.get(format!("http://{address}/admin/servers")).send().await?.error_for_status()?.json().await?;
+        times.push(started.elapsed());
+        let listed = list["servers"].as_array().map(Vec::len).unwrap_or_default();
+        anyhow::ensure!(listed == servers, "GET /admin/servers listed {listed} servers, expected {servers}");
+    }
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
 async fn tools_list(http: &reqwest::Client, address: SocketAddr, server: &str) -> anyhow::Result<usize> {
     let reply: Value = http
         .post(format!("http://{address}/servers/{server}/mcp"))

@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -18,14 +19,17 @@ use reqwest::header::{
 };
 use serde_json::{Value, json};
 
-use crate::generation::{docs_html, prompt, script_happy_path, spawn_with_llm};
+use crate::generation::{docs_html, get_item_handler, plan_json, prompt, spawn_with_llm};
 use crate::helpers::*;
-use crate::scripted_llm::ScriptedLlm;
+use crate::scripted_llm::{Scripted, ScriptedLlm};
 
 const TOKEN: &str = "console-e2e-token-0123456789";
 
 /// Longest the browser script may take; its flows normally take seconds (each has its own limit).
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// How long the first plan is held, so the progress page shows a running stage as current.
+const PLANNER_HOLD: Duration = Duration::from_millis(2000);
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -210,14 +214,43 @@ fn browser_test_node() -> Option<PathBuf> {
     Some(node)
 }
 
+/// The browser test's LLM: the prompt becomes a server with `get_item` and `add` (as in
+/// generation.rs), the first plan comes after [`PLANNER_HOLD`], and every handler of `get_item`
+/// after the first also returns the item's score, so a regeneration makes a version that differs.
+fn script_console(llm: &ScriptedLlm, port: u16) {
+    let plan = plan_json(port);
+    let first = get_item_handler(port);
+    let second = first.replace("author: item.by }", "author: item.by, score: item.score }");
+    assert_ne!(first, second, "the second handler differs");
+    let planned = AtomicBool::new(false);
+    let compiled = AtomicBool::new(false);
+    llm.respond_with(move |request| {
+        if request.system().contains("You are the planner") {
+            let answer = Scripted::text(format!("Here is the plan:\n```json\n{plan}\n```"));
+            if planned.swap(true, Ordering::SeqCst) {
+                answer
+            } else {
+                Scripted::Delayed(PLANNER_HOLD, Box::new(answer))
+            }
+        } else if request.last_user_message().contains("\"name\": \"get_item\"") {
+            let handler = if compiled.swap(true, Ordering::SeqCst) { &second } else { &first };
+            Scripted::text(format!("```javascript\n{handler}\n```"))
+        } else {
+            Scripted::text("return args.a + args.b;")
+        }
+    });
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_in_a_browser() {
     let Some(node) = browser_test_node() else { return };
     let llm = ScriptedLlm::start().await;
-    let app = spawn_with_llm(&llm, false, with_token(vec![]), None).await;
+    // The LLM's timeout leaves room for the held plan.
+    let env = with_token(vec![("MCPBOOTD_LLM__TIMEOUT_MS".to_string(), "10000".to_string())]);
+    let app = spawn_with_llm(&llm, false, env, None).await;
     let port = app.upstream.address.port();
     app.upstream.set_docs(&docs_html(port));
-    script_happy_path(&llm, port);
+    script_console(&llm, port);
 
     // A toolset server to find in the lists; the flows register others through the pages.
     let body = json!({

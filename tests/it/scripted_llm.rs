@@ -35,6 +35,9 @@ pub enum Scripted {
     Hang,
     /// A 200 whose body is not the provider's JSON.
     Garbage,
+    /// The inner answer, after this long (without holding a thread); for tests that watch a
+    /// stage while it runs.
+    Delayed(std::time::Duration, Box<Scripted>),
 }
 
 impl Scripted {
@@ -259,6 +262,14 @@ async fn answer(state: Arc<State>, mut stopped: watch::Receiver<bool>, request: 
         }
     };
     let n = state.counter.fetch_add(1, Ordering::Relaxed) + 1;
+    let mut scripted = scripted;
+    while let Scripted::Delayed(delay, inner) = scripted {
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stopped.wait_for(|stop| *stop) => return error(wire, 503, "scripted LLM: shutting down"),
+        }
+        scripted = *inner;
+    }
     match scripted {
         Scripted::Text(text) => completion(wire, n, &recorded, &text),
         Scripted::Status(status, body) => {
@@ -276,6 +287,7 @@ async fn answer(state: Arc<State>, mut stopped: watch::Receiver<bool>, request: 
             error(wire, 503, "scripted LLM: shutting down")
         }
         Scripted::Garbage => raw(200, "text/html", "<html><body>Welcome to nginx!</body></html>".into()),
+        Scripted::Delayed(..) => unreachable!("unwrapped above"),
     }
 }
 
@@ -419,6 +431,18 @@ mod self_tests {
         assert_eq!(status, 404);
         assert!(body["error"]["message"].as_str().unwrap().contains("no route"));
         assert_eq!(llm.requests().len(), 5);
+    }
+
+    #[tokio::test]
+    async fn delayed_answers_after_the_delay() {
+        let llm = ScriptedLlm::start().await;
+        llm.push(Scripted::Delayed(Duration::from_millis(300), Box::new(Scripted::text("late"))));
+        let url = format!("{}/chat/completions", llm.base_url_openai());
+        let started = std::time::Instant::now();
+        let (status, _, body) = post(url, openai_request("s", "u")).await;
+        assert_eq!(status, 200);
+        assert_eq!(body["choices"][0]["message"]["content"], "late");
+        assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
     }
 
     #[tokio::test]

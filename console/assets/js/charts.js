@@ -167,25 +167,25 @@ export function lineChart({ title, description, series, format = String, minimum
     root.append(grid);
 
     for (const s of series) {
-      let d = "";
-      let open = false;
+      // Runs of neighbouring samples with values; a gap or a missing value starts a new one.
+      const runs = [];
+      let run = null;
       samples.forEach((sample, i) => {
         const v = s.value(sample);
         const t = times[i];
         const far = i > 0 && t - times[i - 1] > gapMs;
         if (typeof v !== "number" || t < from) {
-          open = false;
+          run = null;
           return;
         }
-        d += `${open && !far ? "L" : "M"}${xOf(t).toFixed(1)},${yOf(v).toFixed(1)}`;
-        open = true;
+        if (!run || far) runs.push((run = []));
+        run.push([xOf(t), yOf(v)]);
       });
+      const d = runs.map((points) => points.map(([x, yy], i) => `${i ? "L" : "M"}${x.toFixed(1)},${yy.toFixed(1)}`).join("")).join("");
       if (d) root.append(svg("path", { d, class: `chart-line ${s.className}${s.dashed ? " dashed" : ""}` }));
-      // A lone point (a line of one sample) still shows.
-      if (d && !d.includes("L")) {
-        const last = samples.length - 1;
-        const v = s.value(samples[last]);
-        if (typeof v === "number") root.append(svg("circle", { cx: xOf(times[last]), cy: yOf(v), r: 2.5, class: `chart-dot ${s.className}` }));
+      // A run of one sample (a latency from the only interval with calls) has no line: a dot shows it.
+      for (const points of runs) {
+        if (points.length === 1) root.append(svg("circle", { cx: points[0][0], cy: points[0][1], r: 2.5, class: `chart-dot ${s.className}` }));
       }
     }
 

@@ -482,7 +482,7 @@ function viaText(via) {
 function egressTable(egress) {
   return h(
     "div",
-    { class: "table-wrap egress-wrap" },
+    { class: "table-wrap stack egress-wrap" },
     h(
       "table",
       { class: "egress-table" },
@@ -508,17 +508,17 @@ function egressTable(egress) {
           h(
             "tr",
             { class: request.allowed ? "" : "denied" },
-            h("td", { class: "egress-request" }, h("code", {}, `${request.method} ${request.host}${request.path}`)),
+            h("td", { class: "egress-request card-title", "data-label": "Request" }, h("code", {}, `${request.method} ${request.host}${request.path}`)),
             h(
               "td",
-              {},
+              { "data-label": "Result" },
               request.allowed ? badge("allowed") : badge("denied"),
               request.status !== null && request.status !== undefined ? h("span", { class: "http-status" }, ` ${request.status}`) : null,
             ),
-            h("td", { class: "number" }, bytes(request.bytes)),
-            h("td", { class: "number" }, durationUs(request.duration_us)),
-            h("td", {}, (request.credentials || []).length ? request.credentials.map((name, i) => [i ? ", " : "", h("code", {}, name)]) : h("span", { class: "muted" }, "—")),
-            h("td", { class: "egress-reason" }, request.reason || h("span", { class: "muted" }, "—")),
+            h("td", { class: "number", "data-label": "Bytes" }, bytes(request.bytes)),
+            h("td", { class: "number", "data-label": "Time" }, durationUs(request.duration_us)),
+            h("td", { "data-label": "Credentials" }, (request.credentials || []).length ? request.credentials.map((name, i) => [i ? ", " : "", h("code", {}, name)]) : h("span", { class: "muted" }, "—")),
+            h("td", { class: `egress-reason card-wide${request.reason ? "" : " hide-narrow"}`, "data-label": "Reason" }, request.reason || h("span", { class: "muted" }, "—")),
           ),
         ),
       ),

@@ -8,7 +8,8 @@ import { bytes, durationMs, errorBox, h, heading, number, replace, time } from "
 const POLL_MS = 5000;
 
 const rate = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
-const compact = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
+// Axis labels: ticks fall on steps such as 0.25, which one decimal would show as 0.3.
+const compact = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
 
 function perSecond(value) {
   return `${rate.format(value)}/s`;
@@ -139,35 +140,36 @@ export async function render(main) {
 }
 
 function tileList(overview, s) {
-  const missing = h("span", { class: "muted" }, "—");
-  const value = (v, format) => (typeof v === "number" ? format(v) : missing);
+  // A new node each time: one node appended to several tiles would show in the last one only.
+  const missing = () => h("span", { class: "muted" }, "—");
+  const value = (v, format) => (typeof v === "number" ? format(v) : missing());
   const errorShare = s && s.calls_per_second > 0 ? s.errors_per_second / s.calls_per_second : null;
   const memoryShare = s && s.memory_budget_bytes > 0 ? s.memory_bytes / s.memory_budget_bytes : null;
   const poolShare = s && s.workers > 0 ? s.busy_workers / s.workers : null;
   return [
-    tile("Calls", s ? value(s.calls_per_second, rate.format) : missing, "per second"),
+    tile("Calls", s ? value(s.calls_per_second, rate.format) : missing(), "per second"),
     tile(
       "Errors",
-      s ? value(s.errors_per_second, rate.format) : missing,
+      s ? value(s.errors_per_second, rate.format) : missing(),
       errorShare !== null ? `per second · ${Math.round(errorShare * 100)}% of calls` : "per second",
       s && s.errors_per_second > 0 ? "bad" : null,
     ),
-    tile("Latency p50", s ? value(s.p50_ms, durationMs) : missing, s && s.p50_ms === null ? "no calls in the interval" : "median call"),
-    tile("Latency p99", s ? value(s.p99_ms, durationMs) : missing, s && s.p99_ms === null ? "no calls in the interval" : "slowest 1%"),
-    tile("In flight", s ? value(s.in_flight_calls, number.format) : missing, "calls running now"),
-    tile("Queue", s ? value(s.queue_depth, number.format) : missing, "calls waiting for a worker", s && s.queue_depth > 0 ? "warn" : null),
+    tile("Latency p50", s ? value(s.p50_ms, durationMs) : missing(), s && s.p50_ms === null ? "no calls in the interval" : "median call"),
+    tile("Latency p99", s ? value(s.p99_ms, durationMs) : missing(), s && s.p99_ms === null ? "no calls in the interval" : "slowest 1%"),
+    tile("In flight", s ? value(s.in_flight_calls, number.format) : missing(), "calls running now"),
+    tile("Queue", s ? value(s.queue_depth, number.format) : missing(), "calls waiting for a worker", s && s.queue_depth > 0 ? "warn" : null),
     tile(
       "Workers busy",
-      s ? [value(s.busy_workers, number.format), h("span", { class: "stat-of" }, ` / ${typeof s.workers === "number" ? number.format(s.workers) : "—"}`)] : missing,
+      s ? [value(s.busy_workers, number.format), h("span", { class: "stat-of" }, ` / ${typeof s.workers === "number" ? number.format(s.workers) : "—"}`)] : missing(),
       poolShare !== null ? meter(poolShare, "Isolate pool load") : "isolate pool",
     ),
     tile(
       "Memory",
-      s ? value(s.memory_bytes, bytes) : missing,
+      s ? value(s.memory_bytes, bytes) : missing(),
       memoryShare !== null ? [meter(memoryShare, "Memory used of the budget"), ` of ${bytes(s.memory_budget_bytes)}`] : "isolate memory",
       memoryShare !== null && memoryShare > 0.9 ? "warn" : null,
     ),
-    tile("Servers", typeof overview.mounted_servers === "number" ? h("a", { href: "#/servers" }, number.format(overview.mounted_servers)) : missing, "mounted"),
+    tile("Servers", typeof overview.mounted_servers === "number" ? h("a", { href: "#/servers" }, number.format(overview.mounted_servers)) : missing(), "mounted"),
   ];
 }
 

@@ -598,6 +598,11 @@ function kindText(kind) {
   return { toolset: "Toolset (registered as written)", prompt: "Prompt (generated)", openapi: "API description (derived)" }[kind] || kind;
 }
 
+/** Where a version came from, as the progress page says it. */
+function sourceText(source) {
+  return { llm: "Prompt (LLM)", openapi: "OpenAPI document", toolset: "Toolset" }[source] || source;
+}
+
 function driftBadge(drift) {
   const kind = { drifted: "drifted", failed: "failed", checking: "checking", unchanged: "plain" }[drift.status] || "plain";
   const element = badge(`drift: ${drift.status}`, kind);
@@ -729,7 +734,7 @@ function versionTable(page, versions) {
         h(
           "span",
           {},
-          v.source,
+          sourceText(v.source),
           v.model ? h("code", { class: "sv-small sv-block" }, v.model) : null,
           v.cache_hit ? h("span", { class: "muted sv-small sv-block" }, "from cache") : null,
         ),

@@ -437,7 +437,10 @@ async fn self_tests_get_one_repair_and_failures_stay_visible() {
 async fn progress_streams_as_server_sent_events() {
     use futures_util::StreamExt;
     let llm = ScriptedLlm::start().await;
-    let app = spawn_with_llm(&llm, false, vec![], None).await;
+    // The planner is held below until the stream has sent the current status: the daemon must not
+    // give up on it (and retry) meanwhile, however loaded the machine is.
+    let patient = vec![("MCPBOOTD_LLM__TIMEOUT_MS".to_string(), "30000".to_string())];
+    let app = spawn_with_llm(&llm, false, patient, None).await;
     let port = app.upstream.address.port();
     app.upstream.set_docs(&docs_html(port));
     // Hold the planner until the event stream is open, so every stage is observed.
@@ -448,7 +451,7 @@ async fn progress_streams_as_server_sent_events() {
     llm.respond_with(move |request| {
         if request.system().contains("You are the planner") {
             if let Some(held) = held.lock().unwrap().take() {
-                let _ = held.recv_timeout(Duration::from_secs(5));
+                let _ = held.recv_timeout(Duration::from_secs(20));
             }
             Scripted::text(plan.clone())
         } else if request.last_user_message().contains("\"name\": \"get_item\"") {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::helpers::*;
-use crate::scripted_llm::{Scripted, ScriptedLlm};
+use crate::scripted_llm::{Gate, Scripted, ScriptedLlm};
 
 pub(crate) const DOCS_HOST: &str = "docs.weather.test";
 
@@ -444,16 +444,16 @@ async fn progress_streams_as_server_sent_events() {
     let port = app.upstream.address.port();
     app.upstream.set_docs(&docs_html(port));
     // Hold the planner until the event stream is open, so every stage is observed.
-    let (release, held) = std::sync::mpsc::channel::<()>();
-    let held = std::sync::Mutex::new(Some(held));
+    let gate = Gate::default();
+    let held = std::sync::Mutex::new(Some(gate.clone()));
     let plan = plan_json(port);
     let good = get_item_handler(port);
     llm.respond_with(move |request| {
         if request.system().contains("You are the planner") {
-            if let Some(held) = held.lock().unwrap().take() {
-                let _ = held.recv_timeout(Duration::from_secs(20));
+            match held.lock().unwrap().take() {
+                Some(gate) => Scripted::Gated(gate, Box::new(Scripted::text(plan.clone()))),
+                None => Scripted::text(plan.clone()),
             }
-            Scripted::text(plan.clone())
         } else if request.last_user_message().contains("\"name\": \"get_item\"") {
             Scripted::text(good.clone())
         } else {
@@ -474,7 +474,7 @@ async fn progress_streams_as_server_sent_events() {
         body.push_str(&String::from_utf8_lossy(&chunk));
     }
     assert!(body.starts_with("event: status") && body.contains("\"status\":\"planning\""), "{body}");
-    release.send(()).unwrap();
+    gate.open();
     while let Some(chunk) = tokio::time::timeout(Duration::from_secs(10), stream.next()).await.unwrap() {
         body.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
     }

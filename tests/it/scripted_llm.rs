@@ -38,7 +38,28 @@ pub enum Scripted {
     /// The inner answer, after this long (without holding a thread); for tests that watch a
     /// stage while it runs.
     Delayed(std::time::Duration, Box<Scripted>),
+    /// The inner answer, once the gate is opened; holds a stage until the test has seen it,
+    /// without holding a thread.
+    Gated(Gate, Box<Scripted>),
 }
+
+/// Opens a [`Scripted::Gated`] answer: `open` before the request arrives is kept for it.
+#[derive(Debug, Clone, Default)]
+pub struct Gate(Arc<tokio::sync::Notify>);
+
+impl Gate {
+    pub fn open(&self) {
+        self.0.notify_one();
+    }
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Gate) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Gate {}
 
 impl Scripted {
     pub fn text(text: impl Into<String>) -> Scripted {
@@ -263,9 +284,17 @@ async fn answer(state: Arc<State>, mut stopped: watch::Receiver<bool>, request: 
     };
     let n = state.counter.fetch_add(1, Ordering::Relaxed) + 1;
     let mut scripted = scripted;
-    while let Scripted::Delayed(delay, inner) = scripted {
+    loop {
+        let (wait, inner): (std::pin::Pin<Box<dyn Future<Output = ()> + Send>>, _) = match scripted {
+            Scripted::Delayed(delay, inner) => (Box::pin(tokio::time::sleep(delay)), inner),
+            Scripted::Gated(gate, inner) => (Box::pin(async move { gate.0.notified().await }), inner),
+            other => {
+                scripted = other;
+                break;
+            }
+        };
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            () = wait => {}
             _ = stopped.wait_for(|stop| *stop) => return error(wire, 503, "scripted LLM: shutting down"),
         }
         scripted = *inner;
@@ -287,7 +316,7 @@ async fn answer(state: Arc<State>, mut stopped: watch::Receiver<bool>, request: 
             error(wire, 503, "scripted LLM: shutting down")
         }
         Scripted::Garbage => raw(200, "text/html", "<html><body>Welcome to nginx!</body></html>".into()),
-        Scripted::Delayed(..) => unreachable!("unwrapped above"),
+        Scripted::Delayed(..) | Scripted::Gated(..) => unreachable!("unwrapped above"),
     }
 }
 

@@ -75,8 +75,8 @@ pub struct AdminConfig {
     /// Serve the web console at `/console` (it asks for `token` and uses the admin API).
     pub console: bool,
     /// Serve the console's files from this directory (a checkout's `console/assets`) instead of
-    /// the copies in the binary, to work on the console without rebuilding. Only the file names
-    /// the binary embeds are served.
+    /// the copies in the binary, to work on the console without rebuilding. Any file under it
+    /// with a plain relative name is served (no `..`, no hidden files or directories).
     pub console_assets_dir: PathBuf,
 }
 

@@ -64,7 +64,10 @@ export function lineChart({ title, description, series, format = String, minimum
   const titleId = `chart-${Math.random().toString(36).slice(2, 9)}`;
   const hintId = `${titleId}-hint`;
   const surface = html("div", { class: "chart-surface", tabindex: "0", role: "img", "aria-describedby": hintId });
-  const readout = html("p", { class: "chart-readout", "aria-live": "polite" });
+  // Read out only while the chart has focus (the arrow keys move the cursor): a live region that
+  // every poll rewrites would have all charts speak every few seconds.
+  const readout = html("p", { class: "chart-readout" });
+  surface.addEventListener("focus", () => readout.setAttribute("aria-live", "polite"));
   const hint = html("p", { id: hintId, class: "visually-hidden" }, "Left and right arrow keys move through the samples; their values are read out below the chart.");
   const legend = html(
     "ul",
@@ -247,6 +250,7 @@ export function lineChart({ title, description, series, format = String, minimum
     draw();
   });
   surface.addEventListener("blur", () => {
+    readout.removeAttribute("aria-live");
     if (cursor !== null) {
       cursor = null;
       draw();

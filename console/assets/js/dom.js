@@ -159,8 +159,11 @@ export function confirmDialog({ title, text, confirm = "Confirm", danger = false
       event.preventDefault();
       dialog.close("ok");
     });
+    // Focus goes back where it was (the button that opened the dialog), not to the page's top.
+    const opener = document.activeElement;
     dialog.addEventListener("close", () => {
       dialog.remove();
+      if (opener instanceof HTMLElement && opener.isConnected) opener.focus();
       resolve(dialog.returnValue === "ok");
     });
     document.body.append(dialog);
@@ -183,6 +186,8 @@ export function actionButton(label, action, attributes = {}) {
     } finally {
       button.disabled = false;
       button.removeAttribute("aria-busy");
+      // A disabled button cannot keep focus (a dialog it opened could not give it back).
+      if (button.isConnected && document.activeElement === document.body) button.focus();
     }
   });
   return button;

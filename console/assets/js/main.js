@@ -40,8 +40,13 @@ function match(route) {
   return null;
 }
 
-/** Navigates to `route` (`/servers/abc`), replacing the history entry when `replace` is set. */
-export function go(route, { replaceEntry = false } = {}) {
+/**
+ * Navigates to `route` (`/servers/abc`), replacing the history entry when `replaceEntry` is set.
+ * With `from` (a page's element), only while that page is still shown: an answer that arrives
+ * after the operator moved on does not pull them back.
+ */
+export function go(route, { replaceEntry = false, from = null } = {}) {
+  if (from && !from.isConnected) return;
   const target = `#${route}`;
   if (location.hash === target) return render();
   if (replaceEntry) {
@@ -82,8 +87,11 @@ async function render() {
   try {
     const page = await found.load();
     if (ticket !== rendering) return;
-    main.replaceChildren();
-    const stop = await page.render(main, found.params, found.query);
+    // Each page draws into its own element: when the operator has moved on before a slow request
+    // of the previous page answers, what it draws lands in a detached element, not over this page.
+    const view = h("div", { class: "view" });
+    main.replaceChildren(view);
+    const stop = await page.render(view, found.params, found.query);
     if (ticket !== rendering) {
       if (typeof stop === "function") stop();
       return;

@@ -154,8 +154,11 @@ export function reasonDialog({ title, text, label, confirm, danger = false, maxL
       event.preventDefault();
       dialog.close("ok");
     });
+    // Focus goes back where it was (the button that opened the dialog), not to the page's top.
+    const opener = document.activeElement;
     dialog.addEventListener("close", () => {
       dialog.remove();
+      if (opener instanceof HTMLElement && opener.isConnected) opener.focus();
       resolve(dialog.returnValue === "ok" ? area.value.trim() : null);
     });
     document.body.append(dialog);

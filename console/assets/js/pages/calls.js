@@ -314,8 +314,10 @@ function matchesLocally(call, filters, span) {
   }
   if (filters.tool && call.tool !== filters.tool) return false;
   if (filters.outcome && call.outcome !== filters.outcome) return false;
-  if (span.since && call.started_at < span.since) return false;
-  if (span.until && call.started_at >= span.until) return false;
+  // As instants: the API's times have milliseconds, the filter's whole seconds.
+  const started = Date.parse(call.started_at);
+  if (span.since && started < Date.parse(span.since)) return false;
+  if (span.until && started >= Date.parse(span.until)) return false;
   return true;
 }
 

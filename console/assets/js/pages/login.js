@@ -11,7 +11,7 @@ export function render(main, _params, query) {
     id: "token",
     type: "password",
     name: "token",
-    autocomplete: "current-password",
+    autocomplete: "off",
     required: true,
     spellcheck: "false",
     "aria-describedby": "token-help",

@@ -311,11 +311,11 @@ export function render(main, _params, query) {
     try {
       const answer = await api.post("/admin/servers", body);
       if (answer && answer.generation_id !== undefined) {
-        go(`/servers/${encodeURIComponent(answer.id)}/progress/${encodeURIComponent(answer.generation_id)}`);
+        go(`/servers/${encodeURIComponent(answer.id)}/progress/${encodeURIComponent(answer.generation_id)}`, { from: main });
       } else {
         toast(`Registered ${answer.name || answer.id}: ${(answer.tools || []).length} tools served at ${answer.mcp_path}`, "ok");
         for (const warning of answer.warnings || []) toast(`Warning: ${warning}`);
-        go(`/servers/${encodeURIComponent(answer.id)}`);
+        go(`/servers/${encodeURIComponent(answer.id)}`, { from: main });
       }
     } catch (error) {
       replace(status, errorBox(error, hintFor(error)));

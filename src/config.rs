@@ -31,6 +31,7 @@ const ENV_CREDENTIALS_KEY_SHORT: &str = "MCPBOOTD_CREDENTIALS_KEY";
 pub struct Config {
     pub server: ServerConfig,
     pub admin: AdminConfig,
+    pub auth: AuthConfig,
     pub catalog: CatalogConfig,
     pub credentials: CredentialsConfig,
     pub sandbox: SandboxConfig,
@@ -78,6 +79,95 @@ pub struct AdminConfig {
     /// the copies in the binary, to work on the console without rebuilding. Any file under it
     /// with a plain relative name is served (no `..`, no hidden files or directories).
     pub console_assets_dir: PathBuf,
+}
+
+/// How MCP hosts authenticate to the mounts, besides per-server static access tokens.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    pub oauth: OAuthConfig,
+}
+
+/// The mounts as OAuth 2.1 resource servers that trust one identity provider (docs/oauth.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OAuthConfig {
+    /// The authorization server's issuer, compared and published exactly as written (no `/` is
+    /// added). Empty: OAuth is off.
+    pub issuer: String,
+    /// How MCP hosts reach this daemon (`https://mcp.example.com`): a mount's canonical URL, the
+    /// audience its tokens must carry, is this + `/servers/<id>/mcp`.
+    pub public_url: String,
+    /// Every mount without a static access token requires an OAuth token.
+    pub required: bool,
+    /// Clock skew allowed on `exp` and `nbf`.
+    pub leeway_seconds: u64,
+}
+
+impl Default for OAuthConfig {
+    fn default() -> Self {
+        OAuthConfig { issuer: String::new(), public_url: String::new(), required: false, leeway_seconds: 60 }
+    }
+}
+
+impl OAuthConfig {
+    pub fn enabled(&self) -> bool {
+        !self.issuer.is_empty()
+    }
+
+    /// The canonical URL of a mount: the audience its tokens must name.
+    pub fn resource(&self, mcp_path: &str) -> String {
+        format!("{}{mcp_path}", self.public_url.trim_end_matches('/'))
+    }
+
+    /// Where a host finds a mount's Protected Resource Metadata (RFC 9728 §3.1: inserted after
+    /// the host, before the path).
+    pub fn metadata_url(&self, mcp_path: &str) -> String {
+        format!("{}/.well-known/oauth-protected-resource{mcp_path}", self.public_url.trim_end_matches('/'))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |message: String| Err(ConfigError::Invalid(message));
+        if !self.enabled() {
+            if self.required {
+                return invalid(
+                    "[auth.oauth] required = true needs [auth.oauth] issuer (MCPBOOTD_AUTH__OAUTH__ISSUER)".into(),
+                );
+            }
+            return Ok(());
+        }
+        for (key, value) in [("issuer", &self.issuer), ("public_url", &self.public_url)] {
+            let variable = format!("MCPBOOTD_AUTH__OAUTH__{}", key.to_uppercase());
+            let Ok(url) = url::Url::parse(value) else {
+                return invalid(format!("[auth.oauth] {key} ({variable}) = {value:?} is not a URL"));
+            };
+            let loopback = match url.host() {
+                Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                Some(url::Host::Domain(name)) => name == "localhost",
+                None => false,
+            };
+            if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
+                return invalid(format!(
+                    "[auth.oauth] {key} ({variable}) = {value:?} must be an https:// URL \
+                     (http:// is accepted only on a loopback address, for tests and local development)"
+                ));
+            }
+            if url.query().is_some() || url.fragment().is_some() {
+                return invalid(format!(
+                    "[auth.oauth] {key} ({variable}) = {value:?} must not have a query or fragment"
+                ));
+            }
+        }
+        if url::Url::parse(&self.public_url).is_ok_and(|url| url.path() != "/") {
+            return invalid(format!(
+                "[auth.oauth] public_url = {:?} must be the daemon's origin without a path \
+                 (mounts are at <public_url>/servers/<id>/mcp)",
+                self.public_url
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -788,6 +878,7 @@ impl Config {
                 self.server.listen
             )));
         }
+        self.auth.oauth.validate()?;
         let sandbox = &self.sandbox;
         for (key, value) in [
             ("timeout_ms", sandbox.timeout_ms),
@@ -957,7 +1048,8 @@ impl Config {
 }
 
 /// `MCPBOOTD_EGRESS__RESOLVE__api.example.test` -> ["egress", "resolve", "api.example.test"].
-/// Section and key names are lower-cased; the tail of a map path (host names) is kept as written.
+/// Section and key names are lower-cased (also in `[auth.oauth]`); the tail of a map path (host
+/// names) is kept as written.
 ///
 /// Config keys always have a section (`__` after it). A name without one is not a config key but
 /// one of the project's other variables (`MCPBOOTD_URL` for the client, test switches such as
@@ -992,8 +1084,17 @@ fn env_key_path(name: &str, sections: &[String]) -> Result<Option<Vec<String>>, 
             reason: "expected MCPBOOTD_<SECTION>__<KEY>, e.g. MCPBOOTD_SERVER__LISTEN".into(),
         });
     }
-    Ok(Some(parts.iter().enumerate().map(|(i, p)| if i < 2 { p.to_lowercase() } else { p.to_string() }).collect()))
+    // Sections within sections (`[auth.oauth]`) have a key one level deeper.
+    let nested = NESTED_SECTIONS.iter().any(|(section, sub)| {
+        parts.len() > 2 && parts[0].eq_ignore_ascii_case(section) && parts[1].eq_ignore_ascii_case(sub)
+    });
+    let names = if nested { 3 } else { 2 };
+    Ok(Some(parts.iter().enumerate().map(|(i, p)| if i < names { p.to_lowercase() } else { p.to_string() }).collect()))
 }
+
+/// `[section.sub]` tables whose keys are config keys (not map keys such as `[egress.resolve]`'s
+/// host names).
+const NESTED_SECTIONS: [(&str, &str); 1] = [("auth", "oauth")];
 
 /// Env values are TOML values when they parse as one (`500`, `true`, `["a", "b"]`), strings otherwise,
 /// so `MCPBOOTD_SERVER__LISTEN=0.0.0.0:80` needs no quoting.
@@ -1037,6 +1138,56 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn oauth_issuers_are_https_except_on_loopback_and_kept_as_written() {
+        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &CliOverrides::default());
+        let config = load(&[
+            ("MCPBOOTD_AUTH__OAUTH__ISSUER", "https://idp.example.com"),
+            ("MCPBOOTD_AUTH__OAUTH__PUBLIC_URL", "https://mcp.example.com/"),
+            ("MCPBOOTD_AUTH__OAUTH__REQUIRED", "true"),
+        ])
+        .unwrap();
+        let oauth = &config.auth.oauth;
+        assert_eq!(oauth.issuer, "https://idp.example.com", "no slash added to a path-less issuer");
+        assert_eq!(oauth.resource("/servers/hn/mcp"), "https://mcp.example.com/servers/hn/mcp");
+        assert_eq!(
+            oauth.metadata_url("/servers/hn/mcp"),
+            "https://mcp.example.com/.well-known/oauth-protected-resource/servers/hn/mcp"
+        );
+        assert!(
+            load(&[
+                ("MCPBOOTD_AUTH__OAUTH__ISSUER", "http://127.0.0.1:9000/realms/main"),
+                ("MCPBOOTD_AUTH__OAUTH__PUBLIC_URL", "http://localhost:8080"),
+            ])
+            .is_ok(),
+            "http:// on loopback is for tests and local development"
+        );
+        for (pairs, says) in [
+            (
+                vec![
+                    ("MCPBOOTD_AUTH__OAUTH__ISSUER", "http://idp.example.com"),
+                    ("MCPBOOTD_AUTH__OAUTH__PUBLIC_URL", "https://m.example.com"),
+                ],
+                "must be an https:// URL",
+            ),
+            (
+                vec![
+                    ("MCPBOOTD_AUTH__OAUTH__ISSUER", "https://idp.example.com"),
+                    ("MCPBOOTD_AUTH__OAUTH__PUBLIC_URL", "https://m.example.com/mcp"),
+                ],
+                "without a path",
+            ),
+            (
+                vec![("MCPBOOTD_AUTH__OAUTH__ISSUER", "https://idp.example.com")],
+                "public_url (MCPBOOTD_AUTH__OAUTH__PUBLIC_URL) = \"\" is not a URL",
+            ),
+            (vec![("MCPBOOTD_AUTH__OAUTH__REQUIRED", "true")], "needs [auth.oauth] issuer"),
+        ] {
+            let error = load(&pairs).unwrap_err().to_string();
+            assert!(error.contains(says), "{pairs:?}: {error}");
+        }
     }
 
     #[test]

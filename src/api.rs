@@ -60,6 +60,8 @@ pub struct AppState {
     pub mcp_hosts: Arc<mcp::transport::AllowedHosts>,
     /// The last minutes of calls and load (`overview::spawn_sampler` fills it).
     pub overview: Arc<History>,
+    /// Checks OAuth access tokens on the mounts, when `[auth.oauth]` names an issuer.
+    pub oauth: Option<crate::oauth::Validator>,
 }
 
 impl AppState {
@@ -144,6 +146,8 @@ pub(crate) fn open_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::default()
         // Every method goes to the MCP service, which answers those it does not serve itself.
         .routes(routes!(mcp::serve_mcp).map(|route| route.fallback(mcp::serve_mcp)))
+        .routes(routes!(oauth::mount_metadata))
+        .routes(routes!(oauth::root_metadata))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
 }

@@ -47,6 +47,34 @@ pub struct Daemon {
 
 /// Opens the catalog and builds every part from `config`; fails on what the config cannot give
 /// (a catalog that cannot be opened, an LLM provider without its key).
+/// The token checker for `[auth.oauth]`, which discovers the issuer in the background: a daemon
+/// whose identity provider is down starts, and its OAuth mounts answer 503 until it is back.
+fn oauth_validator(config: &Config) -> anyhow::Result<Option<crate::oauth::Validator>> {
+    let oauth = &config.auth.oauth;
+    if !oauth.enabled() {
+        return Ok(None);
+    }
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .context("cannot build the HTTP client for [auth.oauth]")?;
+    let mut settings = crate::oauth::ValidatorConfig::new(&oauth.issuer);
+    settings.leeway = Duration::from_secs(oauth.leeway_seconds);
+    let validator = crate::oauth::Validator::new(http, settings);
+    let warm = validator.clone();
+    tokio::spawn(async move {
+        match warm.prepare().await {
+            Ok(metadata) => tracing::info!(issuer = %metadata.issuer, "OAuth issuer discovered"),
+            Err(error) => {
+                tracing::warn!(%error, "the OAuth issuer cannot be discovered yet; OAuth mounts answer 503 until it can")
+            }
+        }
+    });
+    Ok(Some(validator))
+}
+
 pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     crate::install_crypto_provider();
     let config = Arc::new(config);
@@ -110,6 +138,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         generator.spawn_drift_checks(every);
     }
     let mcp_hosts = Arc::new(AllowedHosts::new(&config.mcp_allowed_hosts()));
+    let oauth = oauth_validator(&config)?;
     let state = AppState {
         config,
         catalog,
@@ -122,6 +151,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         ready: Arc::new(AtomicBool::new(false)),
         mcp_hosts,
         overview: Arc::default(),
+        oauth,
     };
     crate::api::overview::spawn_sampler(&state);
     Ok(Daemon { state, pool, own_addresses })

@@ -11,6 +11,7 @@ pub mod config;
 pub mod credentials;
 pub mod generate;
 pub mod llm;
+pub mod oauth;
 pub mod serve;
 pub mod states;
 pub mod tasks;

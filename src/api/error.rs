@@ -176,6 +176,9 @@ pub struct ApiError {
     /// The id of the JSON-RPC request answered (null when it is not known): only the
     /// JSON-RPC shape carries it, and clients match the error to their request by it.
     pub reply_to: Value,
+    /// The `WWW-Authenticate` challenge, when not the plain bearer one a 401 gets.
+    /// Boxed: errors travel in `Result`s on every handler, and most have none.
+    pub challenge: Option<Box<HeaderValue>>,
 }
 
 impl ApiError {
@@ -186,7 +189,20 @@ impl ApiError {
 
     /// An error sent with another status than its code's (see [`ErrorCode::status`]).
     pub fn with_status(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), shape: ErrorShape::Api, reply_to: Value::Null }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            shape: ErrorShape::Api,
+            reply_to: Value::Null,
+            challenge: None,
+        }
+    }
+
+    /// The same error with this `WWW-Authenticate` challenge (OAuth's, which names where the
+    /// resource's metadata is).
+    pub fn with_challenge(self, challenge: HeaderValue) -> ApiError {
+        ApiError { challenge: Some(Box::new(challenge)), ..self }
     }
 
     /// The same error, written as a JSON-RPC error response (the MCP endpoint's form).
@@ -214,7 +230,11 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         // RFC 6750 asks a bearer-token endpoint to say so, with the reason for hosts that show it.
-        let challenge = (self.status == StatusCode::UNAUTHORIZED).then(|| bearer_challenge(&self.message));
+        let challenge = self
+            .challenge
+            .clone()
+            .map(|challenge| *challenge)
+            .or_else(|| (self.status == StatusCode::UNAUTHORIZED).then(|| bearer_challenge(&self.message)));
         let mut response = match self.shape {
             ErrorShape::Api => {
                 let body = ErrorBody { error: ErrorDetail { code: self.code, message: self.message } };
@@ -245,12 +265,14 @@ impl IntoResponse for ApiError {
 /// `Bearer error="invalid_token", error_description="…"` (RFC 6750 §3), the description cut to
 /// what a header can carry: printable ASCII without quotes or backslashes.
 fn bearer_challenge(message: &str) -> HeaderValue {
-    let description: String = message
-        .chars()
-        .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '\'' })
-        .collect();
+    let description = header_quotable(message);
     HeaderValue::from_str(&format!("Bearer error=\"invalid_token\", error_description=\"{description}\""))
         .unwrap_or_else(|_| HeaderValue::from_static("Bearer error=\"invalid_token\""))
+}
+
+/// `text` as a quoted header parameter can carry it: printable ASCII without quotes or backslashes.
+pub fn header_quotable(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '\'' }).collect()
 }
 
 impl From<CatalogError> for ApiError {

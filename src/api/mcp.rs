@@ -104,10 +104,71 @@ async fn find_mount(state: &AppState, id: &str, uri: &Uri, headers: &HeaderMap) 
             return Err(access_token_refusal(id, presented.is_some()));
         }
     }
+    if mount.access_token_sha256.is_none() && state.config.auth.oauth.required {
+        check_oauth(state, id, headers).await?;
+    }
     match state.registry.build(&mount).await {
         Ok(mounted) => Ok(mounted),
         Err(MountError::Gone { .. }) => Err(not_found()),
         Err(failure) => Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
+    }
+}
+
+/// A mount behind OAuth: the request needs an access token from the configured issuer whose
+/// audience is this mount. Tokens are read from the `Authorization` header only (never from the
+/// query), and go no further than this check: handlers and upstreams never see them.
+async fn check_oauth(state: &AppState, id: &str, headers: &HeaderMap) -> Result<crate::oauth::Claims, ApiError> {
+    let oauth = &state.config.auth.oauth;
+    let Some(validator) = &state.oauth else {
+        return Err(ApiError::internal("[auth.oauth] required without a validator"));
+    };
+    let mcp_path = format!("/servers/{id}/mcp");
+    let presented = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    let Some(token) = presented.filter(|token| !token.is_empty()) else {
+        state.metrics.record_oauth_refusal("missing_token");
+        return Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            format!(
+                "MCP server {id:?} requires an OAuth access token from {}: sign in through the host \
+                 (it finds how in {})",
+                oauth.issuer,
+                oauth.metadata_url(&mcp_path)
+            ),
+        )
+        .with_challenge(super::oauth::challenge(oauth, &mcp_path, None)));
+    };
+    match validator.validate(token, &oauth.resource(&mcp_path)).await {
+        Ok(claims) => Ok(claims),
+        Err(refusal) => {
+            state.metrics.record_oauth_refusal(refusal.reason());
+            if let crate::oauth::Refusal::IssuerUnavailable(why) = &refusal {
+                tracing::warn!(issuer = %oauth.issuer, %why, "an OAuth token could not be checked");
+                return Err(ApiError::new(
+                    ErrorCode::ServerUnavailable,
+                    format!(
+                        "the identity provider {} cannot be reached to check the token; try again shortly",
+                        oauth.issuer
+                    ),
+                ));
+            }
+            tracing::debug!(
+                server_id = id,
+                reason = refusal.reason(),
+                message = refusal.message(),
+                "OAuth token refused"
+            );
+            let message =
+                format!("the access token was refused ({}) by MCP server {id:?}", refusal.reason().replace('_', " "));
+            Err(ApiError::new(ErrorCode::Unauthorized, message.clone()).with_challenge(super::oauth::challenge(
+                oauth,
+                &mcp_path,
+                Some(&message),
+            )))
+        }
     }
 }
 

@@ -947,6 +947,27 @@ impl From<ToolResult> for McpResult {
     }
 }
 
+/// RFC 9728 Protected Resource Metadata.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProtectedResource {
+    /// The mount's canonical URL: the audience its tokens must carry (RFC 8707).
+    pub resource: String,
+    /// The issuer, exactly as configured.
+    pub authorization_servers: Vec<String>,
+    /// Tokens are accepted in the `Authorization` header only.
+    pub bearer_methods_supported: Vec<String>,
+}
+
+impl ProtectedResource {
+    pub fn new(oauth: &crate::config::OAuthConfig, resource: String) -> ProtectedResource {
+        ProtectedResource {
+            resource,
+            authorization_servers: vec![oauth.issuer.clone()],
+            bearer_methods_supported: vec!["header".into()],
+        }
+    }
+}
+
 /// `GET /admin/overview`: this daemon's calls and load over the last minutes.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Overview {

@@ -5,7 +5,15 @@
 //! here take static bearer tokens, so every such probe gets an OAuth error (RFC 6749 §5.2, whose
 //! `error_description` these hosts show) that says how to configure the token instead.
 
-use crate::api::error::{ApiError, ErrorCode};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::HeaderValue;
+
+use crate::api::AppState;
+use crate::api::error::{ApiError, ErrorCode, header_quotable};
+use crate::api::model::{OAuthError, ProtectedResource};
+use crate::config::OAuthConfig;
+use crate::toolset::ServerId;
 
 /// The well-known documents OAuth clients fetch (RFC 8414, RFC 9728, OpenID discovery), found
 /// anywhere in a path because clients look both at the root and under the server's path.
@@ -42,6 +50,68 @@ pub fn refusal(path: &str) -> Option<ApiError> {
         )
         .as_oauth(),
     )
+}
+
+/// Protected Resource Metadata of a mount (RFC 9728)
+///
+/// Where an MCP host that got a 401 from `/servers/{id}/mcp` learns which authorization server
+/// issues tokens for it and which audience (`resource`) to ask for. Without `[auth.oauth]`, an
+/// OAuth error that says the mounts take static bearer tokens.
+#[utoipa::path(
+    get,
+    path = "/.well-known/oauth-protected-resource/servers/{id}/mcp",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, description = "the mount's metadata", body = ProtectedResource),
+        (status = 404, description = "no such server, or OAuth is not configured", body = OAuthError),
+    ),
+)]
+pub async fn mount_metadata(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<ProtectedResource>, ApiError> {
+    let oauth = &state.config.auth.oauth;
+    let path = format!("/.well-known/oauth-protected-resource/servers/{id}/mcp");
+    if !oauth.enabled() {
+        return Err(refusal(&path).expect("a metadata path is a probe"));
+    }
+    let server = ServerId::parse(&id).ok().filter(|id| state.registry.get(id).is_some()).ok_or_else(|| {
+        ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?} is mounted here")).as_oauth()
+    })?;
+    Ok(Json(ProtectedResource::new(oauth, oauth.resource(&server.mcp_path()))))
+}
+
+/// Protected Resource Metadata of the daemon (RFC 9728)
+///
+/// The same for the daemon's origin, for hosts that look there first.
+#[utoipa::path(
+    get,
+    path = "/.well-known/oauth-protected-resource",
+    responses(
+        (status = 200, description = "the daemon's metadata", body = ProtectedResource),
+        (status = 404, description = "OAuth is not configured", body = OAuthError),
+    ),
+)]
+pub async fn root_metadata(State(state): State<AppState>) -> Result<Json<ProtectedResource>, ApiError> {
+    let oauth = &state.config.auth.oauth;
+    if !oauth.enabled() {
+        return Err(refusal("/.well-known/oauth-protected-resource").expect("a metadata path is a probe"));
+    }
+    Ok(Json(ProtectedResource::new(oauth, oauth.public_url.trim_end_matches('/').to_string())))
+}
+
+/// `WWW-Authenticate` for a mount's 401 (RFC 9728 §5.1): where its metadata is, and with
+/// `invalid_token` when a token was sent and refused.
+pub fn challenge(oauth: &OAuthConfig, mcp_path: &str, refused: Option<&str>) -> HeaderValue {
+    let metadata = oauth.metadata_url(mcp_path);
+    let value = match refused {
+        Some(reason) => format!(
+            "Bearer resource_metadata=\"{metadata}\", error=\"invalid_token\", error_description=\"{}\"",
+            header_quotable(reason)
+        ),
+        None => format!("Bearer resource_metadata=\"{metadata}\""),
+    };
+    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
 }
 
 /// The server id in a path under `/servers/{id}/`, wherever a client put the probe.

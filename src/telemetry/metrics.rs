@@ -198,6 +198,12 @@ pub struct Metrics {
     gauges: GaugeHandles,
     /// Every call whatever its server, for the console's overview.
     totals: super::overview::CallTotals,
+    oauth_refusals: Family<OAuthRefusalLabels, Counter>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OAuthRefusalLabels {
+    reason: &'static str,
 }
 
 /// Point-in-time values read at scrape time.
@@ -268,6 +274,7 @@ impl Metrics {
             version_changes: Family::default(),
             gauges: GaugeHandles::default(),
             totals: super::overview::CallTotals::default(),
+            oauth_refusals: Family::default(),
         };
         // Zero-valued series that dashboards expect to exist from the start.
         for outcome in [EgressOutcome::Allowed, EgressOutcome::Denied, EgressOutcome::Error] {
@@ -301,6 +308,11 @@ impl Metrics {
         let registry = &mut self.registry;
         let g = &self.gauges;
         registry.register("mcpbootd_tool_calls", "Tool calls by server, tool and outcome", self.calls.clone());
+        registry.register(
+            "mcpbootd_oauth_refusals",
+            "Requests refused at OAuth mounts, by reason (missing_token, expired, wrong_audience, …)",
+            self.oauth_refusals.clone(),
+        );
         registry.register(
             "mcpbootd_tool_call_duration_seconds",
             "Tool call duration by server and tool, from arguments check to result",
@@ -499,6 +511,11 @@ impl Metrics {
         }
         series.duration.observe(duration.as_secs_f64());
         self.totals.record(outcome != CallOutcome::Ok, duration);
+    }
+
+    /// A request refused at an OAuth mount, by reason (never by subject or client).
+    pub fn record_oauth_refusal(&self, reason: &'static str) {
+        self.oauth_refusals.get_or_create(&OAuthRefusalLabels { reason }).inc();
     }
 
     /// Every call counted so far, whatever its server.

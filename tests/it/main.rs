@@ -20,6 +20,7 @@ mod lifecycle;
 mod limits;
 mod load;
 mod mcp_transport;
+mod oauth;
 mod observability;
 mod openapi;
 mod openapi_quality;

@@ -96,8 +96,15 @@ async fn admin_routes_need_the_token_and_document_it_and_errors_list_every_code(
             let (status, body) = send(&app, method, path).await;
             assert_eq!(status == 401, documented_as_guarded, "{method} {path}: {status} {body}");
             // Every error response has the error shape, whose code is one of the documented ones:
-            // the admin API's, or on the MCP endpoint a JSON-RPC error (which carries it in `data`).
-            let error_shape = if path.ends_with("/mcp") { "JsonRpcError" } else { "ErrorBody" };
+            // the admin API's, on the MCP endpoint a JSON-RPC error (which carries it in `data`), on
+            // the OAuth metadata an OAuth error (RFC 6749 §5.2, what OAuth clients show).
+            let error_shape = if path.starts_with("/.well-known/") {
+                "OAuthError"
+            } else if path.ends_with("/mcp") {
+                "JsonRpcError"
+            } else {
+                "ErrorBody"
+            };
             for (status, response) in responses.as_object().unwrap() {
                 let schema = &response["content"]["application/json"]["schema"]["$ref"];
                 if status.starts_with('4') && !schema.is_null() {

@@ -63,13 +63,24 @@ fn oauth_validator(config: &Config) -> anyhow::Result<Option<crate::oauth::Valid
     let mut settings = crate::oauth::ValidatorConfig::new(&oauth.issuer);
     settings.leeway = Duration::from_secs(oauth.leeway_seconds);
     let validator = crate::oauth::Validator::new(http, settings);
+    // Discovered in the background, and again until it works: `/readyz` reports it, and the
+    // first token check does not wait for it.
     let warm = validator.clone();
     tokio::spawn(async move {
-        match warm.prepare().await {
-            Ok(metadata) => tracing::info!(issuer = %metadata.issuer, "OAuth issuer discovered"),
-            Err(error) => {
-                tracing::warn!(%error, "the OAuth issuer cannot be discovered yet; OAuth mounts answer 503 until it can")
+        let mut warned = false;
+        loop {
+            match warm.prepare().await {
+                Ok(metadata) => {
+                    tracing::info!(issuer = %metadata.issuer, "OAuth issuer discovered");
+                    return;
+                }
+                Err(error) if !warned => {
+                    tracing::warn!(%error, "the OAuth issuer cannot be discovered yet; OAuth mounts answer 503 until it can");
+                    warned = true;
+                }
+                Err(_) => {}
             }
+            tokio::time::sleep(crate::oauth::DEFAULT_DISCOVERY_RETRY_INTERVAL).await;
         }
     });
     Ok(Some(validator))

@@ -40,6 +40,9 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
         catalog: if catalog { CatalogHealth::Ok } else { CatalogHealth::Unavailable },
         servers_mounted: mounted,
         mounted: state.registry.len(),
+        oauth: state.oauth.as_ref().map(|validator| {
+            if validator.metadata().is_some() { CatalogHealth::Ok } else { CatalogHealth::Unavailable }
+        }),
     };
     (if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body))
 }

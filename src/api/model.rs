@@ -1204,6 +1204,10 @@ pub struct Readiness {
     pub servers_mounted: bool,
     /// How many servers are mounted.
     pub mounted: usize,
+    /// With `[auth.oauth]`: whether the identity provider has been discovered (`ok`); until then
+    /// (`unavailable`) the OAuth mounts answer 503 while the others serve, so the daemon stays ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<CatalogHealth>,
 }
 
 fn empty_object() -> Value {

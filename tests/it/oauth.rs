@@ -108,6 +108,16 @@ async fn a_mount_behind_oauth_takes_tokens_for_itself_only() {
         json!({"id": "static", "access_token": "static-token-0123456789", "tools": [tool("ok", "return 1;")]}),
     )
     .await;
+    // The provider is discovered in the background and `/readyz` says so.
+    let mut ready = Value::Null;
+    for _ in 0..100 {
+        ready = app.get("/readyz").await.1;
+        if ready["oauth"] == "ok" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(ready["oauth"], "ok", "{ready}");
     let resource = format!("{PUBLIC_URL}/servers/guarded/mcp");
     let metadata_url = format!("{PUBLIC_URL}/.well-known/oauth-protected-resource/servers/guarded/mcp");
 
@@ -175,6 +185,13 @@ async fn an_unreachable_issuer_gives_a_prompt_503() {
     let issuer = format!("http://{closed}");
     let app = spawn_behind(&issuer).await;
     app.register(json!({"id": "guarded", "tools": [tool("ok", "return 1;")]})).await;
+    // Ready (the other mounts serve), and saying that OAuth is not.
+    let (status, ready) = app.get("/readyz").await;
+    assert_eq!(
+        (status, ready["status"].as_str(), ready["oauth"].as_str()),
+        (200, Some("ready"), Some("unavailable")),
+        "{ready}"
+    );
     let started = std::time::Instant::now();
     let (status, _, body) = list_tools(&app, "guarded", Some("Bearer a.b.c"), "").await;
     assert!(started.elapsed() < Duration::from_secs(10), "answered in {:?}", started.elapsed());

@@ -287,7 +287,7 @@ impl Http {
             // a short connect timeout only makes an unreachable host fail (and retry) sooner.
             .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
             .build()
-            .map_err(|e| format!("cannot build the HTTP client for the LLM: {}", error_chain(&e)))?;
+            .map_err(|e| format!("cannot build the HTTP client for the LLM: {}", crate::error_chain(&e)))?;
         let mut shown = url.clone();
         let _ = shown.set_password(None);
         let _ = shown.set_username("");
@@ -365,7 +365,7 @@ impl Http {
             let body = match read_capped(&mut response, MAX_ERROR_BODY_BYTES, true).await {
                 Ok(bytes) => quote_body(&bytes),
                 Err(ReadError::TooLarge) => "(error body too large to show)".to_string(),
-                Err(ReadError::Transport(e)) => format!("(error body unreadable: {})", error_chain(&e)),
+                Err(ReadError::Transport(e)) => format!("(error body unreadable: {})", crate::error_chain(&e)),
             };
             Err((LlmError::Status { endpoint: self.endpoint.clone(), status: status.as_u16(), body }, retry_after))
         };
@@ -379,7 +379,7 @@ impl Http {
         if error.is_timeout() {
             return LlmError::Timeout { endpoint: self.endpoint.clone(), after: self.timeout };
         }
-        LlmError::Transport { endpoint: self.endpoint.clone(), message: error_chain(&error.without_url()) }
+        LlmError::Transport { endpoint: self.endpoint.clone(), message: crate::error_chain(&error.without_url()) }
     }
 }
 
@@ -442,21 +442,6 @@ fn backoff(base: Duration, attempt: u32) -> Duration {
     hasher.write_u32(attempt);
     let fraction = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64;
     half + (full - half).mul_f64(fraction)
-}
-
-/// An error with its causes, which is where reqwest keeps "connection refused" and the like.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
 }
 
 /// A rough token count for tests and fakes: four characters per token.

@@ -98,7 +98,7 @@ async fn fetch_json<T: DeserializeOwned>(http: &reqwest::Client, url: &str) -> R
             .header(reqwest::header::ACCEPT, "application/json")
             .send()
             .await
-            .map_err(|error| fetch_error(error_chain(&error.without_url())))?;
+            .map_err(|error| fetch_error(crate::error_chain(&error.without_url())))?;
         let status = response.status();
         if !status.is_success() {
             return Err(fetch_error(format!("HTTP {status}")));
@@ -109,7 +109,7 @@ async fn fetch_json<T: DeserializeOwned>(http: &reqwest::Client, url: &str) -> R
         }
         let mut body = Vec::new();
         while let Some(chunk) =
-            response.chunk().await.map_err(|error| fetch_error(error_chain(&error.without_url())))?
+            response.chunk().await.map_err(|error| fetch_error(crate::error_chain(&error.without_url())))?
         {
             if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
                 return Err(too_large());
@@ -125,21 +125,6 @@ async fn fetch_json<T: DeserializeOwned>(http: &reqwest::Client, url: &str) -> R
         Ok(result) => result,
         Err(_) => Err(fetch_error(format!("no complete response within {} s", FETCH_TIMEOUT.as_secs()))),
     }
-}
-
-/// reqwest's top-level message ("error sending request") hides the cause; the chain names it.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
 }
 
 /// A token-supplied string as it appears in a message: escaped and bounded, since it is

@@ -136,40 +136,50 @@ export function toast(message, kind = "info") {
 }
 
 /**
- * A modal question; resolves to true when confirmed. With `typed`, the user must type that text
- * (a server's id before deleting it) to enable the button.
+ * A modal dialog around `form`, with the buttons `cancel` and `ok` (its submit button) at the end;
+ * `content` goes between the title and the buttons. Resolves to `answer()` when submitted, to
+ * null when cancelled (or Escape). Focus starts on `focus` and goes back to where it was (the
+ * button that opened the dialog) when it closes.
  */
-export function confirmDialog({ title, text, confirm = "Confirm", danger = false, typed }) {
+export function modalDialog({ title, text, content = [], ok, answer, focus = ok }) {
   return new Promise((resolve) => {
-    const input = typed ? h("input", { type: "text", autocomplete: "off", spellcheck: "false", "aria-label": `Type ${typed} to confirm` }) : null;
-    const ok = h("button", { type: "submit", class: danger ? "danger" : "primary", disabled: Boolean(typed) }, confirm);
     const cancel = h("button", { type: "button", class: "quiet" }, "Cancel");
     const form = h(
       "form",
       { method: "dialog" },
       h("h2", {}, title),
       text ? h("p", {}, text) : null,
-      typed ? h("label", {}, "Type ", h("code", {}, typed), " to confirm", input) : null,
+      content,
       h("div", { class: "actions" }, cancel, ok),
     );
     const dialog = h("dialog", { class: "confirm" }, form);
-    if (input) input.addEventListener("input", () => (ok.disabled = input.value !== typed));
     cancel.addEventListener("click", () => dialog.close("cancel"));
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       dialog.close("ok");
     });
-    // Focus goes back where it was (the button that opened the dialog), not to the page's top.
     const opener = document.activeElement;
     dialog.addEventListener("close", () => {
       dialog.remove();
       if (opener instanceof HTMLElement && opener.isConnected) opener.focus();
-      resolve(dialog.returnValue === "ok");
+      resolve(dialog.returnValue === "ok" ? answer() : null);
     });
     document.body.append(dialog);
     dialog.showModal();
-    (input || ok).focus();
+    focus.focus();
   });
+}
+
+/**
+ * A modal question; resolves to true when confirmed. With `typed`, the user must type that text
+ * (a server's id before deleting it) to enable the button.
+ */
+export async function confirmDialog({ title, text, confirm = "Confirm", danger = false, typed }) {
+  const input = typed ? h("input", { type: "text", autocomplete: "off", spellcheck: "false", "aria-label": `Type ${typed} to confirm` }) : null;
+  const ok = h("button", { type: "submit", class: danger ? "danger" : "primary", disabled: Boolean(typed) }, confirm);
+  if (input) input.addEventListener("input", () => (ok.disabled = input.value !== typed));
+  const content = typed ? h("label", {}, "Type ", h("code", {}, typed), " to confirm", input) : null;
+  return (await modalDialog({ title, text, content, ok, answer: () => true, focus: input || ok })) === true;
 }
 
 /** A button that runs `action` once at a time, showing it is busy, and reports failures. */

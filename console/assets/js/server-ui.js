@@ -1,7 +1,7 @@
 // Pieces the server pages share (the server page, a tool's page, a version diff): breadcrumbs,
 // copy buttons, annotation and health badges, safe outbound links, small dialogs.
 
-import { badge, h, number, toast } from "./dom.js";
+import { badge, h, modalDialog, number, toast } from "./dom.js";
 
 /** Statuses of a finished generation (the daemon's `Status::is_final`). */
 const FINAL = new Set(["ready", "planned", "failed", "awaiting_approval", "rejected"]);
@@ -135,36 +135,10 @@ export function compactJson(value, max = 240) {
  * Styled like `confirmDialog`.
  */
 export function reasonDialog({ title, text, label, confirm, danger = false, maxLength = 2000 }) {
-  return new Promise((resolve) => {
-    const area = h("textarea", { id: "sv-reason", maxlength: maxLength, rows: 4 });
-    const ok = h("button", { type: "submit", class: danger ? "danger" : "primary" }, confirm);
-    const cancel = h("button", { type: "button", class: "quiet" }, "Cancel");
-    const form = h(
-      "form",
-      { method: "dialog" },
-      h("h2", {}, title),
-      text ? h("p", {}, text) : null,
-      h("label", { for: "sv-reason" }, label),
-      area,
-      h("div", { class: "actions" }, cancel, ok),
-    );
-    const dialog = h("dialog", { class: "confirm" }, form);
-    cancel.addEventListener("click", () => dialog.close("cancel"));
-    form.addEventListener("submit", (event) => {
-      event.preventDefault();
-      dialog.close("ok");
-    });
-    // Focus goes back where it was (the button that opened the dialog), not to the page's top.
-    const opener = document.activeElement;
-    dialog.addEventListener("close", () => {
-      dialog.remove();
-      if (opener instanceof HTMLElement && opener.isConnected) opener.focus();
-      resolve(dialog.returnValue === "ok" ? area.value.trim() : null);
-    });
-    document.body.append(dialog);
-    dialog.showModal();
-    area.focus();
-  });
+  const area = h("textarea", { id: "sv-reason", maxlength: maxLength, rows: 4 });
+  const ok = h("button", { type: "submit", class: danger ? "danger" : "primary" }, confirm);
+  const content = [h("label", { for: "sv-reason" }, label), area];
+  return modalDialog({ title, text, content, ok, answer: () => area.value.trim(), focus: area });
 }
 
 /** Text for people: a status word without underscores. */

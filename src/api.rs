@@ -128,6 +128,7 @@ pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(versions::put_approval))
         .routes(routes!(versions::check_drift))
         .routes(routes!(admin::put_access_token, admin::delete_access_token))
+        .routes(routes!(admin::put_auth, admin::delete_auth))
         .routes(routes!(credentials::list_credentials))
         .routes(routes!(credentials::put_credential, credentials::delete_credential))
         .routes(routes!(admin::call_tool))

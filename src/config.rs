@@ -102,11 +102,36 @@ pub struct OAuthConfig {
     pub required: bool,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway_seconds: u64,
+    /// With `write_scope`, the scope model of docs/oauth.md: a token with this scope may call the
+    /// tools marked `readOnlyHint: true`. Empty: no per-tool scopes.
+    pub read_scope: String,
+    /// A token with this scope may call every tool. Empty: no per-tool scopes.
+    pub write_scope: String,
+    /// A token from the issuer with this scope, whose audience is `<public_url>/admin`, is
+    /// accepted on `/admin/*` next to the static admin token. Empty: it is not.
+    pub admin_scope: String,
+    /// Client credentials for the issuer's token introspection endpoint (RFC 7662), which checks
+    /// tokens that are not JWTs (opaque tokens). Empty: only JWT access tokens are accepted.
+    pub introspection_client_id: String,
+    pub introspection_client_secret: Secret,
+    /// How long an introspection answer is reused (never past the token's `exp`).
+    pub introspection_cache_seconds: u64,
 }
 
 impl Default for OAuthConfig {
     fn default() -> Self {
-        OAuthConfig { issuer: String::new(), public_url: String::new(), required: false, leeway_seconds: 60 }
+        OAuthConfig {
+            issuer: String::new(),
+            public_url: String::new(),
+            required: false,
+            leeway_seconds: 60,
+            read_scope: String::new(),
+            write_scope: String::new(),
+            admin_scope: String::new(),
+            introspection_client_id: String::new(),
+            introspection_client_secret: Secret::default(),
+            introspection_cache_seconds: 30,
+        }
     }
 }
 
@@ -118,6 +143,17 @@ impl OAuthConfig {
     /// The canonical URL of a mount: the audience its tokens must name.
     pub fn resource(&self, mcp_path: &str) -> String {
         format!("{}{mcp_path}", self.public_url.trim_end_matches('/'))
+    }
+
+    /// The audience of tokens for the admin API (`admin_scope`).
+    pub fn admin_resource(&self) -> String {
+        self.resource("/admin")
+    }
+
+    /// The scope model: which scope calls which tools (none when both scopes are empty).
+    pub fn scope_rule(&self, extra: &[String]) -> crate::oauth::ScopeRule {
+        let scope = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        crate::oauth::ScopeRule::new(scope(&self.read_scope), scope(&self.write_scope), extra.to_vec())
     }
 
     /// Where a host finds a mount's Protected Resource Metadata (RFC 9728 §3.1: inserted after
@@ -158,6 +194,29 @@ impl OAuthConfig {
                     "[auth.oauth] {key} ({variable}) = {value:?} must not have a query or fragment"
                 ));
             }
+        }
+        for (key, value) in
+            [("read_scope", &self.read_scope), ("write_scope", &self.write_scope), ("admin_scope", &self.admin_scope)]
+        {
+            if !value.is_empty()
+                && let Err(problem) = crate::oauth::check_scope(value)
+            {
+                return invalid(format!("[auth.oauth] {key} = {value:?}: {problem}"));
+            }
+        }
+        if self.read_scope.is_empty() != self.write_scope.is_empty() {
+            return invalid(
+                "[auth.oauth] read_scope and write_scope go together: set both (a read-only tool needs either, \
+                 every other tool write_scope) or neither"
+                    .into(),
+            );
+        }
+        if self.introspection_client_id.is_empty() != self.introspection_client_secret.is_empty() {
+            return invalid(
+                "[auth.oauth] introspection_client_id and introspection_client_secret go together: the \
+                 introspection endpoint needs both (MCPBOOTD_AUTH__OAUTH__INTROSPECTION_CLIENT_SECRET)"
+                    .into(),
+            );
         }
         if url::Url::parse(&self.public_url).is_ok_and(|url| url.path() != "/") {
             return invalid(format!(

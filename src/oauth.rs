@@ -14,6 +14,7 @@
 
 mod discovery;
 mod keys;
+mod scopes;
 #[cfg(test)]
 mod tests;
 
@@ -32,6 +33,7 @@ use tokio::time::Instant;
 
 pub use discovery::{IssuerMetadata, discover};
 pub use keys::Keys;
+pub use scopes::{Grant, MissingScope, ScopeRule, check_scope};
 
 /// Clock skew tolerated on `exp` and `nbf`.
 pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);

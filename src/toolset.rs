@@ -38,6 +38,23 @@ pub struct CodeModeSettings {
     pub max_tool_result_bytes: Option<u64>,
 }
 
+/// Who may use a server's MCP mount, when set per server: `"auth"` at registration,
+/// `PUT /admin/servers/{id}/auth` later. Without it the mount has a static access token if one was
+/// set, else the daemon's `[auth.oauth] required` decides (docs/oauth.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AuthSetting {
+    /// No token: anyone who reaches the daemon may use the mount. (A struct variant, so that
+    /// `{"mode": "open", "scopes": [...]}` is refused rather than its scopes ignored.)
+    Open {},
+    /// An OAuth access token from `[auth.oauth] issuer` for this mount, holding `scopes` as well
+    /// as what the daemon's scope model asks for.
+    Oauth {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        scopes: Vec<String>,
+    },
+}
+
 /// Where an API-description server's description comes from and how tools are derived from it,
 /// as stored with the server so a regeneration derives the same way.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -13,18 +13,19 @@ use crate::access_token;
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{
-    AccessTokenRequest, AccessTokenSet, CallList, CallRequest, CallResult, CallsQuery, ErrorBody, GenerationStarted,
-    RegenerateRequest, ServerList, ServerSummary, ServerView, ToolHealthView, ToolsetRegistration,
+    AccessTokenRequest, AccessTokenSet, AuthSet, AuthView, CallList, CallRequest, CallResult, CallsQuery, ErrorBody,
+    GenerationStarted, RegenerateRequest, ServerList, ServerSummary, ServerView, ToolHealthView, ToolsetRegistration,
 };
 use crate::api::register::llm_not_configured;
 use crate::catalog::{CallFilter, ServerRecord, StartGeneration};
+use crate::config::OAuthConfig;
 use crate::generate::Job;
 use crate::generate::repair::{self, Repair};
 use crate::serve::call::CallError;
 use crate::serve::health::Health;
 use crate::serve::registry::{MountError, Mounted};
 use crate::states::{ServerKind, Status, Trigger, Via};
-use crate::toolset::ServerId;
+use crate::toolset::{AuthSetting, ServerId};
 
 const DEFAULT_CALLS_LIMIT: i64 = 50;
 const MAX_CALLS_LIMIT: i64 = 1000;
@@ -66,6 +67,8 @@ pub async fn list_servers(State(state): State<AppState>) -> Result<Json<ServerLi
 pub async fn get_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<ServerView>, ApiError> {
     let record = find_server(&state, &id).await?;
     let mut view = ServerView::from(&record);
+    let required = state.config.auth.oauth.required;
+    view.auth = AuthView::of(record.access_token_sha256.is_some(), record.auth.as_ref(), Some(required));
     if let Some(served) = &record.generation {
         let health = tool_health(&state, &record.id, served.id).await?;
         for tool in &mut view.tools {
@@ -340,6 +343,101 @@ async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>)
     Ok(())
 }
 
+/// Set who may use a server's mount
+///
+/// `{"mode": "open"}` or `{"mode": "oauth", "scopes": [...]}` (an OAuth token from `[auth.oauth]
+/// issuer`, holding these scopes besides the daemon's scope model). Replaces the server's static
+/// access token, if it had one. Takes effect for the next request.
+#[utoipa::path(
+    put,
+    path = "/admin/servers/{id}/auth",
+    params(("id" = String, Path)),
+    request_body = AuthSetting,
+    responses(
+        (status = 200, description = "the setting now in force", body = AuthSet),
+        (status = 400, description = "body is not JSON", body = ErrorBody),
+        (status = 404, description = "no such server", body = ErrorBody),
+        (status = 415, description = "body is not JSON", body = ErrorBody),
+        (status = 422, description = "an unknown mode, a bad scope, or OAuth without [auth.oauth]", body = ErrorBody),
+    ),
+)]
+pub async fn put_auth(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<AuthSetting>, JsonRejection>,
+) -> Result<Json<AuthSet>, ApiError> {
+    let Json(setting) = body?;
+    let id = parse_id(&id)?;
+    let setting = check_auth(&state.config.auth.oauth, setting)?;
+    set_auth(&state, &id, Some(setting)).await
+}
+
+/// Let the daemon's default decide who may use a server's mount
+///
+/// Removes the server's auth setting: `[auth.oauth] required` decides again (a static access
+/// token, if set, is kept).
+#[utoipa::path(
+    delete,
+    path = "/admin/servers/{id}/auth",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, description = "the mode now in force", body = AuthSet),
+        (status = 404, description = "no such server", body = ErrorBody),
+    ),
+)]
+pub async fn delete_auth(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<AuthSet>, ApiError> {
+    let id = parse_id(&id)?;
+    set_auth(&state, &id, None).await
+}
+
+async fn set_auth(state: &AppState, id: &ServerId, setting: Option<AuthSetting>) -> Result<Json<AuthSet>, ApiError> {
+    let _change = state.registry.serialize(id).await;
+    let Some(access_token_removed) = state.catalog.set_auth(id, setting.as_ref()).await? else {
+        return Err(not_found(id));
+    };
+    state.registry.remount(id).await?;
+    let record = find_server(state, id.as_str()).await?;
+    let auth = AuthView::of(
+        record.access_token_sha256.is_some(),
+        record.auth.as_ref(),
+        Some(state.config.auth.oauth.required),
+    );
+    tracing::info!(server_id = %id, mode = %auth.mode, access_token_removed, "auth setting changed");
+    Ok(Json(AuthSet { id: id.clone(), auth, access_token_removed }))
+}
+
+/// A server's auth setting as given, checked against the daemon's configuration; the scopes are
+/// de-duplicated in the order given.
+pub(crate) fn check_auth(oauth: &OAuthConfig, setting: AuthSetting) -> Result<AuthSetting, ApiError> {
+    let AuthSetting::Oauth { scopes } = setting else {
+        return Ok(setting);
+    };
+    let invalid = |message: String| Err(ApiError::new(ErrorCode::InvalidAuth, message));
+    if !oauth.enabled() {
+        return invalid(
+            "auth mode \"oauth\" needs an identity provider: configure [auth.oauth] issuer and public_url \
+             (docs/oauth.md), or use \"open\" or an access_token"
+                .into(),
+        );
+    }
+    if scopes.len() > MAX_SERVER_SCOPES {
+        return invalid(format!("{} scopes given; a server asks for at most {MAX_SERVER_SCOPES}", scopes.len()));
+    }
+    let mut unique: Vec<String> = Vec::with_capacity(scopes.len());
+    for scope in scopes {
+        if let Err(problem) = crate::oauth::check_scope(&scope) {
+            return invalid(format!("auth.scopes: {scope:?}: {problem}"));
+        }
+        if !unique.contains(&scope) {
+            unique.push(scope);
+        }
+    }
+    Ok(AuthSetting::Oauth { scopes: unique })
+}
+
+/// Scopes one server may add to the daemon's scope model.
+const MAX_SERVER_SCOPES: usize = 16;
+
 /// Run one tool through the same isolate path as MCP
 ///
 /// The call is logged like an MCP call (`via: admin`). A tool that throws is a 200 with
@@ -375,6 +473,7 @@ pub async fn call_tool(
         CallError::InvalidArguments(m) => ApiError::new(ErrorCode::InvalidArguments, m),
         CallError::Busy(_) => ApiError::new(ErrorCode::Busy, e.to_string()),
         CallError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, e.to_string()),
+        CallError::Forbidden(missing) => ApiError::new(ErrorCode::Forbidden, missing.to_string()),
     })?;
     Ok(Json(CallResult { execution_id: output.execution_id, outcome: output.outcome, result: output.result.into() }))
 }
@@ -482,6 +581,8 @@ pub async fn export_server(
         // Neither the token nor credential values leave the daemon.
         credentials: Default::default(),
         access_token: None,
+        // The auth setting is not a secret and means the same on another daemon.
+        auth: record.auth,
         code_mode: record.code_mode,
     }))
 }

@@ -78,5 +78,5 @@ pub async fn run_code(
     if let Some(refusal) = code_mode.refusal(&mounted.server) {
         return Err(ApiError::new(ErrorCode::CodeModeDisabled, refusal));
     }
-    Ok(Json(code_mode.run(&mounted.server, request, Via::Admin).await))
+    Ok(Json(code_mode.run(&mounted.server, request, Via::Admin, None).await))
 }

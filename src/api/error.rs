@@ -31,6 +31,10 @@ text_enum! {
         InvalidPath = "invalid_path",
         Unauthorized = "unauthorized",
         Forbidden = "forbidden",
+        /// An OAuth token without the scope the request needs (403 with a step-up challenge).
+        InsufficientScope = "insufficient_scope",
+        /// A server's auth setting that cannot be applied (OAuth without `[auth.oauth]`, a bad scope).
+        InvalidAuth = "invalid_auth",
         /// The `Host` header is not in `[server] allowed_hosts` (DNS-rebinding protection).
         HostNotAllowed = "host_not_allowed",
         /// The `Origin` header is not in `[server] allowed_origins`.
@@ -112,7 +116,7 @@ impl ErrorCode {
             | InvalidHeader
             | BatchNotSupported => StatusCode::BAD_REQUEST,
             Unauthorized => StatusCode::UNAUTHORIZED,
-            Forbidden | HostNotAllowed | OriginNotAllowed => StatusCode::FORBIDDEN,
+            Forbidden | InsufficientScope | HostNotAllowed | OriginNotAllowed => StatusCode::FORBIDDEN,
             RouteNotFound | ServerNotFound | ToolNotFound | CredentialNotFound | OauthNotSupported | MethodNotFound
             | VersionNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -122,10 +126,9 @@ impl ErrorCode {
             }
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            InvalidBody | InvalidId | InvalidAccessToken | InvalidCredential | InvalidDomain | InvalidTool
-            | HandlerCompileError | InvalidOpenapi | PromptTooLong | InvalidArguments | LlmNotConfigured => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            InvalidBody | InvalidId | InvalidAccessToken | InvalidAuth | InvalidCredential | InvalidDomain
+            | InvalidTool | HandlerCompileError | InvalidOpenapi | PromptTooLong | InvalidArguments
+            | LlmNotConfigured => StatusCode::UNPROCESSABLE_ENTITY,
             Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -18,8 +18,11 @@ use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::JsonRpcError;
 use std::sync::Arc;
 
-use crate::serve::registry::{MountError, Mounted};
+use crate::config::OAuthConfig;
+use crate::oauth::{Grant, MissingScope};
+use crate::serve::registry::{Mount, MountError, Mounted};
 use crate::telemetry::metrics::ClientMistake;
+use crate::toolset::AuthSetting;
 use crate::toolset::ServerId;
 
 /// The MCP endpoint of one server (Streamable HTTP, stateless)
@@ -37,8 +40,8 @@ use crate::toolset::ServerId;
         (status = 200, description = "the JSON-RPC response"),
         (status = 202, description = "a notification was accepted"),
         (status = 400, description = "not JSON, not a JSON-RPC message, or a batch the revision does not allow", body = JsonRpcError),
-        (status = 401, description = "the server's access token is missing or wrong", body = JsonRpcError),
-        (status = 403, description = "Host not in [server] allowed_hosts, or Origin not in [server] allowed_origins", body = JsonRpcError),
+        (status = 401, description = "the server's access token (static or OAuth) is missing or refused", body = JsonRpcError),
+        (status = 403, description = "Host not in [server] allowed_hosts, Origin not in [server] allowed_origins, or an OAuth token without the scope needed", body = JsonRpcError),
         (status = 404, description = "no such server", body = JsonRpcError),
         (status = 406, description = "Accept excludes application/json", body = JsonRpcError),
         (status = 413, description = "body larger than [server] max_body_bytes", body = JsonRpcError),
@@ -46,10 +49,19 @@ use crate::toolset::ServerId;
         (status = 503, description = "the daemon is starting, or the server is not ready or cannot be served", body = JsonRpcError),
     ),
 )]
-pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, request: Request) -> Response {
+pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, mut request: Request) -> Response {
     let max_body_bytes = state.config.server.max_body_bytes;
     let response = match find_mount(&state, &id, request.uri(), request.headers()).await {
-        Ok(mounted) => transport::answer(&mounted.mcp, request, max_body_bytes).await,
+        Ok((mounted, None)) => transport::answer(&mounted.mcp, request, max_body_bytes, None).await,
+        Ok((mounted, Some(grant))) => {
+            // The serving path checks every tool call against the grant and logs its caller;
+            // `gate` refuses a `tools/call` the token cannot make before any work, with the 403 a
+            // host can step up from.
+            request.extensions_mut().insert(grant.clone());
+            let mcp_path = format!("/servers/{id}/mcp");
+            let gate = |body: &[u8]| tool_gate(&state, &mounted, &grant, &mcp_path, body);
+            transport::answer(&mounted.mcp, request, max_body_bytes, Some(&gate)).await
+        }
         Err(error) => {
             let id = transport::request_id(request, max_body_bytes).await;
             error.in_reply_to(id).into_response()
@@ -59,6 +71,47 @@ pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, re
         count_refusal(&state, &id, response.status(), *code);
     }
     response
+}
+
+/// A `tools/call` of a tool the token may not call: 403 `insufficient_scope` naming the scope
+/// to ask for. `code_execution` passes (a script's every tool call is checked as it is made).
+fn tool_gate(state: &AppState, mounted: &Mounted, grant: &Grant, mcp_path: &str, body: &[u8]) -> Option<ApiError> {
+    if grant.rule.is_open() {
+        return None;
+    }
+    let name = params::called_tool(body)?;
+    let tool = mounted.mcp.tools().iter().find(|tool| tool.name == name)?;
+    let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+    let missing = grant.check_tool(&name, read_only).err()?;
+    state.metrics.record_oauth_refusal("insufficient_scope");
+    Some(insufficient_scope(state, mcp_path, &missing))
+}
+
+fn insufficient_scope(state: &AppState, mcp_path: &str, missing: &MissingScope) -> ApiError {
+    ApiError::new(ErrorCode::InsufficientScope, format!("{missing}; sign in again asking for it"))
+        .with_challenge(super::oauth::scope_challenge(&state.config.auth.oauth, mcp_path, missing))
+}
+
+/// How a mount's requests are let in.
+pub(super) enum Door<'a> {
+    /// Anyone who reaches the daemon.
+    Open,
+    /// The static bearer token whose sha256 this is.
+    AccessToken(&'a str),
+    /// An OAuth access token for the mount, holding these scopes besides the daemon's model.
+    OAuth(&'a [String]),
+}
+
+/// A static token wins (a server never has both it and a setting); then the server's own
+/// setting; then `[auth.oauth] required`.
+pub(super) fn door<'a>(mount: &'a Mount, oauth: &OAuthConfig) -> Door<'a> {
+    match (&mount.access_token_sha256, &mount.auth) {
+        (Some(digest), _) => Door::AccessToken(digest),
+        (None, Some(AuthSetting::Open {})) => Door::Open,
+        (None, Some(AuthSetting::Oauth { scopes })) => Door::OAuth(scopes),
+        (None, None) if oauth.required => Door::OAuth(&[]),
+        (None, None) => Door::Open,
+    }
 }
 
 /// Counts a refusal, and logs a client's mistake at debug level: it is the client's to fix,
@@ -80,7 +133,12 @@ fn count_refusal(state: &AppState, id: &str, status: StatusCode, code: ErrorCode
 }
 
 /// The mounted server a request may reach, judged from its head alone.
-async fn find_mount(state: &AppState, id: &str, uri: &Uri, headers: &HeaderMap) -> Result<Arc<Mounted>, ApiError> {
+async fn find_mount(
+    state: &AppState,
+    id: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<(Arc<Mounted>, Option<Arc<Grant>>), ApiError> {
     // The Host is checked first, so a page reaching the daemon through DNS rebinding learns
     // nothing, not even which servers exist.
     state.mcp_hosts.check(uri, headers)?;
@@ -98,17 +156,19 @@ async fn find_mount(state: &AppState, id: &str, uri: &Uri, headers: &HeaderMap) 
         return Err(not_found());
     };
     // The token is checked before anything is built, so unauthenticated requests cost a lookup.
-    if let Some(expected) = &mount.access_token_sha256 {
-        let presented = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        if !crate::access_token::verify(presented, expected) {
-            return Err(access_token_refusal(id, presented.is_some()));
+    let grant = match door(&mount, &state.config.auth.oauth) {
+        Door::Open => None,
+        Door::AccessToken(expected) => {
+            let presented = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+            if !crate::access_token::verify(presented, expected) {
+                return Err(access_token_refusal(id, presented.is_some()));
+            }
+            None
         }
-    }
-    if mount.access_token_sha256.is_none() && state.config.auth.oauth.required {
-        check_oauth(state, id, headers).await?;
-    }
+        Door::OAuth(extra) => Some(Arc::new(check_oauth(state, id, headers, extra).await?)),
+    };
     match state.registry.build(&mount).await {
-        Ok(mounted) => Ok(mounted),
+        Ok(mounted) => Ok((mounted, grant)),
         Err(MountError::Gone { .. }) => Err(not_found()),
         Err(failure) => Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
     }
@@ -117,10 +177,18 @@ async fn find_mount(state: &AppState, id: &str, uri: &Uri, headers: &HeaderMap) 
 /// A mount behind OAuth: the request needs an access token from the configured issuer whose
 /// audience is this mount. Tokens are read from the `Authorization` header only (never from the
 /// query), and go no further than this check: handlers and upstreams never see them.
-async fn check_oauth(state: &AppState, id: &str, headers: &HeaderMap) -> Result<crate::oauth::Claims, ApiError> {
+async fn check_oauth(state: &AppState, id: &str, headers: &HeaderMap, extra: &[String]) -> Result<Grant, ApiError> {
     let oauth = &state.config.auth.oauth;
     let Some(validator) = &state.oauth else {
-        return Err(ApiError::internal("[auth.oauth] required without a validator"));
+        // A server set to OAuth on a daemon since started without [auth.oauth]: closed, not open.
+        tracing::warn!(server_id = id, "a server set to OAuth cannot be served: [auth.oauth] is not configured");
+        return Err(ApiError::new(
+            ErrorCode::ServerUnavailable,
+            format!(
+                "MCP server {id:?} requires OAuth, but this daemon has no [auth.oauth] issuer configured; the \
+                 operator must configure it or change the server's auth (PUT /admin/servers/{id}/auth)"
+            ),
+        ));
     };
     let mcp_path = format!("/servers/{id}/mcp");
     let presented = headers
@@ -142,7 +210,14 @@ async fn check_oauth(state: &AppState, id: &str, headers: &HeaderMap) -> Result<
         .with_challenge(super::oauth::challenge(oauth, &mcp_path, None)));
     };
     match validator.validate(token, &oauth.resource(&mcp_path)).await {
-        Ok(claims) => Ok(claims),
+        Ok(claims) => {
+            let grant = Grant { claims, rule: oauth.scope_rule(extra) };
+            if let Err(missing) = grant.rule.check_mount(&grant.claims.scopes) {
+                state.metrics.record_oauth_refusal("insufficient_scope");
+                return Err(insufficient_scope(state, &mcp_path, &missing));
+            }
+            Ok(grant)
+        }
         Err(refusal) => {
             state.metrics.record_oauth_refusal(refusal.reason());
             if let crate::oauth::Refusal::IssuerUnavailable(why) = &refusal {

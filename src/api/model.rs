@@ -19,7 +19,7 @@ use crate::credentials::Injection;
 use crate::generate::StatusEvent;
 use crate::serve::isolate::{Outcome, ToolResult};
 use crate::states::{CallOutcome, DriftStatus, GenerationSource, ServerKind, Status, Trigger, Via, text_enum};
-use crate::toolset::{CodeModeSettings, OpenApiSettings, OperationFilter, ServerId, ToolSpec};
+use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, OperationFilter, ServerId, ToolSpec};
 use crate::whitelist::{RefusedDomain, WhitelistEntry};
 
 // Errors.
@@ -137,6 +137,10 @@ pub struct OpenApiRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
     pub access_token: Option<String>,
+    /// Who may use the mount when it has no `access_token`: `{"mode": "open"}`, or `{"mode":
+    /// "oauth", "scopes": [...]}` (needs `[auth.oauth]`). Absent: `[auth.oauth] required` decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSetting>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_mode: Option<CodeModeSettings>,
     /// Whether each new version waits for an operator's approval; absent: `[generation]
@@ -180,6 +184,10 @@ pub struct PromptRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
     pub access_token: Option<String>,
+    /// Who may use the mount when it has no `access_token`: `{"mode": "open"}`, or `{"mode":
+    /// "oauth", "scopes": [...]}` (needs `[auth.oauth]`). Absent: `[auth.oauth] required` decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSetting>,
     /// Code mode: the `code_execution` tool (`docs/code-mode.md`). Off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_mode: Option<CodeModeSettings>,
@@ -220,6 +228,10 @@ pub struct ToolsetRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 16, max_length = 512, pattern = "^[!-~]{16,512}$")]
     pub access_token: Option<String>,
+    /// Who may use the mount when it has no `access_token`: `{"mode": "open"}`, or `{"mode":
+    /// "oauth", "scopes": [...]}` (needs `[auth.oauth]`). Absent: `[auth.oauth] required` decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSetting>,
     /// Code mode: the `code_execution` tool (`docs/code-mode.md`). Off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_mode: Option<CodeModeSettings>,
@@ -376,6 +388,9 @@ pub struct ServerView {
     /// Whether a generation is being served (a server keeps serving during a regeneration).
     pub serving: bool,
     pub access_token_set: bool,
+    /// Who may use the mount, as it applies now.
+    #[serde(default)]
+    pub auth: AuthView,
     /// Names of the server's upstream credentials (`GET .../credentials` has the details; values
     /// are never shown).
     #[serde(default)]
@@ -422,6 +437,7 @@ impl From<&ServerRecord> for ServerView {
             status: record.status,
             serving: served.is_some(),
             access_token_set: record.access_token_sha256.is_some(),
+            auth: AuthView::of(record.access_token_sha256.is_some(), record.auth.as_ref(), None),
             credentials: record.credentials.clone(),
             code_mode: record.code_mode.clone(),
             mcp_path: record.id.mcp_path(),
@@ -947,6 +963,46 @@ impl From<ToolResult> for McpResult {
     }
 }
 
+/// How a mount lets requests in: `GET /admin/servers/{id}` (`auth`), `PUT /admin/servers/{id}/auth`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct AuthView {
+    /// `open`, `access_token` (the static token) or `oauth`.
+    pub mode: String,
+    /// Scopes an OAuth token needs on this mount besides the daemon's scope model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// `server` when the server sets its mode (an access token or an auth setting), `default`
+    /// when `[auth.oauth] required` decides.
+    pub source: String,
+}
+
+impl AuthView {
+    /// The mode in force; `required`: `[auth.oauth] required` (`None` while unknown).
+    pub fn of(access_token: bool, setting: Option<&AuthSetting>, required: Option<bool>) -> AuthView {
+        let view = |mode: &str, scopes: &[String], source: &str| AuthView {
+            mode: mode.into(),
+            scopes: scopes.to_vec(),
+            source: source.into(),
+        };
+        match (access_token, setting) {
+            (true, _) => view("access_token", &[], "server"),
+            (false, Some(AuthSetting::Open {})) => view("open", &[], "server"),
+            (false, Some(AuthSetting::Oauth { scopes })) => view("oauth", scopes, "server"),
+            (false, None) if required == Some(true) => view("oauth", &[], "default"),
+            (false, None) => view("open", &[], "default"),
+        }
+    }
+}
+
+/// `PUT /admin/servers/{id}/auth`: the setting now in force.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuthSet {
+    pub id: ServerId,
+    pub auth: AuthView,
+    /// The server had a static access token, which the setting replaced.
+    pub access_token_removed: bool,
+}
+
 /// RFC 9728 Protected Resource Metadata.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ProtectedResource {
@@ -956,14 +1012,19 @@ pub struct ProtectedResource {
     pub authorization_servers: Vec<String>,
     /// Tokens are accepted in the `Authorization` header only.
     pub bearer_methods_supported: Vec<String>,
+    /// The scopes this resource may ask for (the daemon's scope model and the server's own
+    /// scopes); left out when it asks for none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes_supported: Vec<String>,
 }
 
 impl ProtectedResource {
-    pub fn new(oauth: &crate::config::OAuthConfig, resource: String) -> ProtectedResource {
+    pub fn new(oauth: &crate::config::OAuthConfig, resource: String, scopes: Vec<String>) -> ProtectedResource {
         ProtectedResource {
             resource,
             authorization_servers: vec![oauth.issuer.clone()],
             bearer_methods_supported: vec!["header".into()],
+            scopes_supported: scopes,
         }
     }
 }
@@ -1050,6 +1111,12 @@ pub struct CallEntry {
     /// A script run's code (`tool: code_execution`), cut at `[code_mode] log_code_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// Who called, for a call made with an OAuth token: the token's `sub`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// The OAuth client the caller used (the token's `client_id`, or `azp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
     /// A script run's tool calls, oldest first, whichever server they went to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(no_recursion)]
@@ -1072,6 +1139,8 @@ impl From<catalog::CallRecord> for CallEntry {
             egress: call.egress.into_iter().map(EgressEntry::from).collect(),
             parent_execution_id: call.parent_execution_id,
             code: call.code,
+            subject: call.subject,
+            client_id: call.client_id,
             children: call.children.into_iter().map(CallEntry::from).collect(),
         }
     }

@@ -13,7 +13,8 @@ use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode, header_quotable};
 use crate::api::model::{OAuthError, ProtectedResource};
 use crate::config::OAuthConfig;
-use crate::toolset::ServerId;
+use crate::oauth::MissingScope;
+use crate::toolset::{AuthSetting, ServerId};
 
 /// The well-known documents OAuth clients fetch (RFC 8414, RFC 9728, OpenID discovery), found
 /// anywhere in a path because clients look both at the root and under the server's path.
@@ -75,10 +76,20 @@ pub async fn mount_metadata(
     if !oauth.enabled() {
         return Err(refusal(&path).expect("a metadata path is a probe"));
     }
-    let server = ServerId::parse(&id).ok().filter(|id| state.registry.get(id).is_some()).ok_or_else(|| {
-        ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?} is mounted here")).as_oauth()
-    })?;
-    Ok(Json(ProtectedResource::new(oauth, oauth.resource(&server.mcp_path()))))
+    let mount = ServerId::parse(&id).ok().and_then(|id| state.registry.get(&id));
+    let Some(mount) = mount.filter(|mount| matches!(super::mcp::door(mount, oauth), super::mcp::Door::OAuth(_))) else {
+        return Err(ApiError::new(
+            ErrorCode::ServerNotFound,
+            format!("no server {id:?} behind OAuth is mounted here (a server that is open or takes a static token has no OAuth metadata)"),
+        )
+        .as_oauth());
+    };
+    let extra = match &mount.auth {
+        Some(AuthSetting::Oauth { scopes }) => scopes.as_slice(),
+        _ => &[],
+    };
+    let scopes = oauth.scope_rule(extra).scopes();
+    Ok(Json(ProtectedResource::new(oauth, oauth.resource(&mount.id.mcp_path()), scopes)))
 }
 
 /// Protected Resource Metadata of the daemon (RFC 9728)
@@ -97,7 +108,8 @@ pub async fn root_metadata(State(state): State<AppState>) -> Result<Json<Protect
     if !oauth.enabled() {
         return Err(refusal("/.well-known/oauth-protected-resource").expect("a metadata path is a probe"));
     }
-    Ok(Json(ProtectedResource::new(oauth, oauth.public_url.trim_end_matches('/').to_string())))
+    let scopes = oauth.scope_rule(&[]).scopes();
+    Ok(Json(ProtectedResource::new(oauth, oauth.public_url.trim_end_matches('/').to_string(), scopes)))
 }
 
 /// `WWW-Authenticate` for a mount's 401 (RFC 9728 §5.1): where its metadata is, and with
@@ -112,6 +124,18 @@ pub fn challenge(oauth: &OAuthConfig, mcp_path: &str, refused: Option<&str>) -> 
         None => format!("Bearer resource_metadata=\"{metadata}\""),
     };
     HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
+}
+
+/// `WWW-Authenticate` for a token without the scope a request needs (RFC 6750 §3.1, MCP's
+/// step-up authorization): the scopes to ask for, so the host can sign the user in again with them.
+pub fn scope_challenge(oauth: &OAuthConfig, mcp_path: &str, missing: &MissingScope) -> HeaderValue {
+    let value = format!(
+        "Bearer resource_metadata=\"{}\", error=\"insufficient_scope\", scope=\"{}\", error_description=\"{}\"",
+        oauth.metadata_url(mcp_path),
+        missing.needed.join(" "),
+        header_quotable(&missing.to_string())
+    );
+    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("Bearer error=\"insufficient_scope\""))
 }
 
 /// The server id in a path under `/servers/{id}/`, wherever a client put the probe.

@@ -20,11 +20,12 @@ use crate::api::model::{
     ToolsetRegistered, ToolsetRegistration,
 };
 use crate::catalog::{CatalogError, MountRecord, NewCredential, NewPromptServer, NewToolsetServer};
+use crate::config::OAuthConfig;
 use crate::credentials::MAX_PER_SERVER;
 use crate::generate::{Job, openapi};
 use crate::serve::isolate::{check_handler, handler_warnings};
 use crate::states::{Status, Trigger};
-use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, Toolset};
+use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
 const MAX_PROMPT_CHARS: usize = 32 * 1024;
@@ -93,7 +94,8 @@ pub async fn create_server(
 /// Stores the server with a pending generation and starts generating.
 async fn register_prompt(state: &AppState, body: PromptRegistration) -> Result<Registered, ApiError> {
     let allow_domains = with_credential_domains(body.allow_domains, &body.credentials);
-    let server = Checked::new(body.id, body.name, body.description, body.access_token, &allow_domains)?;
+    let access = (body.access_token, body.auth, &state.config.auth.oauth);
+    let server = Checked::new(body.id, body.name, body.description, access, &allow_domains)?;
     let prompt = body.prompt;
     check_prompt(&prompt)?;
     if !state.generator.llm_configured() {
@@ -130,7 +132,7 @@ async fn start_generation(
     pending: Pending,
     inline_spec: Option<&str>,
 ) -> Result<Registered, ApiError> {
-    let Checked { id, name, description, access_token_sha256, whitelist } = server;
+    let Checked { id, name, description, access_token_sha256, auth, whitelist } = server;
     let credentials = seal_credentials(state, &id, credentials, &whitelist)?;
     check_code_mode(pending.code_mode.as_ref())?;
     let Pending { prompt, allow_domains, dry_run, code_mode, openapi, require_approval } = pending;
@@ -145,6 +147,7 @@ async fn start_generation(
             credentials: &credentials,
             dry_run,
             access_token_sha256: access_token_sha256.as_deref(),
+            auth: auth.as_ref(),
             code_mode: code_mode.as_ref(),
             openapi: openapi.as_ref(),
             inline_spec,
@@ -258,7 +261,8 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
             name = title.map(|t| t.chars().filter(|c| !c.is_control()).take(MAX_NAME_CHARS).collect());
         }
     }
-    let server = Checked::new(body.id, name, body.description, body.access_token, &allow_domains)?;
+    let access = (body.access_token, body.auth, &state.config.auth.oauth);
+    let server = Checked::new(body.id, name, body.description, access, &allow_domains)?;
     let settings = OpenApiSettings {
         url,
         sha256: inline.as_ref().map(|text| hex::encode(Sha256::digest(text.as_bytes()))),
@@ -305,8 +309,9 @@ fn check_prompt(prompt: &str) -> Result<(), ApiError> {
 
 /// Checks the tools, compiles their handlers, then stores and mounts the server.
 async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result<Registered, ApiError> {
-    let Checked { id, name, description, access_token_sha256, whitelist } =
-        Checked::new(body.id, body.name, body.description, body.access_token, &body.allow_domains)?;
+    let access = (body.access_token, body.auth, &state.config.auth.oauth);
+    let Checked { id, name, description, access_token_sha256, auth, whitelist } =
+        Checked::new(body.id, body.name, body.description, access, &body.allow_domains)?;
     let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
     check_code_mode(body.code_mode.as_ref())?;
     let toolset = Toolset::new(body.tools).map_err(|e| ApiError::new(ErrorCode::InvalidTool, e.to_string()))?;
@@ -317,6 +322,7 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
         name: name.clone(),
         description,
         access_token_sha256: access_token_sha256.clone(),
+        auth: auth.clone(),
         allow_domains: body.allow_domains,
         whitelist,
         toolset,
@@ -326,12 +332,12 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
     // Stored and mounted in a task of its own, so a client that hangs up while the write is
     // queued cannot leave a stored server unmounted.
     let (catalog, registry) = (state.catalog.clone(), state.registry.clone());
-    let record = (id.clone(), name.clone(), access_token_sha256, body.code_mode);
+    let record = (id.clone(), name.clone(), access_token_sha256, auth, body.code_mode);
     let has_credentials = !new.credentials.is_empty();
     state
         .tasks
         .spawn(async move {
-            let (id, name, access_token_sha256, code_mode) = record;
+            let (id, name, access_token_sha256, auth, code_mode) = record;
             let _change = registry.serialize(&id).await;
             let generation_id = catalog.create_toolset_server(new).await?;
             // Everything the mount needs is at hand (but the credentials' times, set by the
@@ -342,6 +348,7 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
                     name,
                     generation_id,
                     access_token_sha256,
+                    auth,
                     code_mode,
                     credentials_stamp: (0, 0),
                 }),
@@ -398,6 +405,7 @@ struct Checked {
     name: String,
     description: Option<String>,
     access_token_sha256: Option<String>,
+    auth: Option<AuthSetting>,
     whitelist: Whitelist,
 }
 
@@ -406,7 +414,7 @@ impl Checked {
         id: Option<String>,
         name: Option<String>,
         description: Option<String>,
-        access_token: Option<String>,
+        (access_token, auth, oauth): (Option<String>, Option<AuthSetting>, &OAuthConfig),
         allow_domains: &[String],
     ) -> Result<Checked, ApiError> {
         if let Some(name) = &name {
@@ -446,9 +454,16 @@ impl Checked {
             .map(|raw| access_token::parse(&raw).map(|t| access_token::digest(&t)))
             .transpose()
             .map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
+        if access_token_sha256.is_some() && auth.is_some() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidAuth,
+                "send either \"access_token\" (a static bearer token) or \"auth\" (open, or OAuth), not both",
+            ));
+        }
+        let auth = auth.map(|auth| crate::api::admin::check_auth(oauth, auth)).transpose()?;
         let whitelist =
             Whitelist::from_operator_domains(allow_domains).map_err(|m| ApiError::new(ErrorCode::InvalidDomain, m))?;
-        Ok(Checked { id, name, description, access_token_sha256, whitelist })
+        Ok(Checked { id, name, description, access_token_sha256, auth, whitelist })
     }
 }
 

@@ -36,6 +36,10 @@ pub struct CallRecord {
     pub parent_execution_id: Option<String>,
     /// A script run's code (its start, as much as the log keeps).
     pub code: Option<String>,
+    /// The OAuth caller: the token's `sub`.
+    pub subject: Option<String>,
+    /// The OAuth caller's client (`client_id` or `azp`).
+    pub client_id: Option<String>,
     /// Filled by [`Catalog::list_calls`]: the tool calls a script made, oldest first.
     pub children: Vec<CallRecord>,
 }
@@ -58,7 +62,7 @@ pub struct EgressRecord {
 macro_rules! call_columns {
     () => {
         "execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console, \
-         parent_execution_id, code, is_error, arguments"
+         parent_execution_id, code, is_error, arguments, subject, client_id"
     };
 }
 
@@ -277,8 +281,8 @@ impl Catalog {
         for chunk in calls.chunks(rows_per_insert) {
             let sql = super::insert_values(
                 "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome,
-                     error, fetches, console, parent_execution_id, code, is_error, arguments)",
-                15,
+                     error, fetches, console, parent_execution_id, code, is_error, arguments, subject, client_id)",
+                17,
                 chunk.len(),
             );
             let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -298,7 +302,9 @@ impl Catalog {
                     .bind(&call.parent_execution_id)
                     .bind(&call.code)
                     .bind(call.is_error)
-                    .bind(call.arguments.as_ref().map(super::to_json));
+                    .bind(call.arguments.as_ref().map(super::to_json))
+                    .bind(&call.subject)
+                    .bind(&call.client_id);
             }
             insert.execute(&mut *tx).await?;
         }
@@ -366,6 +372,8 @@ fn call_record(row: &sqlx::any::AnyRow) -> CallRecord {
         egress: Vec::new(),
         parent_execution_id: row.get("parent_execution_id"),
         code: row.get("code"),
+        subject: row.get("subject"),
+        client_id: row.get("client_id"),
         children: Vec::new(),
     }
 }
@@ -592,6 +600,8 @@ mod tests {
             egress: Vec::new(),
             parent_execution_id: None,
             code: None,
+            subject: None,
+            client_id: None,
             children: Vec::new(),
         }
     }

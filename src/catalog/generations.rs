@@ -12,7 +12,7 @@ use super::{
     Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, flag, from_json, now_millis, optional_flag, to_json,
 };
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status, Trigger};
-use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, ToolSpec, Toolset};
+use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ToolSpec, Toolset};
 use crate::whitelist::{RefusedDomain, Whitelist};
 
 /// Everything written when a generation finishes, in one transaction.
@@ -175,6 +175,7 @@ pub struct NewPromptServer<'a> {
     /// `None`: `[generation] require_approval` decides.
     pub require_approval: Option<bool>,
     pub access_token_sha256: Option<&'a str>,
+    pub auth: Option<&'a AuthSetting>,
     pub credentials: &'a [NewCredential],
     pub code_mode: Option<&'a CodeModeSettings>,
     /// Set for a server derived from an API description (kind `openapi`).
@@ -202,8 +203,8 @@ impl Catalog {
         }
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
-                                  access_token_sha256, code_mode, openapi, require_approval)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING",
+                                  access_token_sha256, code_mode, openapi, require_approval, auth)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(new.name)
@@ -218,6 +219,7 @@ impl Catalog {
         .bind(new.code_mode.map(to_json))
         .bind(new.openapi.map(to_json))
         .bind(new.require_approval)
+        .bind(new.auth.map(to_json))
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {

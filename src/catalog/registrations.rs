@@ -15,7 +15,7 @@ use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools};
 use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, now_millis, to_json};
 use crate::states::{GenerationSource, ServerKind, Status};
-use crate::toolset::{CodeModeSettings, ServerId, Toolset};
+use crate::toolset::{AuthSetting, CodeModeSettings, ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
 /// Registrations written in one transaction at most.
@@ -29,6 +29,7 @@ pub struct NewToolsetServer {
     pub name: String,
     pub description: Option<String>,
     pub access_token_sha256: Option<String>,
+    pub auth: Option<AuthSetting>,
     pub allow_domains: Vec<String>,
     pub whitelist: Whitelist,
     pub toolset: Toolset,
@@ -42,6 +43,7 @@ pub(super) struct Pending {
     name: String,
     description: Option<String>,
     access_token_sha256: Option<String>,
+    auth: Option<String>,
     allow_domains: String,
     whitelist: String,
     tools: Vec<ToolRow>,
@@ -64,6 +66,7 @@ impl Catalog {
             name: new.name,
             description: new.description,
             access_token_sha256: new.access_token_sha256,
+            auth: new.auth.as_ref().map(to_json),
             credentials: new.credentials,
             code_mode: new.code_mode.as_ref().map(to_json),
             done,
@@ -102,8 +105,8 @@ async fn store(writer: &AnyPool, batch: &[Pending]) -> Result<Vec<Result<i64, Ca
     for new in batch {
         let inserted = sqlx::query(
             "INSERT INTO servers (id, name, description, kind, prompt, allow_domains, status, created_at, updated_at,
-                                  access_token_sha256, code_mode)
-             VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
+                                  access_token_sha256, code_mode, auth)
+             VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id.as_str())
         .bind(&new.name)
@@ -115,6 +118,7 @@ async fn store(writer: &AnyPool, batch: &[Pending]) -> Result<Vec<Result<i64, Ca
         .bind(now)
         .bind(&new.access_token_sha256)
         .bind(&new.code_mode)
+        .bind(&new.auth)
         .execute(&mut *tx)
         .await?;
         if inserted.rows_affected() == 0 {

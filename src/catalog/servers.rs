@@ -5,7 +5,7 @@ use sqlx::Row;
 use super::tools::tool_from_row;
 use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis, optional_flag};
 use crate::states::{ServerKind, Status};
-use crate::toolset::{CodeModeSettings, OpenApiSettings, ServerId, ToolSpec};
+use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ToolSpec};
 use crate::whitelist::Whitelist;
 
 /// A server as the list of servers shows it.
@@ -34,6 +34,8 @@ pub struct MountRecord {
     pub generation_id: i64,
     /// Hex sha256 of the MCP access token, when the mount requires one.
     pub access_token_sha256: Option<String>,
+    /// The server's own auth setting (never together with an access token).
+    pub auth: Option<AuthSetting>,
     pub code_mode: Option<CodeModeSettings>,
     /// How many credentials the server has and when the newest was set: a mount built with
     /// other credentials is out of date.
@@ -63,6 +65,8 @@ pub struct ServerRecord {
     pub updated_at: i64,
     /// Hex sha256 of the MCP access token, when the mount requires one.
     pub access_token_sha256: Option<String>,
+    /// The server's own auth setting (never together with an access token).
+    pub auth: Option<AuthSetting>,
     /// Names of the server's upstream credentials.
     pub credentials: Vec<String>,
     pub code_mode: Option<CodeModeSettings>,
@@ -111,7 +115,7 @@ impl Catalog {
         let mut snapshot = self.snapshot().await?;
         let row = sqlx::query(
             "SELECT id, name, description, kind, prompt, allow_domains, status, active_generation_id, created_at,
-                    updated_at, access_token_sha256, code_mode, openapi, require_approval, drift
+                    updated_at, access_token_sha256, auth, code_mode, openapi, require_approval, drift
              FROM servers WHERE id = $1",
         )
         .bind(id.as_str())
@@ -128,7 +132,7 @@ impl Catalog {
     /// Every server with a generation to serve, in one query: what start-up mounts.
     pub async fn mount_records(&self) -> Result<Vec<MountRecord>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT id, name, active_generation_id, access_token_sha256, code_mode,
+            "SELECT id, name, active_generation_id, access_token_sha256, auth, code_mode,
                     (SELECT COUNT(*) FROM credentials c WHERE c.server_id = s.id) AS credential_count,
                     (SELECT COALESCE(MAX(rotated_at), 0) FROM credentials c WHERE c.server_id = s.id) AS credentials_at
              FROM servers s WHERE active_generation_id IS NOT NULL",
@@ -141,7 +145,7 @@ impl Catalog {
     /// One server's [`MountRecord`]; `None` if it does not exist or serves no generation yet.
     pub async fn mount_record(&self, id: &ServerId) -> Result<Option<MountRecord>, CatalogError> {
         let row = sqlx::query(
-            "SELECT id, name, active_generation_id, access_token_sha256, code_mode,
+            "SELECT id, name, active_generation_id, access_token_sha256, auth, code_mode,
                     (SELECT COUNT(*) FROM credentials c WHERE c.server_id = s.id) AS credential_count,
                     (SELECT COALESCE(MAX(rotated_at), 0) FROM credentials c WHERE c.server_id = s.id) AS credentials_at
              FROM servers s WHERE id = $1 AND active_generation_id IS NOT NULL",
@@ -185,15 +189,40 @@ impl Catalog {
             .await?)
     }
 
-    /// Sets (or, with `None`, removes) a server's MCP access token digest. False if no such server.
+    /// Sets (or, with `None`, removes) a server's MCP access token digest; a token replaces the
+    /// server's auth setting. False if no such server.
     pub async fn set_access_token(&self, id: &ServerId, sha256: Option<&str>) -> Result<bool, CatalogError> {
-        let updated = sqlx::query("UPDATE servers SET access_token_sha256 = $1, updated_at = $2 WHERE id = $3")
-            .bind(sha256)
+        let sql = "UPDATE servers SET access_token_sha256 = $1, auth = CASE WHEN $1 IS NULL THEN auth END, \
+                   updated_at = $2 WHERE id = $3";
+        let updated = sqlx::query(sql).bind(sha256).bind(now_millis()).bind(id.as_str()).execute(&self.writer).await?;
+        Ok(updated.rows_affected() > 0)
+    }
+
+    /// Sets (or with `None` clears) a server's auth setting; a setting replaces the server's
+    /// access token. Returns whether a token was removed, `None` if there is no such server.
+    pub async fn set_auth(&self, id: &ServerId, setting: Option<&AuthSetting>) -> Result<Option<bool>, CatalogError> {
+        let mut tx = self.writer.begin().await?;
+        let token: Option<Option<String>> = sqlx::query_scalar("SELECT access_token_sha256 FROM servers WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(token) = token else {
+            return Ok(None);
+        };
+        let removes_token = setting.is_some() && token.is_some();
+        let sql = if setting.is_some() {
+            "UPDATE servers SET auth = $1, access_token_sha256 = NULL, updated_at = $2 WHERE id = $3"
+        } else {
+            "UPDATE servers SET auth = $1, updated_at = $2 WHERE id = $3"
+        };
+        sqlx::query(sql)
+            .bind(setting.map(super::to_json))
             .bind(now_millis())
             .bind(id.as_str())
-            .execute(&self.writer)
+            .execute(&mut *tx)
             .await?;
-        Ok(updated.rows_affected() > 0)
+        tx.commit().await?;
+        Ok(Some(removes_token))
     }
 
     /// Sets (or with `None` clears) whether a server's new versions wait for approval; `false`
@@ -274,6 +303,7 @@ async fn server_from_row(
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
         access_token_sha256: row.get("access_token_sha256"),
+        auth: auth(&row)?,
         code_mode: code_mode(&row)?,
         openapi: row.get::<Option<String>, _>("openapi").map(|json| from_json(&json)).transpose()?,
         require_approval: optional_flag(&row, "require_approval"),
@@ -290,9 +320,14 @@ fn mount_record(row: sqlx::any::AnyRow) -> Result<MountRecord, CatalogError> {
         name: row.get("name"),
         generation_id: row.get("active_generation_id"),
         access_token_sha256: row.get("access_token_sha256"),
+        auth: auth(&row)?,
         code_mode: code_mode(&row)?,
         credentials_stamp: (row.get("credential_count"), row.get("credentials_at")),
     })
+}
+
+fn auth(row: &sqlx::any::AnyRow) -> Result<Option<AuthSetting>, CatalogError> {
+    row.get::<Option<String>, _>("auth").map(|json| from_json(&json)).transpose()
 }
 
 fn code_mode(row: &sqlx::any::AnyRow) -> Result<Option<CodeModeSettings>, CatalogError> {

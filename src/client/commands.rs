@@ -133,6 +133,7 @@ pub async fn register(session: &Session, register: Register) -> Result<(), Failu
             allow_domains: register.allow_domains.clone(),
             dry_run: register.dry_run,
             access_token: None,
+            auth: None,
             credentials: Default::default(),
             code_mode: None,
             require_approval: register.require_approval.then_some(true),

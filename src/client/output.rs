@@ -199,12 +199,18 @@ pub fn server_summary(view: &ServerView, mcp_url: &str) -> String {
     }
     let note = if view.serving { "" } else { "  (not serving yet)" };
     field(&mut out, "mcp url", &format!("{mcp_url}{note}"));
-    let token = if view.access_token_set {
-        "required: MCP hosts send Authorization: Bearer <access_token> (`mcpbootd register` prints the config)"
-    } else {
-        "none (any client that reaches the daemon may call the tools)"
+    let scopes = view.auth.scopes.join(" ");
+    let default = if view.auth.source == "default" { " ([auth.oauth] required)" } else { "" };
+    let auth = match view.auth.mode.as_str() {
+        "oauth" if scopes.is_empty() => format!("OAuth: hosts sign the user in at the identity provider{default}"),
+        "oauth" => format!("OAuth: hosts sign the user in at the identity provider; tokens need {scopes}{default}"),
+        _ if view.access_token_set => {
+            "static token: MCP hosts send Authorization: Bearer <access_token> (`mcpbootd register` prints the config)"
+                .to_string()
+        }
+        _ => "open: any client that reaches the daemon may call the tools".to_string(),
     };
-    field(&mut out, "token", token);
+    field(&mut out, "auth", &auth);
     if !view.credentials.is_empty() {
         let names = format!("{} (added by the daemon to matching requests)", view.credentials.join(", "));
         field(&mut out, "credentials", &names);

@@ -12,6 +12,7 @@ use tracing::Instrument;
 use crate::catalog::{CallLog, CallRecord, now_millis};
 use crate::config::SandboxConfig;
 use crate::credentials::Redactor;
+use crate::oauth::Grant;
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::health::{Health, HealthRule, ToolHealth};
 use crate::serve::isolate::{Completion, Invocation, Isolates, Outcome, PoolError, Program, SandboxLimits, ToolResult};
@@ -46,6 +47,9 @@ pub enum CallError {
     Busy(String),
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// The caller's OAuth token does not carry the scope this tool needs.
+    #[error("{0}")]
+    Forbidden(crate::oauth::MissingScope),
 }
 
 /// Who asked for a call, as its call-log entry records it.
@@ -56,11 +60,14 @@ pub struct Origin {
     pub parent_execution_id: Option<Arc<str>>,
     /// The id the call is logged under; a fresh one when `None`.
     pub execution_id: Option<String>,
+    /// The OAuth token the request came with: every call is checked against its scopes and
+    /// logged with its subject and client.
+    pub grant: Option<Arc<Grant>>,
 }
 
 impl From<Via> for Origin {
     fn from(via: Via) -> Origin {
-        Origin { via, parent_execution_id: None, execution_id: None }
+        Origin { via, parent_execution_id: None, execution_id: None, grant: None }
     }
 }
 
@@ -197,6 +204,12 @@ impl Caller {
         arguments: Value,
         origin: Origin,
     ) -> Result<CallOutput, CallError> {
+        if let Some(grant) = &origin.grant
+            && let Err(missing) = grant.check_tool(&tool.name, tool.read_only)
+        {
+            self.metrics.record_oauth_refusal("insufficient_scope");
+            return Err(CallError::Forbidden(missing));
+        }
         let encoded_len = encoded_len(&arguments);
         if encoded_len > self.limits.max_argument_bytes {
             return Err(CallError::InvalidArguments(format!(
@@ -208,7 +221,7 @@ impl Caller {
         // Kept for the log in case the call fails: repairing a tool starts from its failures.
         let logged_arguments = arguments.clone();
 
-        let Origin { via, parent_execution_id, execution_id } = origin;
+        let Origin { via, parent_execution_id, execution_id, grant } = origin;
         let execution_id = execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let started_at = now_millis();
         let started = Instant::now();
@@ -231,6 +244,7 @@ impl Caller {
             via,
             parent_execution_id,
             execution_id,
+            grant,
             started_at,
             started,
             egress: Arc::clone(&egress),
@@ -289,6 +303,7 @@ struct CallEntry<'a> {
     via: Via,
     parent_execution_id: Option<Arc<str>>,
     execution_id: String,
+    grant: Option<Arc<Grant>>,
     started_at: i64,
     started: Instant,
     egress: Arc<crate::serve::egress::CallEgress>,
@@ -348,6 +363,8 @@ impl CallEntry<'_> {
             egress,
             parent_execution_id: self.parent_execution_id.as_deref().map(str::to_owned),
             code: None,
+            subject: self.grant.as_ref().map(|grant| grant.claims.sub.clone()),
+            client_id: self.grant.as_ref().and_then(|grant| grant.claims.client_id.clone()),
             children: Vec::new(),
         });
     }

@@ -28,6 +28,7 @@ use tokio::sync::Semaphore;
 
 use crate::catalog::{CallRecord, now_millis};
 use crate::config::{CodeModeConfig, SandboxConfig};
+use crate::oauth::Grant;
 use crate::serve::call::{CallError, Caller, Origin, truncate};
 use crate::serve::isolate::{
     self, Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, Outcome, PoolError, Program,
@@ -95,6 +96,8 @@ text_enum! {
         ServerNotAllowed = "SERVER_NOT_ALLOWED",
         /// `call_tool`: the script has made `max_tool_calls` calls.
         MaxToolCalls = "MAX_TOOL_CALLS",
+        /// `call_tool`: the caller's OAuth token lacks the scope the tool needs.
+        InsufficientScope = "INSUFFICIENT_SCOPE",
         /// `call_tool`: the arguments do not match the tool's input schema.
         InvalidArguments = "INVALID_ARGUMENTS",
         /// `call_tool`: the tool ran and returned an error.
@@ -323,7 +326,15 @@ impl CodeMode {
     }
 
     /// Runs one script on `server` (already checked to have code mode on, see [`Self::refusal`]).
-    pub async fn run(&self, server: &MountedServer, request: ScriptRequest, via: Via) -> ScriptResult {
+    /// `grant`: the OAuth token the script came with; every tool call it makes is checked
+    /// against it and logged under its subject.
+    pub async fn run(
+        &self,
+        server: &MountedServer,
+        request: ScriptRequest,
+        via: Via,
+        grant: Option<Arc<Grant>>,
+    ) -> ScriptResult {
         let execution_id = uuid::Uuid::now_v7().to_string();
         if let Some(refusal) = self.refusal(server) {
             return ScriptResult::failed(execution_id, ErrorKind::CodeModeDisabled, refusal);
@@ -334,6 +345,7 @@ impl CodeMode {
             code_mode: self,
             server,
             via,
+            grant: grant.clone(),
             execution_id: execution_id.clone(),
             code: truncate(&request.code, self.config.log_code_bytes),
             started_at,
@@ -392,6 +404,7 @@ impl CodeMode {
             caller: self.caller.clone(),
             servers: reachable,
             parent: Arc::from(execution_id.as_str()),
+            grant,
             limits: limits.clone(),
             calls: AtomicU32::new(0),
             result_bytes: AtomicU64::new(0),
@@ -446,6 +459,7 @@ struct ScriptEntry<'a> {
     code_mode: &'a CodeMode,
     server: &'a MountedServer,
     via: Via,
+    grant: Option<Arc<Grant>>,
     execution_id: String,
     code: String,
     started_at: i64,
@@ -485,6 +499,8 @@ impl ScriptEntry<'_> {
             egress: Vec::new(),
             parent_execution_id: None,
             code: Some(std::mem::take(&mut self.code)),
+            subject: self.grant.as_ref().map(|grant| grant.claims.sub.clone()),
+            client_id: self.grant.as_ref().and_then(|grant| grant.claims.client_id.clone()),
             children: Vec::new(),
         });
     }
@@ -583,6 +599,8 @@ struct ScriptHost {
     /// runs applies to the next script, not to the rest of this one.
     servers: Vec<Arc<Mounted>>,
     parent: Arc<str>,
+    /// The script's OAuth token, which its tool calls carry.
+    grant: Option<Arc<Grant>>,
     limits: RunLimits,
     calls: AtomicU32,
     /// Bytes of tool results handed to the script so far.
@@ -703,6 +721,7 @@ impl ScriptHost {
             via: Via::Script,
             parent_execution_id: Some(self.parent.clone()),
             execution_id: Some(execution_id),
+            grant: self.grant.clone(),
         };
         let output = match mounted.server.call(&self.caller, tool, arguments, origin).await {
             Ok(output) => output,
@@ -713,6 +732,9 @@ impl ScriptHost {
                 return Answer::Failed(ErrorKind::InvalidArguments, format!("{server}.{tool}: {problem}"));
             }
             Err(CallError::Busy(why)) => return Answer::Failed(ErrorKind::Busy, why),
+            Err(CallError::Forbidden(missing)) => {
+                return Answer::Failed(ErrorKind::InsufficientScope, format!("{server}.{tool}: {missing}"));
+            }
             Err(CallError::ShuttingDown) => {
                 return Answer::Failed(ErrorKind::ShuttingDown, "the daemon is shutting down".into());
             }

@@ -25,7 +25,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::serve::call::{CallError, Caller};
+use crate::oauth::Grant;
+use crate::serve::call::{CallError, Caller, Origin};
 use crate::serve::code_mode::{self, CodeMode, ScriptRequest};
 use crate::serve::isolate::ToolResult;
 use crate::serve::registry::MountedServer;
@@ -206,7 +207,8 @@ impl ServerHandler for McpHandler {
         // rmcp runs this in its own task and cancels `context.ct` when the client goes away
         // (disconnect, notifications/cancelled); dropping the call then frees its isolate and
         // stops its fetches instead of finishing work nobody will read.
-        let call = self.server.call(&self.caller, &request.name, arguments, Via::Mcp);
+        let origin = Origin { grant: grant(&context), ..Origin::from(Via::Mcp) };
+        let call = self.server.call(&self.caller, &request.name, arguments, origin);
         let outcome = tokio::select! {
             outcome = call => outcome,
             () = context.ct.cancelled() => {
@@ -270,7 +272,7 @@ impl McpHandler {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
             }
         };
-        let run = self.code_mode.run(&self.server, request, Via::Mcp);
+        let run = self.code_mode.run(&self.server, request, Via::Mcp, grant(&context));
         let result = tokio::select! {
             result = run => result,
             () = context.ct.cancelled() => {
@@ -279,6 +281,12 @@ impl McpHandler {
         };
         Ok(call_tool_result(result.into_tool_result()).into())
     }
+}
+
+/// The OAuth token the HTTP door accepted for this request (`api/mcp.rs` puts it in the HTTP
+/// request's extensions, which rmcp hands on with the request's parts).
+fn grant(context: &RequestContext<RoleServer>) -> Option<Arc<Grant>> {
+    context.extensions.get::<axum::http::request::Parts>()?.extensions.get::<Arc<Grant>>().cloned()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -34,7 +34,7 @@ use crate::serve::egress::ServerPolicy;
 use crate::serve::health::{Health, HealthRule, ToolHealth};
 use crate::serve::mount::{McpMount, McpSettings};
 use crate::telemetry::metrics::{Metrics, ToolSeries};
-use crate::toolset::{CodeModeSettings, ServerId};
+use crate::toolset::{AuthSetting, CodeModeSettings, ServerId};
 
 const CHANGE_STRIPES: usize = 64;
 
@@ -76,6 +76,8 @@ pub struct Mount {
     pub generation_id: i64,
     /// Hex sha256 of the token MCP clients must present, when one is set.
     pub access_token_sha256: Option<String>,
+    /// The server's own auth setting (`None`: the daemon's default).
+    pub auth: Option<AuthSetting>,
     code_mode: Option<CodeModeSettings>,
     /// See [`MountRecord::credentials_stamp`].
     credentials_stamp: (i64, i64),
@@ -129,6 +131,7 @@ impl Mount {
             name: record.name,
             generation_id: record.generation_id,
             access_token_sha256: record.access_token_sha256,
+            auth: record.auth,
             code_mode: record.code_mode,
             credentials_stamp: record.credentials_stamp,
             cancel: CancellationToken::new(),
@@ -143,6 +146,7 @@ impl Mount {
         self.generation_id == record.generation_id
             && self.name == record.name
             && self.access_token_sha256 == record.access_token_sha256
+            && self.auth == record.auth
             && self.code_mode == record.code_mode
             && self.credentials_stamp == record.credentials_stamp
     }

@@ -310,7 +310,7 @@ impl Metrics {
         registry.register("mcpbootd_tool_calls", "Tool calls by server, tool and outcome", self.calls.clone());
         registry.register(
             "mcpbootd_oauth_refusals",
-            "Requests refused at OAuth mounts, by reason (missing_token, expired, wrong_audience, …)",
+            "Requests refused at OAuth mounts, by reason (missing_token, insufficient_scope, expired, wrong_audience, …)",
             self.oauth_refusals.clone(),
         );
         registry.register(

@@ -250,7 +250,7 @@ async fn a_token_protected_server_is_shown_as_one_and_its_token_is_never_printed
 
     let shown = run(&["--url", &url, "show", "calc"], &[]).await;
     shown.assert_ok();
-    assert!(shown.stdout.contains("token:       required"), "{}", shown.stdout);
+    assert!(shown.stdout.contains("auth:        static token: MCP hosts send Authorization"), "{}", shown.stdout);
 
     let exported = cli(&app, &["export", "calc"]).await;
     exported.assert_ok();
@@ -268,7 +268,7 @@ async fn a_token_protected_server_is_shown_as_one_and_its_token_is_never_printed
     // Without a token, `show` says so and the export has nothing to warn about.
     app.register(json!({"id": "open", "tools": [tool("hi", "return 'hi';")]})).await;
     let shown = cli(&app, &["show", "open"]).await;
-    assert!(shown.stdout.contains("token:       none"), "{}", shown.stdout);
+    assert!(shown.stdout.contains("auth:        open: any client"), "{}", shown.stdout);
     assert!(cli(&app, &["export", "open"]).await.stderr.is_empty());
     app.stop().await;
 }

@@ -2,6 +2,8 @@
 //! metadata and a JWKS, and tokens signed with its key are presented to a real daemon.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -15,18 +17,25 @@ use crate::helpers::*;
 
 const PUBLIC_URL: &str = "https://mcp.example.com";
 
-/// An issuer on 127.0.0.1 with one P-256 key.
+/// An issuer on 127.0.0.1 publishing RFC 8414 metadata and a JWKS of P-256 keys, which a test
+/// can rotate; it counts the JWKS fetches.
 struct Issuer {
     issuer: String,
-    key: EncodingKey,
+    state: Arc<IssuerState>,
+}
+
+#[derive(Default)]
+struct IssuerState {
+    /// Every key made so far, by kid: tokens can be signed with a key that is not published.
+    keys: Mutex<Vec<(String, EncodingKey, Value)>>,
+    /// The kids the JWKS lists.
+    published: Mutex<Vec<String>>,
+    jwks_fetches: AtomicUsize,
 }
 
 impl Issuer {
     async fn start() -> Issuer {
-        let rng = SystemRandom::new();
-        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
-        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
-        let point = pair.public_key().as_ref().to_vec();
+        let state = Arc::new(IssuerState::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address: SocketAddr = listener.local_addr().unwrap();
         let issuer = format!("http://{address}");
@@ -35,55 +44,132 @@ impl Issuer {
             "jwks_uri": format!("{issuer}/jwks"),
             "jwt_access_token_signing_alg_values_supported": ["ES256"],
         });
-        let jwks = json!({"keys": [{
-            "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": "k1",
-            "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..]),
-        }]});
+        let jwks_state = state.clone();
         let app = axum::Router::new()
             .route(
                 "/.well-known/oauth-authorization-server",
                 axum::routing::get(move || async move { axum::Json(metadata) }),
             )
-            .route("/jwks", axum::routing::get(move || async move { axum::Json(jwks) }));
+            .route(
+                "/jwks",
+                axum::routing::get(move || async move {
+                    jwks_state.jwks_fetches.fetch_add(1, Ordering::SeqCst);
+                    let published = jwks_state.published.lock().unwrap().clone();
+                    let keys = jwks_state.keys.lock().unwrap();
+                    let keys: Vec<Value> =
+                        keys.iter().filter(|(kid, ..)| published.contains(kid)).map(|(.., jwk)| jwk.clone()).collect();
+                    axum::Json(json!({ "keys": keys }))
+                }),
+            );
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Issuer { issuer, key: EncodingKey::from_ec_der(pkcs8.as_ref()) }
+        let issuer = Issuer { issuer, state };
+        issuer.make_key("k1");
+        issuer.state.published.lock().unwrap().push("k1".into());
+        issuer
     }
 
-    /// A token for `audience`, valid for `lifetime` seconds from now (negative: expired).
-    fn token(&self, audience: &str, lifetime: i64) -> String {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
-        let claims = json!({
-            "iss": self.issuer, "sub": "user-1", "aud": audience, "client_id": "host-app",
-            "iat": now, "exp": now + lifetime, "scope": "mcp:read",
+    /// A new P-256 key under `kid`, not yet published.
+    fn make_key(&self, kid: &str) {
+        let rng = SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
+        let point = pair.public_key().as_ref().to_vec();
+        let jwk = json!({
+            "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": kid,
+            "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..]),
         });
+        self.state.keys.lock().unwrap().push((kid.into(), EncodingKey::from_ec_der(pkcs8.as_ref()), jwk));
+    }
+
+    /// The provider rotates: a new key is published and the old ones are withdrawn.
+    fn rotate(&self, kid: &str) {
+        self.make_key(kid);
+        *self.state.published.lock().unwrap() = vec![kid.into()];
+    }
+
+    fn jwks_fetches(&self) -> usize {
+        self.state.jwks_fetches.load(Ordering::SeqCst)
+    }
+
+    /// A token for `audience`, valid for `lifetime` seconds from now (negative: expired), with
+    /// the scope `mcp:read`, signed with the newest key.
+    fn token(&self, audience: &str, lifetime: i64) -> String {
+        self.token_with(json!({"aud": audience, "exp": unix_now() + lifetime}))
+    }
+
+    /// A token with these claims over the defaults (`iss`, `sub`, `client_id`, `scope`), signed with
+    /// the newest key.
+    fn token_with(&self, claims: Value) -> String {
+        let kid = self.state.keys.lock().unwrap().last().unwrap().0.clone();
+        self.token_signed(&kid, claims)
+    }
+
+    fn token_signed(&self, kid: &str, overrides: Value) -> String {
+        let now = unix_now();
+        let mut claims = json!({
+            "iss": self.issuer, "sub": "user-1", "client_id": "host-app", "iat": now, "exp": now + 300,
+            "scope": "mcp:read",
+        });
+        for (name, value) in overrides.as_object().unwrap() {
+            claims[name] = value.clone();
+        }
+        let keys = self.state.keys.lock().unwrap();
+        let (_, key, _) = keys.iter().find(|(k, ..)| k == kid).unwrap();
         let mut header = Header::new(Algorithm::ES256);
-        header.kid = Some("k1".into());
-        jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
+        header.kid = Some(kid.into());
+        jsonwebtoken::encode(&header, &claims, key).unwrap()
     }
 }
 
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+fn resource(id: &str) -> String {
+    format!("{PUBLIC_URL}/servers/{id}/mcp")
+}
+
 async fn spawn_behind(issuer: &str) -> TestApp {
-    spawn_app_with(AppOptions {
-        env: vec![
-            ("MCPBOOTD_AUTH__OAUTH__ISSUER".into(), issuer.into()),
-            ("MCPBOOTD_AUTH__OAUTH__PUBLIC_URL".into(), PUBLIC_URL.into()),
-            ("MCPBOOTD_AUTH__OAUTH__REQUIRED".into(), "true".into()),
-        ],
-        ..AppOptions::default()
-    })
-    .await
+    spawn_behind_with(issuer, &[]).await
+}
+
+async fn spawn_behind_with(issuer: &str, extra: &[(&str, &str)]) -> TestApp {
+    let mut env = vec![
+        ("MCPBOOTD_AUTH__OAUTH__ISSUER".to_string(), issuer.to_string()),
+        ("MCPBOOTD_AUTH__OAUTH__PUBLIC_URL".into(), PUBLIC_URL.into()),
+        ("MCPBOOTD_AUTH__OAUTH__REQUIRED".into(), "true".into()),
+    ];
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    spawn_app_with(AppOptions { env, ..AppOptions::default() }).await
 }
 
 /// `tools/list` on a mount with this `Authorization` value (and optional query): status, the
 /// `WWW-Authenticate` header, the body.
 async fn list_tools(app: &TestApp, id: &str, authorization: Option<&str>, query: &str) -> (u16, String, Value) {
+    rpc(app, id, authorization, query, json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await
+}
+
+/// `tools/call` of `tool` with a bearer token.
+async fn call_tool(app: &TestApp, id: &str, token: &str, tool: &str, arguments: Value) -> (u16, String, Value) {
+    let message =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+    rpc(app, id, Some(&format!("Bearer {token}")), "", message).await
+}
+
+async fn rpc(
+    app: &TestApp,
+    id: &str,
+    authorization: Option<&str>,
+    query: &str,
+    message: Value,
+) -> (u16, String, Value) {
     let mut request = app
         .http
         .post(format!("{}{query}", app.mcp_url(id)))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2025-06-18")
-        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string());
+        .body(message.to_string());
     if let Some(value) = authorization {
         request = request.header("authorization", value);
     }
@@ -204,4 +290,227 @@ async fn an_unreachable_issuer_gives_a_prompt_503() {
     let (status, _, body) = list_tools(&app, "guarded", Some(&format!("Bearer {token}")), "").await;
     assert_eq!(status, 503, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("cannot be reached"), "{body}");
+}
+
+/// Refusals that need the provider's keys: another issuer, HS256 "signed" with the public key,
+/// a key the provider never published (one refetch, then refused without asking again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_from_elsewhere_or_with_unknown_keys_are_refused() {
+    let issuer = Issuer::start().await;
+    let app = spawn_behind(&issuer.issuer).await;
+    app.register(json!({"id": "guarded", "tools": [tool("ok", "return 1;")]})).await;
+    let good = issuer.token(&resource("guarded"), 300);
+    assert_eq!(list_tools(&app, "guarded", Some(&format!("Bearer {good}")), "").await.0, 200);
+
+    let foreign = issuer.token_with(json!({"aud": resource("guarded"), "iss": "https://evil.example.com"}));
+    // HS256 with the provider's public key as the secret: whoever fetched the JWKS could sign it.
+    let jwk = issuer.state.keys.lock().unwrap()[0].2.to_string();
+    let claims = json!({"iss": issuer.issuer, "sub": "x", "aud": resource("guarded"), "exp": unix_now() + 300});
+    let mut header = Header::new(Algorithm::HS256);
+    header.kid = Some("k1".into());
+    let hmac = jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(jwk.as_bytes())).unwrap();
+    for (token, reason) in [(&foreign, "wrong issuer"), (&hmac, "algorithm not allowed")] {
+        let (status, challenge, body) = list_tools(&app, "guarded", Some(&format!("Bearer {token}")), "").await;
+        assert_eq!(status, 401, "{reason}: {body}");
+        assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+        assert!(rpc_error(&body).contains(reason), "{body}");
+    }
+
+    // A kid the provider does not publish: the daemon asks for the JWKS once more, then refuses;
+    // a second such token within the refetch interval costs the provider nothing.
+    issuer.make_key("ghost");
+    let fetches = issuer.jwks_fetches();
+    for _ in 0..2 {
+        let ghost = issuer.token_signed("ghost", json!({"aud": resource("guarded")}));
+        let (status, _, body) = list_tools(&app, "guarded", Some(&format!("Bearer {ghost}")), "").await;
+        assert_eq!(status, 401, "{body}");
+        assert!(rpc_error(&body).contains("unknown key"), "{body}");
+    }
+    assert_eq!(issuer.jwks_fetches(), fetches + 1, "one refetch for unknown kids, rate-limited");
+    assert_eq!(list_tools(&app, "guarded", Some(&format!("Bearer {good}")), "").await.0, 200);
+}
+
+/// The provider rotates its keys: the first token signed with the new key makes the daemon
+/// refetch the JWKS, and it is accepted without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_rotated_at_the_provider_are_accepted_without_restart() {
+    let issuer = Issuer::start().await;
+    let app = spawn_behind(&issuer.issuer).await;
+    app.register(json!({"id": "guarded", "tools": [tool("ok", "return 1;")]})).await;
+    let before = issuer.token(&resource("guarded"), 300);
+    assert_eq!(list_tools(&app, "guarded", Some(&format!("Bearer {before}")), "").await.0, 200);
+    issuer.rotate("k2");
+    let after = issuer.token(&resource("guarded"), 300);
+    assert!(after != before);
+    let (status, _, body) = list_tools(&app, "guarded", Some(&format!("Bearer {after}")), "").await;
+    assert_eq!(status, 200, "a token signed with the rotated key: {body}");
+}
+
+fn rpc_error(body: &Value) -> String {
+    body["error"]["message"].as_str().unwrap_or_default().to_string()
+}
+
+fn read_only(mut tool: Value) -> Value {
+    tool["annotations"] = json!({"readOnlyHint": true});
+    tool
+}
+
+/// The scope model: `read_scope` calls read-only tools, `write_scope` every tool; a token
+/// without the scope gets 403 `insufficient_scope` naming it; a server's own scopes guard the
+/// whole mount; scripts' tool calls are checked too; the call log names the caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scopes_decide_which_tools_a_token_may_call() {
+    let issuer = Issuer::start().await;
+    let app = spawn_behind_with(
+        &issuer.issuer,
+        &[
+            ("MCPBOOTD_AUTH__OAUTH__READ_SCOPE", "mcp:read"),
+            ("MCPBOOTD_AUTH__OAUTH__WRITE_SCOPE", "mcp:write"),
+            ("MCPBOOTD_CODE_MODE__ENABLED", "true"),
+        ],
+    )
+    .await;
+    app.register(json!({
+        "id": "desk",
+        "tools": [read_only(tool("look", "return 'looked';")), tool("change", "return 'changed';")],
+        "code_mode": {"enabled": true},
+    }))
+    .await;
+    let reader = issuer.token_with(json!({"aud": resource("desk"), "scope": "mcp:read"}));
+    let writer = issuer.token_with(json!({"aud": resource("desk"), "scope": "mcp:write", "sub": "user-2"}));
+
+    // Every tool is listed whatever the token holds: a host learns what a step-up would allow.
+    let (status, _, body) = list_tools(&app, "desk", Some(&format!("Bearer {reader}")), "").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 3, "look, change, code_execution: {body}");
+
+    let (status, _, body) = call_tool(&app, "desk", &reader, "look", json!({})).await;
+    assert_eq!((status, body["result"]["content"][0]["text"].as_str()), (200, Some("looked")), "{body}");
+    let (status, challenge, body) = call_tool(&app, "desk", &reader, "change", json!({})).await;
+    assert_eq!(status, 403, "{body}");
+    let metadata = format!("{PUBLIC_URL}/.well-known/oauth-protected-resource/servers/desk/mcp");
+    assert!(
+        challenge.starts_with(&format!(
+            "Bearer resource_metadata=\"{metadata}\", error=\"insufficient_scope\", scope=\"mcp:write\""
+        )),
+        "{challenge}"
+    );
+    assert!(rpc_error(&body).contains("needs mcp:write"), "{body}");
+    for tool in ["look", "change"] {
+        let (status, _, body) = call_tool(&app, "desk", &writer, tool, json!({})).await;
+        assert_eq!(status, 200, "{tool}: {body}");
+    }
+
+    // A script may run with the read scope, but each of its tool calls is checked.
+    let script = json!({"code": "const a = await tools.desk.look({}); \
+        try { await tools.desk.change({}); return 'no'; } catch (e) { return a + ' / ' + e.code; }"});
+    let (status, _, body) = call_tool(&app, "desk", &reader, "code_execution", script).await;
+    assert_eq!(status, 200, "{body}");
+    let value = &body["result"]["structuredContent"]["value"];
+    assert_eq!(value, "looked / INSUFFICIENT_SCOPE", "{body}");
+
+    // The call log names the caller and its client.
+    let (_, calls) = app.get("/admin/servers/desk/calls?tool=change").await;
+    let logged = &calls["calls"][0];
+    assert_eq!((logged["subject"].as_str(), logged["client_id"].as_str()), (Some("user-2"), Some("host-app")));
+    let (_, calls) = app.get("/admin/servers/desk/calls?tool=code_execution").await;
+    assert_eq!(calls["calls"][0]["subject"], "user-1", "{calls}");
+    assert_eq!(calls["calls"][0]["children"][0]["subject"], "user-1", "{calls}");
+
+    // A server's own scopes are needed for anything on its mount, and its metadata lists them.
+    let (status, set) = put(&app, "/admin/servers/desk/auth", json!({"mode": "oauth", "scopes": ["billing"]})).await;
+    assert_eq!(status, 200, "{set}");
+    assert_eq!(set["auth"], json!({"mode": "oauth", "scopes": ["billing"], "source": "server"}));
+    let (status, challenge, body) = list_tools(&app, "desk", Some(&format!("Bearer {writer}")), "").await;
+    assert_eq!(status, 403, "{body}");
+    assert!(challenge.contains("scope=\"mcp:read billing\""), "{challenge}");
+    let billed = issuer.token_with(json!({"aud": resource("desk"), "scope": "mcp:write billing"}));
+    assert_eq!(call_tool(&app, "desk", &billed, "change", json!({})).await.0, 200);
+    let (_, metadata) = app.get("/.well-known/oauth-protected-resource/servers/desk/mcp").await;
+    assert_eq!(metadata["scopes_supported"], json!(["mcp:read", "mcp:write", "billing"]));
+    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("mcpbootd_oauth_refusals_total{reason=\"insufficient_scope\"} 3"), "{metrics}");
+}
+
+async fn put(app: &TestApp, path: &str, body: Value) -> (u16, Value) {
+    let response = app.http.put(app.url(path)).json(&body).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Per-server modes: open, static token, OAuth (with scopes), or the daemon's default; setting
+/// one replaces the other, and mistakes are refused with what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_server_chooses_open_static_token_or_oauth() {
+    let issuer = Issuer::start().await;
+    let app = spawn_behind(&issuer.issuer).await;
+    app.register(json!({"id": "public", "auth": {"mode": "open"}, "tools": [tool("ok", "return 1;")]})).await;
+    app.register(json!({"id": "default", "tools": [tool("ok", "return 1;")]})).await;
+    app.register(json!({"id": "keyed", "access_token": "static-token-0123456789", "tools": [tool("ok", "return 1;")]}))
+        .await;
+    let mode = |view: &Value| (view["auth"]["mode"].as_str().map(str::to_string), view["auth"]["source"].clone());
+
+    assert_eq!(list_tools(&app, "public", None, "").await.0, 200, "open, although [auth.oauth] required");
+    assert_eq!(mode(&app.get("/admin/servers/public").await.1), (Some("open".into()), json!("server")));
+    assert_eq!(list_tools(&app, "default", None, "").await.0, 401);
+    assert_eq!(mode(&app.get("/admin/servers/default").await.1), (Some("oauth".into()), json!("default")));
+    assert_eq!(mode(&app.get("/admin/servers/keyed").await.1), (Some("access_token".into()), json!("server")));
+    // An open server has no OAuth metadata.
+    assert_eq!(app.get("/.well-known/oauth-protected-resource/servers/public/mcp").await.0, 404);
+
+    // OAuth replaces a static token (and says so); a token replaces the setting.
+    let (status, set) = put(&app, "/admin/servers/keyed/auth", json!({"mode": "oauth"})).await;
+    assert_eq!((status, set["access_token_removed"].as_bool()), (200, Some(true)), "{set}");
+    assert_eq!(list_tools(&app, "keyed", Some("Bearer static-token-0123456789"), "").await.0, 401);
+    let token = issuer.token(&resource("keyed"), 300);
+    assert_eq!(list_tools(&app, "keyed", Some(&format!("Bearer {token}")), "").await.0, 200);
+    let (status, _) =
+        put(&app, "/admin/servers/keyed/access-token", json!({"access_token": "another-token-0123456789"})).await;
+    assert_eq!(status, 200);
+    assert_eq!(mode(&app.get("/admin/servers/keyed").await.1), (Some("access_token".into()), json!("server")));
+    assert_eq!(list_tools(&app, "keyed", Some("Bearer another-token-0123456789"), "").await.0, 200);
+
+    // Open, then back to the default.
+    assert_eq!(put(&app, "/admin/servers/default/auth", json!({"mode": "open"})).await.0, 200);
+    assert_eq!(list_tools(&app, "default", None, "").await.0, 200);
+    let (status, reset) = app.delete("/admin/servers/default/auth").await;
+    assert_eq!((status, reset["auth"]["mode"].as_str()), (200, Some("oauth")), "{reset}");
+    assert_eq!(list_tools(&app, "default", None, "").await.0, 401);
+
+    // Mistakes: both a token and a setting, an unknown mode, a bad scope, scopes on an open mount.
+    for (body, expected) in [
+        (
+            json!({"id": "both", "access_token": "static-token-0123456789", "auth": {"mode": "open"}, "tools": [tool("ok", "return 1;")]}),
+            "either",
+        ),
+        (json!({"id": "odd", "auth": {"mode": "sso"}, "tools": [tool("ok", "return 1;")]}), "sso"),
+        (
+            json!({"id": "spaced", "auth": {"mode": "oauth", "scopes": ["a b"]}, "tools": [tool("ok", "return 1;")]}),
+            "scope",
+        ),
+        (
+            json!({"id": "opened", "auth": {"mode": "open", "scopes": ["a"]}, "tools": [tool("ok", "return 1;")]}),
+            "scopes",
+        ),
+    ] {
+        let (status, error) = app.post("/admin/servers", &body).await;
+        assert!(status == 422 || status == 400, "{body}: {status} {error}");
+        assert!(error_message(&error).contains(expected), "{body}: {error}");
+        assert_eq!(app.get(&format!("/admin/servers/{}", body["id"].as_str().unwrap())).await.0, 404);
+    }
+    assert_eq!(put(&app, "/admin/servers/nope/auth", json!({"mode": "open"})).await.0, 404);
+}
+
+/// Without `[auth.oauth]` a server cannot be set to OAuth: the refusal says what to configure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_mode_needs_an_identity_provider() {
+    let app = spawn_app().await;
+    let body = json!({"id": "x", "auth": {"mode": "oauth"}, "tools": [tool("ok", "return 1;")]});
+    let (status, error) = app.post("/admin/servers", &body).await;
+    assert_eq!(status, 422, "{error}");
+    assert!(error_message(&error).contains("[auth.oauth] issuer"), "{error}");
+    app.register(json!({"id": "y", "tools": [tool("ok", "return 1;")]})).await;
+    let (status, error) = put(&app, "/admin/servers/y/auth", json!({"mode": "oauth"})).await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(put(&app, "/admin/servers/y/auth", json!({"mode": "open"})).await.0, 200);
 }

@@ -47,6 +47,24 @@ pub fn misfit(body: &[u8]) -> Option<ApiError> {
     Some(ApiError::new(ErrorCode::InvalidParams, format!("{method}: {problem}")))
 }
 
+/// The tool a single `tools/call` request names; `None` for anything else.
+pub fn called_tool(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Call<'a> {
+        #[serde(borrow)]
+        method: Option<Cow<'a, str>>,
+        params: Option<CallParams<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct CallParams<'a> {
+        #[serde(borrow)]
+        name: Option<Cow<'a, str>>,
+    }
+    let call: Call = serde_json::from_slice(body).ok()?;
+    (call.method.as_deref() == Some("tools/call")).then_some(())?;
+    call.params?.name.map(Cow::into_owned)
+}
+
 #[derive(Deserialize)]
 struct Request<'a> {
     #[serde(default)]

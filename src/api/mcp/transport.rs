@@ -97,8 +97,12 @@ fn normalize_host(host: &str) -> String {
     host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()
 }
 
-/// Answers one HTTP request to a mounted server's MCP endpoint.
-pub async fn answer(mount: &McpMount, request: Request, max_body_bytes: usize) -> Response {
+/// Looks at a message before rmcp does, and may refuse it (a `tools/call` the caller's token
+/// does not cover).
+pub type Gate<'a> = &'a (dyn Fn(&[u8]) -> Option<ApiError> + Sync);
+
+/// Answers one HTTP request to a mounted server's MCP endpoint; `gate` sees every message first.
+pub async fn answer(mount: &McpMount, request: Request, max_body_bytes: usize, gate: Option<Gate<'_>>) -> Response {
     if request.method() != axum::http::Method::POST {
         // rmcp answers 405 for the methods a stateless endpoint does not serve; say why.
         return explain_refusal(mount.handle(request).await, None, &Bytes::new()).await;
@@ -121,9 +125,9 @@ pub async fn answer(mount: &McpMount, request: Request, max_body_bytes: usize) -
     }
     let origin = parts.headers.get(ORIGIN).cloned();
     if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-        return answer_batch(mount, parts, &body).await;
+        return answer_batch(mount, parts, &body, gate).await;
     }
-    if let Some(error) = params::misfit(&body) {
+    if let Some(error) = params::misfit(&body).or_else(|| gate.and_then(|gate| gate(&body))) {
         return error.in_reply_to(id_of(&body)).into_response();
     }
     let response = mount.handle(Request::from_parts(parts, Body::from(body.clone()))).await;
@@ -235,7 +239,7 @@ fn unreadable_body(error: &axum::Error, max_body_bytes: usize) -> ApiError {
 /// A JSON-RPC batch: each message answered as a request of its own (concurrently, like
 /// separate POSTs), the answers returned together; notifications get none, so a batch of only
 /// notifications is answered 202 like a single one.
-async fn answer_batch(mount: &McpMount, parts: Parts, body: &Bytes) -> Response {
+async fn answer_batch(mount: &McpMount, parts: Parts, body: &Bytes, gate: Option<Gate<'_>>) -> Response {
     let revision = parts.headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()).unwrap_or(BATCH_REVISION);
     if revision != BATCH_REVISION {
         return ApiError::new(
@@ -270,7 +274,7 @@ async fn answer_batch(mount: &McpMount, parts: Parts, body: &Bytes) -> Response 
         let request = request.body(Body::from(body.clone())).expect("parts of a valid request");
         let origin = origin.clone();
         async move {
-            if let Some(error) = params::misfit(&body) {
+            if let Some(error) = params::misfit(&body).or_else(|| gate.and_then(|gate| gate(&body))) {
                 return batch_answer(error.in_reply_to(id_of(&body)).into_response(), &message).await;
             }
             let response = explain_refusal(mount.handle(request).await, origin.as_ref(), &body).await;

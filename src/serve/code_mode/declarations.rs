@@ -60,7 +60,7 @@ pub fn description(own: &ServerId, servers: &[(ServerId, Vec<Reachable<'_>>)], l
         limits.timeout_ms, limits.max_concurrent_tool_calls
     );
     text.push_str(
-        "call_tool error codes: NOT_FOUND, SERVER_NOT_ALLOWED, MAX_TOOL_CALLS, INVALID_ARGUMENTS, TOOL_ERROR, \
+        "call_tool error codes: NOT_FOUND, SERVER_NOT_ALLOWED, MAX_TOOL_CALLS, INSUFFICIENT_SCOPE, INVALID_ARGUMENTS, TOOL_ERROR, \
          TIMEOUT, LIMIT, BUSY, RESULT_TOO_LARGE.\n\
          Result: {ok: true, value, calls} or {ok: false, error: {code, message, stack, line}, calls}; `calls` lists \
          every tool call made, so partial work is visible after a failure.\n\n",

@@ -62,6 +62,13 @@ fn oauth_validator(config: &Config) -> anyhow::Result<Option<crate::oauth::Valid
         .context("cannot build the HTTP client for [auth.oauth]")?;
     let mut settings = crate::oauth::ValidatorConfig::new(&oauth.issuer);
     settings.leeway = Duration::from_secs(oauth.leeway_seconds);
+    if !oauth.introspection_client_id.is_empty() {
+        settings.introspection = Some(crate::oauth::IntrospectionClient {
+            client_id: oauth.introspection_client_id.clone(),
+            client_secret: oauth.introspection_client_secret.expose().to_string(),
+            cache_for: Duration::from_secs(oauth.introspection_cache_seconds),
+        });
+    }
     let validator = crate::oauth::Validator::new(http, settings);
     // Discovered in the background, and again until it works: `/readyz` reports it, and the
     // first token check does not wait for it.

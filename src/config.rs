@@ -165,10 +165,17 @@ impl OAuthConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |message: String| Err(ConfigError::Invalid(message));
         if !self.enabled() {
-            if self.required {
-                return invalid(
-                    "[auth.oauth] required = true needs [auth.oauth] issuer (MCPBOOTD_AUTH__OAUTH__ISSUER)".into(),
-                );
+            let set = [
+                ("required", self.required),
+                ("read_scope", !self.read_scope.is_empty()),
+                ("write_scope", !self.write_scope.is_empty()),
+                ("admin_scope", !self.admin_scope.is_empty()),
+                ("introspection_client_id", !self.introspection_client_id.is_empty()),
+            ];
+            if let Some((key, _)) = set.iter().find(|(_, set)| *set) {
+                return invalid(format!(
+                    "[auth.oauth] {key} needs [auth.oauth] issuer (MCPBOOTD_AUTH__OAUTH__ISSUER) and public_url"
+                ));
             }
             return Ok(());
         }
@@ -930,10 +937,14 @@ impl Config {
                 if token.trim().is_empty() { "blank" } else { "too short" }
             )));
         }
-        if !self.server.listen.ip().is_loopback() && self.admin.token.is_empty() {
+        // An admin scope guards the admin API too (OAuth tokens), so it stands in for the token.
+        if !self.server.listen.ip().is_loopback()
+            && self.admin.token.is_empty()
+            && self.auth.oauth.admin_scope.is_empty()
+        {
             return Err(ConfigError::Invalid(format!(
                 "[server] listen = \"{}\" is not a loopback address, so the admin API needs a token: \
-                 set [admin] token, or MCPBOOTD_ADMIN__TOKEN / MCPBOOTD_ADMIN_TOKEN",
+                 set [admin] token, or MCPBOOTD_ADMIN__TOKEN / MCPBOOTD_ADMIN_TOKEN (or [auth.oauth] admin_scope)",
                 self.server.listen
             )));
         }

@@ -13,6 +13,7 @@
 //! "signature" made with a public key (which anyone can fetch) would verify against it.
 
 mod discovery;
+mod introspection;
 mod keys;
 mod scopes;
 #[cfg(test)]
@@ -32,6 +33,7 @@ use tokio::sync::{Mutex, OnceCell};
 use tokio::time::Instant;
 
 pub use discovery::{IssuerMetadata, discover};
+pub use introspection::IntrospectionClient;
 pub use keys::Keys;
 pub use scopes::{Grant, MissingScope, ScopeRule, check_scope};
 
@@ -164,6 +166,8 @@ pub enum Refusal {
     WrongAudience(String),
     /// `exp` is in the past (beyond the leeway).
     Expired(String),
+    /// The introspection endpoint says the (opaque) token is not active.
+    Inactive(String),
     /// `nbf` is in the future (beyond the leeway).
     NotYetValid(String),
     /// The issuer's metadata or keys could not be fetched, so the token could not be checked.
@@ -172,7 +176,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// Every value [`Refusal::reason`] can return, e.g. to pre-register metric label values.
-    pub const REASONS: [&'static str; 9] = [
+    pub const REASONS: [&'static str; 10] = [
         "malformed",
         "unknown_key",
         "bad_signature",
@@ -180,6 +184,7 @@ impl Refusal {
         "wrong_issuer",
         "wrong_audience",
         "expired",
+        "inactive",
         "not_yet_valid",
         "issuer_unavailable",
     ];
@@ -194,6 +199,7 @@ impl Refusal {
             Refusal::WrongIssuer(_) => "wrong_issuer",
             Refusal::WrongAudience(_) => "wrong_audience",
             Refusal::Expired(_) => "expired",
+            Refusal::Inactive(_) => "inactive",
             Refusal::NotYetValid(_) => "not_yet_valid",
             Refusal::IssuerUnavailable(_) => "issuer_unavailable",
         }
@@ -209,6 +215,7 @@ impl Refusal {
             | Refusal::WrongIssuer(message)
             | Refusal::WrongAudience(message)
             | Refusal::Expired(message)
+            | Refusal::Inactive(message)
             | Refusal::NotYetValid(message)
             | Refusal::IssuerUnavailable(message) => message,
         }
@@ -247,6 +254,9 @@ pub struct ValidatorConfig {
     pub key_refetch_interval: Duration,
     /// See [`DEFAULT_DISCOVERY_RETRY_INTERVAL`].
     pub discovery_retry_interval: Duration,
+    /// Opaque tokens (anything that is not a JWT) are checked at the issuer's introspection
+    /// endpoint with these credentials; without them they are refused as malformed.
+    pub introspection: Option<IntrospectionClient>,
 }
 
 impl ValidatorConfig {
@@ -256,6 +266,7 @@ impl ValidatorConfig {
             leeway: DEFAULT_LEEWAY,
             key_refetch_interval: DEFAULT_KEY_REFETCH_INTERVAL,
             discovery_retry_interval: DEFAULT_DISCOVERY_RETRY_INTERVAL,
+            introspection: None,
         }
     }
 }
@@ -277,6 +288,7 @@ struct ValidatorInner {
     /// Held while discovering, so concurrent first requests share one attempt; remembers the
     /// last failure so that, during an outage, requests are refused without a fetch each.
     last_failure: Mutex<Option<(Instant, OAuthError)>>,
+    introspected: introspection::Cache,
 }
 
 struct Ready {
@@ -301,6 +313,7 @@ impl Validator {
                 config,
                 ready: OnceCell::new(),
                 last_failure: Mutex::new(None),
+                introspected: introspection::Cache::default(),
             }),
         }
     }
@@ -360,6 +373,11 @@ impl Validator {
     /// The header's algorithm is checked before any key lookup, so `none` and HS* tokens never
     /// reach the key cache or the network.
     pub async fn validate(&self, token: &str, resource: &str) -> Result<Claims, Refusal> {
+        if let Some(client) = &self.inner.config.introspection
+            && token.split('.').count() != 3
+        {
+            return self.introspect(client, token, resource).await;
+        }
         let header = parse_header(token)?;
         let ready = self.ready(false).await.map_err(|error| {
             Refusal::IssuerUnavailable(format!("issuer {:?} is unavailable: {error}", self.issuer()))
@@ -398,6 +416,24 @@ impl Validator {
         let data = jsonwebtoken::decode::<RawClaims>(token, &key, &validation)
             .map_err(|error| self.refusal(error.into_kind(), &peek, resource))?;
         data.claims.into_claims()
+    }
+
+    /// An opaque token, checked at the issuer's introspection endpoint (RFC 7662).
+    async fn introspect(&self, client: &IntrospectionClient, token: &str, resource: &str) -> Result<Claims, Refusal> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(Refusal::Malformed(format!("token longer than {MAX_TOKEN_BYTES} bytes")));
+        }
+        let ready = self.ready(false).await.map_err(|error| {
+            Refusal::IssuerUnavailable(format!("issuer {:?} is unavailable: {error}", self.issuer()))
+        })?;
+        let Some(endpoint) = &ready.metadata.introspection_endpoint else {
+            return Err(Refusal::IssuerUnavailable(format!(
+                "issuer {:?} publishes no introspection_endpoint, so opaque tokens cannot be checked",
+                self.issuer()
+            )));
+        };
+        let inner = &self.inner;
+        introspection::check(&inner.http, &inner.introspected, &inner.config, client, endpoint, token, resource).await
     }
 
     fn wrong_issuer(&self, iss: &str) -> Refusal {

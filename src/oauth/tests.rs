@@ -674,9 +674,10 @@ fn refusal_reasons_are_the_listed_labels() {
         Refusal::WrongIssuer(String::new()),
         Refusal::WrongAudience(String::new()),
         Refusal::Expired(String::new()),
+        Refusal::Inactive(String::new()),
         Refusal::NotYetValid(String::new()),
         Refusal::IssuerUnavailable("why".into()),
     ];
     assert_eq!(all.iter().map(Refusal::reason).collect::<Vec<_>>(), Refusal::REASONS);
-    assert_eq!(all[8].to_string(), "issuer_unavailable: why");
+    assert_eq!(all[9].to_string(), "issuer_unavailable: why");
 }

@@ -31,6 +31,9 @@ struct IssuerState {
     /// The kids the JWKS lists.
     published: Mutex<Vec<String>>,
     jwks_fetches: AtomicUsize,
+    /// Opaque tokens the introspection endpoint knows, with its answer for each.
+    opaque: Mutex<std::collections::HashMap<String, Value>>,
+    introspections: AtomicUsize,
 }
 
 impl Issuer {
@@ -42,13 +45,32 @@ impl Issuer {
         let metadata = json!({
             "issuer": issuer,
             "jwks_uri": format!("{issuer}/jwks"),
+            "introspection_endpoint": format!("{issuer}/introspect"),
             "jwt_access_token_signing_alg_values_supported": ["ES256"],
         });
         let jwks_state = state.clone();
+        let introspection_state = state.clone();
         let app = axum::Router::new()
             .route(
                 "/.well-known/oauth-authorization-server",
                 axum::routing::get(move || async move { axum::Json(metadata) }),
+            )
+            .route(
+                "/introspect",
+                axum::routing::post(move |headers: axum::http::HeaderMap, body: String| async move {
+                    introspection_state.introspections.fetch_add(1, Ordering::SeqCst);
+                    // RFC 7662 §2.1: the resource server authenticates (here: HTTP Basic).
+                    let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("rs:rs-secret"));
+                    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(basic.as_str()) {
+                        return (axum::http::StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "invalid_client"})));
+                    }
+                    let token = url::form_urlencoded::parse(body.as_bytes())
+                        .find(|(name, _)| name == "token")
+                        .map(|(_, value)| value.into_owned())
+                        .unwrap_or_default();
+                    let answer = introspection_state.opaque.lock().unwrap().get(&token).cloned();
+                    (axum::http::StatusCode::OK, axum::Json(answer.unwrap_or(json!({"active": false}))))
+                }),
             )
             .route(
                 "/jwks",
@@ -513,4 +535,85 @@ async fn oauth_mode_needs_an_identity_provider() {
     let (status, error) = put(&app, "/admin/servers/y/auth", json!({"mode": "oauth"})).await;
     assert_eq!(status, 422, "{error}");
     assert_eq!(put(&app, "/admin/servers/y/auth", json!({"mode": "open"})).await.0, 200);
+}
+
+/// Opaque tokens are checked at the provider's introspection endpoint (RFC 7662), with the same
+/// rules as JWTs; answers are reused for a while, so a busy host costs the provider little.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opaque_tokens_are_introspected_and_the_answers_cached() {
+    let issuer = Issuer::start().await;
+    let app = spawn_behind_with(
+        &issuer.issuer,
+        &[
+            ("MCPBOOTD_AUTH__OAUTH__INTROSPECTION_CLIENT_ID", "rs"),
+            ("MCPBOOTD_AUTH__OAUTH__INTROSPECTION_CLIENT_SECRET", "rs-secret"),
+        ],
+    )
+    .await;
+    app.register(json!({"id": "guarded", "tools": [tool("ok", "return 1;")]})).await;
+    let exp = unix_now() + 300;
+    let active = |aud: String| {
+        json!({"active": true, "iss": issuer.issuer, "sub": "user-9", "client_id": "cli", "aud": [aud],
+               "scope": "mcp:read", "exp": exp})
+    };
+    issuer.state.opaque.lock().unwrap().extend([
+        ("opaque-good".to_string(), active(resource("guarded"))),
+        ("opaque-elsewhere".to_string(), active(resource("other"))),
+        ("opaque-revoked".to_string(), json!({"active": false})),
+    ]);
+
+    for _ in 0..3 {
+        let (status, _, body) = call_tool(&app, "guarded", "opaque-good", "ok", json!({})).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(issuer.state.introspections.load(Ordering::SeqCst), 1, "answers are cached");
+    let (_, calls) = app.get("/admin/servers/guarded/calls").await;
+    assert_eq!(
+        (calls["calls"][0]["subject"].as_str(), calls["calls"][0]["client_id"].as_str()),
+        (Some("user-9"), Some("cli"))
+    );
+
+    for (token, reason) in
+        [("opaque-elsewhere", "wrong audience"), ("opaque-revoked", "inactive"), ("made-up", "inactive")]
+    {
+        let (status, challenge, body) = list_tools(&app, "guarded", Some(&format!("Bearer {token}")), "").await;
+        assert_eq!(status, 401, "{token}: {body}");
+        assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+        assert!(rpc_error(&body).contains(reason), "{token}: {body}");
+    }
+}
+
+/// `[auth.oauth] admin_scope`: the admin API takes the provider's tokens for `<public_url>/admin`
+/// with that scope, next to the static admin token; a mount's token is not one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_takes_oauth_tokens_with_the_admin_scope() {
+    let issuer = Issuer::start().await;
+    let app = spawn_behind_with(
+        &issuer.issuer,
+        &[
+            ("MCPBOOTD_AUTH__OAUTH__ADMIN_SCOPE", "mcp:admin"),
+            ("MCPBOOTD_ADMIN__TOKEN", "static-admin-token-0123456789"),
+        ],
+    )
+    .await;
+    let admin = format!("{PUBLIC_URL}/admin");
+    let get = |token: String| {
+        let request = app.http.get(app.url("/admin/servers")).bearer_auth(token);
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    assert_eq!(get("static-admin-token-0123456789".into()).await.0, 200);
+    assert_eq!(get(issuer.token_with(json!({"aud": admin, "scope": "mcp:admin"}))).await.0, 200);
+    for (token, expected) in [
+        (issuer.token_with(json!({"aud": admin, "scope": "mcp:read"})), "scope \"mcp:admin\""),
+        (issuer.token_with(json!({"aud": resource("x"), "scope": "mcp:admin"})), "wrong audience"),
+        (issuer.token_with(json!({"aud": admin, "scope": "mcp:admin", "exp": unix_now() - 3600})), "expired"),
+        ("not-a-token".to_string(), "malformed"),
+    ] {
+        let (status, body) = get(token).await;
+        assert_eq!(status, 403, "{body}");
+        assert!(error_message(&body).contains(expected), "{expected}: {body}");
+    }
 }

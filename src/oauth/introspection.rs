@@ -1,0 +1,212 @@
+//! Opaque access tokens, checked at the issuer's introspection endpoint (RFC 7662). Answers are
+//! kept for a short while (never past the token's `exp`), so a host sending many requests with
+//! one token costs the provider one request per cache period; refusals are kept too, so a flood
+//! of made-up tokens does not become a flood of introspections.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use super::{Claims, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES, Refusal, StringOrList, ValidatorConfig, quoted, unix_now};
+
+/// Answers kept at most; when full, expired ones go first, then all.
+const MAX_CACHED: usize = 10_000;
+
+/// The client credentials the daemon introspects with.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IntrospectionClient {
+    pub client_id: String,
+    pub client_secret: String,
+    /// How long an answer is reused.
+    pub cache_for: Duration,
+}
+
+impl std::fmt::Debug for IntrospectionClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntrospectionClient")
+            .field("client_id", &self.client_id)
+            .field("cache_for", &self.cache_for)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the endpoint said about a token, as far as we act on it.
+#[derive(Debug, Clone)]
+struct Answer {
+    active: bool,
+    iss: Option<String>,
+    aud: Vec<String>,
+    exp: Option<i64>,
+    nbf: Option<i64>,
+    claims: Option<Claims>,
+}
+
+#[derive(Deserialize)]
+struct RawAnswer {
+    active: bool,
+    iss: Option<String>,
+    aud: Option<StringOrList>,
+    exp: Option<serde_json::Number>,
+    nbf: Option<serde_json::Number>,
+    sub: Option<String>,
+    client_id: Option<String>,
+    azp: Option<String>,
+    scope: Option<String>,
+}
+
+/// The cache of answers, keyed by the token's SHA-256 (tokens themselves are not kept).
+#[derive(Default)]
+pub(super) struct Cache {
+    answers: std::sync::Mutex<HashMap<[u8; 32], (Instant, Answer)>>,
+}
+
+impl Cache {
+    fn get(&self, key: &[u8; 32]) -> Option<Answer> {
+        let answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        answers.get(key).filter(|(until, _)| *until > Instant::now()).map(|(_, answer)| answer.clone())
+    }
+
+    fn put(&self, key: [u8; 32], until: Instant, answer: Answer) {
+        let mut answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if answers.len() >= MAX_CACHED {
+            let now = Instant::now();
+            answers.retain(|_, (until, _)| *until > now);
+            if answers.len() >= MAX_CACHED {
+                answers.clear();
+            }
+        }
+        answers.insert(key, (until, answer));
+    }
+}
+
+/// Checks an opaque `token` for `resource` at `endpoint`, through the cache.
+pub(super) async fn check(
+    http: &reqwest::Client,
+    cache: &Cache,
+    config: &ValidatorConfig,
+    client: &IntrospectionClient,
+    endpoint: &str,
+    token: &str,
+    resource: &str,
+) -> Result<Claims, Refusal> {
+    let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    let answer = match cache.get(&key) {
+        Some(answer) => answer,
+        None => {
+            let answer = introspect(http, client, endpoint, token).await?;
+            let mut keep = client.cache_for;
+            if let Some(exp) = answer.exp {
+                let left = u64::try_from(exp - unix_now() as i64).unwrap_or(0);
+                keep = keep.min(Duration::from_secs(left));
+            }
+            if !keep.is_zero() {
+                cache.put(key, Instant::now() + keep, answer.clone());
+            }
+            answer
+        }
+    };
+    judge(answer, &config.issuer, config.leeway, resource)
+}
+
+/// The same checks a JWT gets, on the endpoint's answer.
+fn judge(answer: Answer, issuer: &str, leeway: Duration, resource: &str) -> Result<Claims, Refusal> {
+    if !answer.active {
+        return Err(Refusal::Inactive("the issuer says the token is not active (revoked, expired or unknown)".into()));
+    }
+    if let Some(iss) = &answer.iss
+        && iss != issuer
+    {
+        return Err(Refusal::WrongIssuer(format!("token issued by {}, expected {issuer:?}", quoted(iss))));
+    }
+    if !answer.aud.iter().any(|aud| aud == resource) {
+        return Err(Refusal::WrongAudience(format!(
+            "token audience {} does not include this resource {resource:?}",
+            quoted(&answer.aud.join(" "))
+        )));
+    }
+    let now = unix_now() as i64;
+    let leeway = leeway.as_secs() as i64;
+    if let Some(exp) = answer.exp
+        && exp + leeway < now
+    {
+        return Err(Refusal::Expired(format!("token expired at {exp} (now {now}, leeway {leeway} s)")));
+    }
+    if let Some(nbf) = answer.nbf
+        && nbf - leeway > now
+    {
+        return Err(Refusal::NotYetValid(format!("token not valid before {nbf} (now {now}, leeway {leeway} s)")));
+    }
+    answer.claims.ok_or_else(|| Refusal::Malformed("the introspection answer names no sub".into()))
+}
+
+async fn introspect(
+    http: &reqwest::Client,
+    client: &IntrospectionClient,
+    endpoint: &str,
+    token: &str,
+) -> Result<Answer, Refusal> {
+    let unavailable = |message: String| Refusal::IssuerUnavailable(format!("POST {endpoint}: {message}"));
+    // The token and our client secret go there: https only (http on loopback), like the JWKS.
+    let secure = url::Url::parse(endpoint)
+        .map_err(|error| error.to_string())
+        .and_then(|url| super::discovery::check_secure(&url));
+    if let Err(reason) = secure {
+        return Err(unavailable(format!("the introspection endpoint is not usable: {reason}")));
+    }
+    let form = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("token", token)
+        .append_pair("token_type_hint", "access_token")
+        .finish();
+    let exchange = async {
+        let response = http
+            .post(endpoint)
+            .basic_auth(&client.client_id, Some(&client.client_secret))
+            .header(reqwest::header::ACCEPT, "application/json")
+            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+            .await
+            .map_err(|error| unavailable(crate::error_chain(&error.without_url())))?;
+        let status = response.status();
+        if !status.is_success() {
+            // 401/403: our client credentials are wrong, which the operator must fix; either way
+            // the token could not be checked.
+            return Err(unavailable(format!("HTTP {status} (check introspection_client_id and _secret)")));
+        }
+        if response.content_length().is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64) {
+            return Err(unavailable("answer too large".into()));
+        }
+        let body = response.bytes().await.map_err(|error| unavailable(crate::error_chain(&error.without_url())))?;
+        if body.len() > MAX_DOCUMENT_BYTES {
+            return Err(unavailable("answer too large".into()));
+        }
+        serde_json::from_slice::<RawAnswer>(&body)
+            .map_err(|error| unavailable(format!("not an RFC 7662 answer: {error}")))
+    };
+    let raw = match tokio::time::timeout(FETCH_TIMEOUT, exchange).await {
+        Ok(raw) => raw?,
+        Err(_) => return Err(unavailable(format!("no answer within {} s", FETCH_TIMEOUT.as_secs()))),
+    };
+    let seconds = |n: Option<serde_json::Number>| n.and_then(|n| n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)));
+    let claims = raw.sub.filter(|sub| !sub.is_empty()).map(|sub| Claims {
+        sub,
+        client_id: raw.client_id.or(raw.azp),
+        scopes: raw.scope.as_deref().unwrap_or_default().split_whitespace().map(str::to_string).collect(),
+        expires_at: seconds(raw.exp.clone()).unwrap_or(i64::MAX),
+    });
+    Ok(Answer {
+        active: raw.active,
+        iss: raw.iss,
+        aud: match raw.aud {
+            Some(StringOrList::String(aud)) => vec![aud],
+            Some(StringOrList::List(list)) => list,
+            None => Vec::new(),
+        },
+        exp: seconds(raw.exp),
+        nbf: seconds(raw.nbf),
+        claims,
+    })
+}

@@ -157,6 +157,21 @@ enum Command {
         #[arg(long, value_name = "WHEN")]
         since: Option<String>,
     },
+    /// Choose who may use a server's MCP mount: open, OAuth (with extra scopes) or the daemon's
+    /// default (docs/oauth.md). A static token is set with `register`'s access_token.
+    #[command(after_help = "Examples:\n  mcpbootd auth hn oauth --scope hn:read\n  mcpbootd auth hn open\n  \
+                            mcpbootd auth hn default")]
+    Auth {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+        /// open, oauth or default (`[auth.oauth] required` decides); open and oauth replace a
+        /// static access token.
+        mode: String,
+        /// With oauth: a scope tokens need on this server, besides the daemon's scope model
+        /// (repeatable).
+        #[arg(long = "scope", value_name = "SCOPE")]
+        scopes: Vec<String>,
+    },
     /// Unmount and delete a server.
     Delete {
         /// The server's id, as `mcpbootd list` shows it.
@@ -447,6 +462,7 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
         Command::Calls { id, limit, tool, outcome, since, .. } => {
             commands::calls(session, &id, commands::CallsFilter { limit, tool, outcome, since }).await
         }
+        Command::Auth { id, mode, scopes } => commands::auth(session, &id, &mode, scopes).await,
         Command::Delete { id, .. } => commands::delete(session, &id).await,
         Command::Export { id, .. } => commands::export(session, &id).await,
         Command::Versions { id } => commands::versions(session, &id).await,

@@ -23,11 +23,12 @@ use url::Url;
 
 use crate::api::error::ErrorCode;
 use crate::api::model::{
-    ActivateRequest, CallList, CallRequest, CallResult, CredentialList, CredentialView, DriftReport, ErrorBody,
-    GenerationStarted, RegenerateRequest, Registered, Registration, RejectRequest, ServerList, ServerView,
+    ActivateRequest, AuthSet, CallList, CallRequest, CallResult, CredentialList, CredentialView, DriftReport,
+    ErrorBody, GenerationStarted, RegenerateRequest, Registered, Registration, RejectRequest, ServerList, ServerView,
     ToolsetRegistration, VersionChanged, VersionDiff, VersionList,
 };
 use crate::serve::code_mode::{ScriptRequest, ScriptResult};
+use crate::toolset::AuthSetting;
 
 /// For requests without a body.
 const NO_BODY: Option<&()> = None;
@@ -134,6 +135,16 @@ impl AdminClient {
     /// `DELETE /admin/servers/{id}`; the API answers 204 without a body.
     pub async fn delete_server(&self, id: &str) -> Result<(), ClientError> {
         self.send_json(Method::DELETE, &["admin", "servers", id], &[], NO_BODY).await.map(drop)
+    }
+
+    /// `PUT /admin/servers/{id}/auth`
+    pub async fn put_auth(&self, id: &str, setting: &AuthSetting) -> Result<AuthSet, ClientError> {
+        self.json(Method::PUT, &["admin", "servers", id, "auth"], &[], Some(setting)).await
+    }
+
+    /// `DELETE /admin/servers/{id}/auth`
+    pub async fn delete_auth(&self, id: &str) -> Result<AuthSet, ClientError> {
+        self.json(Method::DELETE, &["admin", "servers", id, "auth"], &[], NO_BODY).await
     }
 
     /// `POST /admin/servers/{id}/regenerate`

@@ -19,7 +19,7 @@ use crate::client::progress::{self, GenerationEnd};
 use crate::client::{AdminClient, ClientError};
 use crate::serve::code_mode::{ScriptOptions, ScriptRequest};
 use crate::states::Status;
-use crate::toolset::OperationFilter;
+use crate::toolset::{AuthSetting, OperationFilter};
 
 /// What a command needs: the client and the output mode.
 pub struct Session {
@@ -306,6 +306,25 @@ pub async fn calls(session: &Session, id: &str, filter: CallsFilter) -> Result<(
     .collect();
     let body = session.client.calls(id, &query).await?;
     print_out(&if session.json { output::pretty(&body) } else { output::calls_table(&body) });
+    Ok(())
+}
+
+/// `auth <id> open|oauth|default [--scope S]…`
+pub async fn auth(session: &Session, id: &str, mode: &str, scopes: Vec<String>) -> Result<(), Failure> {
+    let setting = match mode {
+        "open" if scopes.is_empty() => Some(AuthSetting::Open {}),
+        "oauth" => Some(AuthSetting::Oauth { scopes }),
+        "default" if scopes.is_empty() => None,
+        "open" | "default" => return Err(Failure::Local(format!("--scope goes with oauth, not with {mode}"))),
+        other => {
+            return Err(Failure::Local(format!("unknown auth mode {other:?}: use open, oauth or default")));
+        }
+    };
+    let set = match &setting {
+        Some(setting) => session.client.put_auth(id, setting).await?,
+        None => session.client.delete_auth(id).await?,
+    };
+    print_out(&if session.json { output::pretty(&set) } else { output::auth_summary(&set) });
     Ok(())
 }
 

@@ -10,7 +10,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::model::{
-    CallList, CallResult, GenerationView, ServerList, ServerView, ToolView, VersionDiff, VersionList,
+    AuthSet, CallEntry, CallList, CallResult, GenerationView, ServerList, ServerView, ToolView, VersionDiff,
+    VersionList,
 };
 use crate::serve::code_mode::ScriptResult;
 use crate::states::GenerationSource;
@@ -164,23 +165,49 @@ pub fn calls_table(body: &CallList) -> String {
     if body.calls.is_empty() {
         return "no calls yet\n".into();
     }
+    let with_callers = body.calls.iter().any(|call| call.subject.is_some());
     let rows = body
         .calls
         .iter()
         .map(|c| {
             let duration = u64::try_from(c.duration_us).map(micros).unwrap_or_default();
             let error = c.error.as_deref().map(|e| shorten(e.lines().next().unwrap_or(""), 100)).unwrap_or_default();
-            vec![
-                timestamp(&c.started_at),
-                c.tool.clone(),
-                c.outcome.to_string(),
-                duration,
-                c.fetches.to_string(),
-                error,
-            ]
+            let mut row =
+                vec![timestamp(&c.started_at), c.tool.clone(), c.outcome.to_string(), duration, c.fetches.to_string()];
+            if with_callers {
+                row.push(caller(c));
+            }
+            row.push(error);
+            row
         })
         .collect();
-    table(&["TIME", "TOOL", "OUTCOME", "DURATION", "FETCHES", "ERROR"], rows)
+    if with_callers {
+        table(&["TIME", "TOOL", "OUTCOME", "DURATION", "FETCHES", "CALLER", "ERROR"], rows)
+    } else {
+        table(&["TIME", "TOOL", "OUTCOME", "DURATION", "FETCHES", "ERROR"], rows)
+    }
+}
+
+/// Who made a call with an OAuth token: its subject, and the client it used.
+fn caller(call: &CallEntry) -> String {
+    match (&call.subject, &call.client_id) {
+        (Some(subject), Some(client)) => format!("{subject} via {client}"),
+        (Some(subject), None) => subject.clone(),
+        (None, _) => "-".into(),
+    }
+}
+
+/// `auth <id> …`: the mode now in force, in words.
+pub fn auth_summary(set: &AuthSet) -> String {
+    let mode = match set.auth.mode.as_str() {
+        "oauth" if set.auth.scopes.is_empty() => "OAuth sign-in at the identity provider".to_string(),
+        "oauth" => format!("OAuth sign-in; tokens need {}", set.auth.scopes.join(" ")),
+        "access_token" => "its static access token".to_string(),
+        _ => "open to any client that reaches the daemon".to_string(),
+    };
+    let default = if set.auth.source == "default" { " (the daemon's default, [auth.oauth] required)" } else { "" };
+    let removed = if set.access_token_removed { "; its static access token was removed" } else { "" };
+    format!("{}: {mode}{default}{removed}\n", set.id)
 }
 
 /// `show`: status, error, prompt, whitelist with provenance, refused domains, tools with their

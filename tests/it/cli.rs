@@ -509,3 +509,27 @@ async fn register_wait_polls_a_daemon_without_the_events_route() {
     assert_eq!(stage_lines(&done.stderr), ["pending", "fetching", "planning", "compiling", "testing", "ready"]);
     assert!(done.stdout.contains(&format!("{url}/servers/old/mcp")), "{}", done.stdout);
 }
+
+/// `auth` sets who may use a mount; `show` and `calls` say it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_switches_a_server_between_open_and_its_token() {
+    let app = spawn_app().await;
+    app.register(json!({"id": "gate", "access_token": "static-token-0123456789", "tools": [tool("hi", "return 'hi';")]}))
+        .await;
+    let opened = cli(&app, &["auth", "gate", "open"]).await;
+    opened.assert_ok();
+    assert_eq!(
+        opened.stdout.trim(),
+        "gate: open to any client that reaches the daemon; its static access token was removed"
+    );
+    assert!(cli(&app, &["show", "gate"]).await.stdout.contains("auth:        open"));
+    // OAuth needs an identity provider, which this daemon has not: the API's reason is shown.
+    let refused = cli(&app, &["auth", "gate", "oauth", "--scope", "x"]).await;
+    assert!(refused.stderr.contains("[auth.oauth] issuer"), "{}", refused.stderr);
+    let wrong = cli(&app, &["auth", "gate", "sso"]).await;
+    assert!(wrong.stderr.contains("use open, oauth or default"), "{}", wrong.stderr);
+    let reset = cli(&app, &["--json", "auth", "gate", "default"]).await;
+    reset.assert_ok();
+    assert_eq!(reset.json()["auth"], json!({"mode": "open", "source": "default"}));
+    app.stop().await;
+}

@@ -12,6 +12,7 @@
 //! Only asymmetric algorithms are ever accepted: with `none` there is no signature, and an HS*
 //! "signature" made with a public key (which anyone can fetch) would verify against it.
 
+mod cache;
 mod discovery;
 mod introspection;
 mod keys;
@@ -45,6 +46,10 @@ pub const DEFAULT_KEY_REFETCH_INTERVAL: Duration = Duration::from_secs(30);
 /// Minimum time between two discovery attempts prompted by requests while the issuer is
 /// unreachable: short, because every request is refused until discovery succeeds.
 pub const DEFAULT_DISCOVERY_RETRY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long a verified JWT is taken on trust for the same resource (never past its `exp`): a key
+/// the issuer withdraws stops working for tokens already seen within this time.
+pub const VERIFIED_FOR: Duration = Duration::from_secs(60);
 
 /// Metadata and JWKS documents are small; anything bigger is a misconfiguration or an attack.
 const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
@@ -288,7 +293,9 @@ struct ValidatorInner {
     /// Held while discovering, so concurrent first requests share one attempt; remembers the
     /// last failure so that, during an outage, requests are refused without a fetch each.
     last_failure: Mutex<Option<(Instant, OAuthError)>>,
-    introspected: introspection::Cache,
+    introspected: cache::TokenCache<introspection::Answer>,
+    /// Tokens already verified for a resource, kept until [`VERIFIED_FOR`] or their `exp`.
+    verified: cache::TokenCache<Claims>,
 }
 
 struct Ready {
@@ -313,7 +320,8 @@ impl Validator {
                 config,
                 ready: OnceCell::new(),
                 last_failure: Mutex::new(None),
-                introspected: introspection::Cache::default(),
+                introspected: cache::TokenCache::default(),
+                verified: cache::TokenCache::default(),
             }),
         }
     }
@@ -378,6 +386,21 @@ impl Validator {
         {
             return self.introspect(client, token, resource).await;
         }
+        let key = cache::TokenCache::<Claims>::key(token, resource);
+        if let Some(claims) = self.inner.verified.get(&key) {
+            return Ok(claims);
+        }
+        let claims = self.verify(token, resource).await?;
+        let left = u64::try_from(claims.expires_at.saturating_sub(unix_now() as i64)).unwrap_or(0);
+        let keep = VERIFIED_FOR.min(Duration::from_secs(left));
+        if !keep.is_zero() {
+            self.inner.verified.put(key, Instant::now() + keep, claims.clone());
+        }
+        Ok(claims)
+    }
+
+    /// The full check of a JWT: header, issuer, key, signature, claims.
+    async fn verify(&self, token: &str, resource: &str) -> Result<Claims, Refusal> {
         let header = parse_header(token)?;
         let ready = self.ready(false).await.map_err(|error| {
             Refusal::IssuerUnavailable(format!("issuer {:?} is unavailable: {error}", self.issuer()))

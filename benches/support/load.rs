@@ -132,6 +132,11 @@ impl Report {
         Ok(Report { window: window.end - window.start, latencies, failures })
     }
 
+    /// Failed calls by kind.
+    pub fn failures(&self) -> &BTreeMap<String, u64> {
+        &self.failures
+    }
+
     pub fn rate(&self) -> f64 {
         self.latencies.len() as f64 / self.window.as_secs_f64()
     }

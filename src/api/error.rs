@@ -321,10 +321,14 @@ impl From<PathRejection> for ApiError {
     }
 }
 
-/// Fallback for unknown routes, so even a 404 has the error shape; OAuth probes are told that
-/// the mounts take bearer tokens (see `api::oauth`).
-pub async fn route_not_found(uri: axum::http::Uri) -> ApiError {
-    crate::api::oauth::refusal(uri.path())
+/// Fallback for unknown routes, so even a 404 has the error shape; OAuth probes are told where
+/// to sign in, or that the mounts take static bearer tokens (see `api::oauth`).
+pub async fn route_not_found(
+    axum::extract::State(state): axum::extract::State<crate::api::AppState>,
+    uri: axum::http::Uri,
+) -> ApiError {
+    let oauth = Some(&state.config.auth.oauth).filter(|oauth| oauth.enabled());
+    crate::api::oauth::refusal_for(uri.path(), oauth)
         .unwrap_or_else(|| ApiError::new(ErrorCode::RouteNotFound, format!("no route for {}", uri.path())))
 }
 

@@ -26,6 +26,29 @@ const METADATA: [&str; 3] = [
 /// The endpoints a client falls back to when it finds no metadata (MCP 2025-03-26 defaults).
 const ENDPOINTS: [&str; 3] = ["register", "authorize", "token"];
 
+/// The refusal for `path` if it is an OAuth probe, on a daemon with `oauth` configured (or
+/// without); `None` for any other path. With OAuth the daemon is only the resource server: the
+/// probe is sent to the identity provider, which issues tokens and registers clients.
+pub fn refusal_for(path: &str, oauth: Option<&OAuthConfig>) -> Option<ApiError> {
+    let probe = refusal(path)?;
+    let Some(oauth) = oauth else {
+        return Some(probe);
+    };
+    let url = server_of(path).map_or_else(|| "/servers/<id>/mcp".to_string(), |id| format!("/servers/{id}/mcp"));
+    Some(
+        ApiError::new(
+            ErrorCode::OauthNotSupported,
+            format!(
+                "this daemon does not issue tokens or register clients: its identity provider {} does (see its \
+                 metadata); a mount's resource metadata is at {}",
+                oauth.issuer,
+                oauth.metadata_url(&url)
+            ),
+        )
+        .as_oauth(),
+    )
+}
+
 /// The refusal for `path` if it is an OAuth probe; `None` for any other path.
 pub fn refusal(path: &str) -> Option<ApiError> {
     let is_metadata = METADATA.iter().any(|document| path.contains(document));

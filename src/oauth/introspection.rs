@@ -3,17 +3,13 @@
 //! one token costs the provider one request per cache period; refusals are kept too, so a flood
 //! of made-up tokens does not become a flood of introspections.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
+use super::cache::TokenCache;
 use super::{Claims, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES, Refusal, StringOrList, ValidatorConfig, quoted, unix_now};
-
-/// Answers kept at most; when full, expired ones go first, then all.
-const MAX_CACHED: usize = 10_000;
 
 /// The client credentials the daemon introspects with.
 #[derive(Clone, PartialEq, Eq)]
@@ -35,7 +31,7 @@ impl std::fmt::Debug for IntrospectionClient {
 
 /// What the endpoint said about a token, as far as we act on it.
 #[derive(Debug, Clone)]
-struct Answer {
+pub(super) struct Answer {
     active: bool,
     iss: Option<String>,
     aud: Vec<String>,
@@ -57,42 +53,17 @@ struct RawAnswer {
     scope: Option<String>,
 }
 
-/// The cache of answers, keyed by the token's SHA-256 (tokens themselves are not kept).
-#[derive(Default)]
-pub(super) struct Cache {
-    answers: std::sync::Mutex<HashMap<[u8; 32], (Instant, Answer)>>,
-}
-
-impl Cache {
-    fn get(&self, key: &[u8; 32]) -> Option<Answer> {
-        let answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        answers.get(key).filter(|(until, _)| *until > Instant::now()).map(|(_, answer)| answer.clone())
-    }
-
-    fn put(&self, key: [u8; 32], until: Instant, answer: Answer) {
-        let mut answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if answers.len() >= MAX_CACHED {
-            let now = Instant::now();
-            answers.retain(|_, (until, _)| *until > now);
-            if answers.len() >= MAX_CACHED {
-                answers.clear();
-            }
-        }
-        answers.insert(key, (until, answer));
-    }
-}
-
 /// Checks an opaque `token` for `resource` at `endpoint`, through the cache.
 pub(super) async fn check(
     http: &reqwest::Client,
-    cache: &Cache,
+    cache: &TokenCache<Answer>,
     config: &ValidatorConfig,
     client: &IntrospectionClient,
     endpoint: &str,
     token: &str,
     resource: &str,
 ) -> Result<Claims, Refusal> {
-    let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    let key = TokenCache::<Answer>::key(token, "");
     let answer = match cache.get(&key) {
         Some(answer) => answer,
         None => {

@@ -182,7 +182,7 @@ impl Keys {
             return Err(self.unknown(kid, alg, self.lookup(kid, alg).err(), note));
         }
         *last_refetch = Some(Instant::now());
-        tracing::info!(jwks_uri = %self.inner.jwks_uri, kid = ?kid, "refetching the issuer's keys for an unknown key id");
+        tracing::info!(jwks_uri = %self.inner.jwks_uri, kid = kid.unwrap_or("(none)"), "refetching the issuer's keys for an unknown key id");
         let set = fetch_set(&self.inner.http, &self.inner.jwks_uri).await?;
         *self.inner.set.write().unwrap_or_else(PoisonError::into_inner) = set;
         self.lookup(kid, alg).map_err(|miss| self.unknown(kid, alg, Some(miss), " (after refetching)".into()))

@@ -681,3 +681,23 @@ fn refusal_reasons_are_the_listed_labels() {
     assert_eq!(all.iter().map(Refusal::reason).collect::<Vec<_>>(), Refusal::REASONS);
     assert_eq!(all[9].to_string(), "issuer_unavailable: why");
 }
+
+#[tokio::test]
+async fn a_verified_token_is_reused_for_its_resource_only() {
+    let key = TestKey::ec("ec-1");
+    let issuer = FakeIssuer::start("", MetadataAt::Rfc8414, &[&key]).await;
+    let validator = issuer.validator();
+    let token = key.sign(&issuer.claims());
+    let first = validator.validate(&token, RESOURCE).await.unwrap();
+    // Withdrawn keys still refetch on demand; the verdict on a token already checked is kept
+    // for VERIFIED_FOR, so the second check needs neither the key nor the signature.
+    issuer.set_jwks(&[]);
+    assert_eq!(validator.validate(&token, RESOURCE).await.unwrap(), first);
+    // The same token for another resource is checked on its own, and refused.
+    assert_eq!(reason(validator.validate(&token, OTHER_RESOURCE).await), "wrong_audience");
+    // An expired token is never kept: the next check refuses it again.
+    let mut claims = issuer.claims();
+    claims["exp"] = json!(now() - 3600);
+    let expired = key.sign(&claims);
+    assert_eq!(reason(validator.validate(&expired, RESOURCE).await), "expired");
+}

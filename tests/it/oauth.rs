@@ -617,3 +617,16 @@ async fn the_admin_api_takes_oauth_tokens_with_the_admin_scope() {
         assert!(error_message(&body).contains(expected), "{expected}: {body}");
     }
 }
+
+/// With OAuth on, a host probing the daemon for an authorization server is sent to the provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_for_an_authorization_server_are_sent_to_the_provider() {
+    let issuer = Issuer::start().await;
+    let app = spawn_behind(&issuer.issuer).await;
+    for path in ["/register", "/.well-known/oauth-authorization-server", "/servers/x/mcp/token"] {
+        let (status, body) = app.get(path).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        let description = body["error_description"].as_str().unwrap_or_default();
+        assert!(description.contains(&issuer.issuer), "{path}: {body}");
+    }
+}

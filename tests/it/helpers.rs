@@ -404,3 +404,7 @@ pub async fn wait_for_ready(url: &str) -> bool {
     }
     false
 }
+
+/// The daemon on a listener the test bound itself, for a configuration that names the daemon's
+/// own address before it starts (`[auth.oauth] public_url`, see `oauth_provider.rs`).
+pub use daemon::start_on;

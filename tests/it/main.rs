@@ -21,6 +21,7 @@ mod limits;
 mod load;
 mod mcp_transport;
 mod oauth;
+mod oauth_provider;
 mod observability;
 mod openapi;
 mod openapi_quality;

@@ -1,6 +1,7 @@
-//! The daemon in this process on a port-0 listener, configured from `MCPBOOTD_*` pairs and stopped
-//! the way a signal stops it. The integration tests (`tests/it/helpers.rs`) and the benchmarks
-//! (`benches/support/mod.rs`) both start it from here, so they measure and test the same start-up.
+//! The daemon in this process on a port-0 listener (or one the caller bound), configured from
+//! `MCPBOOTD_*` pairs and stopped the way a signal stops it. The integration tests
+//! (`tests/it/helpers.rs`, `tests/it/oauth_provider.rs`) and the benchmarks
+//! (`benches/support/mod.rs`) all start it from here, so they measure and test the same start-up.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -20,12 +21,18 @@ pub struct RunningDaemon {
 /// Loads the configuration from `env` (applied as environment variables would be) over the
 /// embedded defaults, runs the daemon on `127.0.0.1:0` and returns once `/readyz` says ready.
 pub async fn start(env: Vec<(String, String)>) -> anyhow::Result<RunningDaemon> {
+    start_on(tokio::net::TcpListener::bind("127.0.0.1:0").await?, env).await
+}
+
+/// [`start`] on a listener the caller bound: for a configuration that has to name the daemon's
+/// own address before it is loaded (`[auth.oauth] public_url`, which clients compare with the
+/// URL they connect to).
+pub async fn start_on(listener: tokio::net::TcpListener, env: Vec<(String, String)>) -> anyhow::Result<RunningDaemon> {
     mcpbootd::install_crypto_provider();
     // Isolate worker processes run the mcpbootd binary, not this test or bench executable.
     let worker = ("MCPBOOTD_SANDBOX__WORKER_EXECUTABLE".to_string(), env!("CARGO_BIN_EXE_mcpbootd").to_string());
     let env = std::iter::once(worker).chain(env).collect::<Vec<_>>();
     let config = Config::load(None, env, &CliOverrides::default())?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let (shutdown, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(mcpbootd::app::run(config, listener, async move {

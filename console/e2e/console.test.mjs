@@ -114,6 +114,8 @@ async function login(t) {
   // when the page asks the API for its data.
   await page.evaluate(() => sessionStorage.setItem("mcpbootd.adminToken", "a-token-from-before"));
   await t.open("/console#/overview");
+  // The refusal first (so the reload cannot race the console's own move to the log-in page).
+  await page.waitForURL((url) => url.hash.includes("expired=1"), { timeout: STEP_TIMEOUT_MS });
   await page.reload();
   await page.getByText("The daemon refused the stored token; enter it again.").waitFor();
   const back = new URL(page.url()).hash;
@@ -358,6 +360,43 @@ async function callLog(t) {
   t.check((await filters.getByLabel("Tool", { exact: true }).inputValue()) === "get_item", "the tool filter survives a reload");
   t.check((await filters.getByLabel("Outcome", { exact: true }).inputValue()) === "error", "the outcome filter survives a reload");
   await t.until(filtered, "after a reload the list is filtered as before");
+
+  // These calls were made without an OAuth token: no caller column, and no caller in the details.
+  t.check((await page.locator("table.calls-table thead th", { hasText: "Caller" }).count()) === 0, "calls without a subject add no caller column");
+  await rows.first().locator(".call-toggle").click();
+  const facts = page.locator("tbody.call", { has: rows.first() }).locator("dl.call-facts");
+  await facts.waitFor();
+  t.check((await facts.locator("dt", { hasText: /^Caller$/ }).count()) === 0, "a call without a subject shows no caller");
+
+  // This daemon takes no OAuth tokens ([auth.oauth] is not configured), so the caller of an OAuth
+  // call is added to the API's answer here: its subject and client id, and a script's tool call's.
+  const callsApi = (url) => url.pathname === `/admin/servers/${GENERATED}/calls`;
+  await page.route(
+    callsApi,
+    async (route) => {
+      const response = await route.fetch();
+      const body = await response.json();
+      const [first, ...rest] = body.calls;
+      const caller = { subject: "user-42@example.test", client_id: "e2e-client" };
+      const child = { ...first, ...caller, execution_id: `${first.execution_id}-child`, parent_execution_id: first.execution_id, children: [] };
+      await route.fulfill({ response, json: { ...body, calls: [{ ...first, ...caller, children: [child] }, ...rest] } });
+    },
+  );
+  await page.reload();
+  await page.getByRole("heading", { level: 1, name: /^Call log of / }).waitFor();
+  await page.locator("table.calls-table thead th", { hasText: "Caller" }).waitFor();
+  const callerCell = (await rows.first().locator('td[data-label="Caller"]').innerText()).trim();
+  t.check(callerCell === "user-42@example.test via e2e-client", `the caller column shows the subject and the client (${callerCell})`);
+  await rows.first().locator(".call-toggle").click();
+  const detail = page.locator("tbody.call", { has: rows.first() }).locator("tr.call-detail");
+  const callerFact = detail.locator("dl.call-facts").first().locator('dt:text-is("Caller") + dd');
+  await callerFact.waitFor();
+  const callerText = (await callerFact.innerText()).trim();
+  t.check(callerText === "user-42@example.test with the OAuth client e2e-client", `the details name the caller (${callerText})`);
+  const childSummary = (await detail.locator("details.child-call > summary").innerText()).trim();
+  t.check(childSummary.includes("by user-42@example.test via e2e-client"), `a script's tool call names its caller (${childSummary})`);
+  await t.shoot("calls-caller", { variants: ["light", "mobile"] });
+  await page.unroute(callsApi);
 }
 
 /** (g) Regenerating makes version 2; the diff shows the handler's change; version 1 is activated again. */
@@ -416,7 +455,101 @@ async function versionDiff(t) {
   await t.shoot("versions-rolled-back");
 }
 
-/** (h) Deleting the server from its Settings tab, after typing its id. */
+/** (h) Who may connect to a server, on its Settings tab: the daemon's default, OAuth refused by
+ * a daemon without [auth.oauth], and opening a server that has an access token (confirmed first). */
+async function serverAuth(t) {
+  const { page } = t;
+  t.check(SERVER, "set CONSOLE_E2E_SERVER: this flow changes who may connect to that server");
+  await t.logIn();
+  await page.locator(`tr[data-server-id="${SERVER}"]`).getByRole("link").first().click();
+  await page.waitForURL((url) => url.hash === `#/servers/${SERVER}`);
+  await t.openTab("Settings", SERVER);
+  const section = page.getByRole("region", { name: "Who may connect" });
+  const now = async () => (await section.locator(".sv-auth-now").innerText()).trim();
+  const showing = async (pattern, what) => {
+    let shown = "";
+    await t.until(async () => pattern.test((shown = await now())), what).catch((error) => {
+      throw new Error(`${error.message}; the section shows ${JSON.stringify(shown)}`);
+    });
+  };
+  const radio = (name) => section.getByRole("radio", { name, exact: true });
+  const scopes = section.getByRole("textbox", { name: "Extra scopes for OAuth (optional)" });
+  const apply = section.getByRole("button", { name: "Apply", exact: true });
+
+  // By default: open, as the daemon decides.
+  await section.locator(".sv-auth-now").waitFor();
+  t.check((await now()) === "Open (daemon default)", `the section shows the daemon's default, open (${await now()})`);
+  t.check(await radio("Daemon default").isChecked(), "the daemon default is the current choice");
+  t.check(await scopes.isDisabled(), "the scopes field waits for OAuth to be chosen");
+  await page.locator(".sv-header").getByText("open to anyone", { exact: true }).waitFor();
+  await t.shoot("settings-auth");
+
+  // OAuth, by keyboard: this daemon has no [auth.oauth], and the API's 422 says so.
+  await radio("Daemon default").focus();
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("ArrowDown");
+  t.check(await radio("OAuth sign-in").isChecked(), "the arrow keys choose OAuth");
+  t.check(await scopes.isEnabled(), "choosing OAuth enables the scopes field");
+  await page.keyboard.press("Tab");
+  t.check(await scopes.evaluate((input) => input === document.activeElement), "Tab moves from the choices to the scopes");
+  await page.keyboard.type("billing, reports");
+  const asked = t.apiResponses.length;
+  await page.keyboard.press("Enter");
+  const error = section.locator(".error-box");
+  await error.waitFor();
+  const message = await error.innerText();
+  t.check(/Error 422/.test(message) && message.includes("[auth.oauth]"), `the API's message says the daemon needs [auth.oauth]: ${message}`);
+  t.check(
+    t.apiResponses.slice(asked).some((r) => r.status === 422 && r.url.endsWith(`/admin/servers/${SERVER}/auth`)),
+    "the API answered 422",
+  );
+  let { body } = await t.api(`/admin/servers/${SERVER}`);
+  t.check(body.auth.mode === "open" && body.auth.source === "default", `nothing changed: ${JSON.stringify(body.auth)}`);
+  await t.shoot("settings-auth-refused", { variants: ["light"] });
+
+  // An access token set on the same tab: the section says so at once.
+  await page.locator("#token-value").fill("e2e-static-access-token-0123");
+  await page.getByRole("button", { name: "Set token" }).click();
+  await page.locator("#token-once").waitFor();
+  await showing(/^Static access token$/, "after setting a token the section shows the static access token");
+  t.check((await section.getByRole("radio", { checked: true }).count()) === 0, "no choice is current while a token is in force");
+  await page.locator(".sv-header").getByText("access token required", { exact: true }).waitFor();
+
+  // Opening it removes the token: asked first; cancelling changes nothing.
+  await radio("Open").check();
+  await apply.click();
+  const dialog = page.getByRole("dialog");
+  await dialog.getByRole("heading", { name: "Remove the access token and open the server?" }).waitFor();
+  await t.shoot("auth-confirm", { variants: ["light", "mobile"], fullPage: false });
+  await dialog.getByRole("button", { name: "Cancel" }).click();
+  await dialog.waitFor({ state: "detached" });
+  ({ body } = await t.api(`/admin/servers/${SERVER}`));
+  t.check(body.access_token_set === true && body.auth.mode === "access_token", `cancelling keeps the token: ${JSON.stringify(body.auth)}`);
+  await apply.click();
+  await dialog.getByRole("button", { name: "Remove token and open" }).click();
+  await showing(/^Open$/, "after opening, the section shows open, set on the server");
+  const token = page.getByRole("region", { name: "Access token" });
+  const tokenState = (await token.locator("#token-state").innerText()).trim();
+  t.check(tokenState.startsWith("not set"), `the access-token section shows no token (${tokenState})`);
+  t.check((await page.locator("#token-remove").count()) === 0, "there is no token to remove");
+  t.check(await radio("Open").isChecked(), "open is the current choice");
+  ({ body } = await t.api(`/admin/servers/${SERVER}`));
+  t.check(
+    body.access_token_set === false && body.auth.mode === "open" && body.auth.source === "server",
+    `the API has the server open without a token: ${JSON.stringify(body)}`,
+  );
+  await t.shoot("settings-auth-open");
+
+  // Back to the daemon's default (still open): nothing to confirm.
+  await radio("Daemon default").check();
+  await apply.click();
+  await showing(/^Open \(daemon default\)$/, "back to the daemon's default");
+  t.check((await page.getByRole("dialog").count()) === 0, "going from open to an open default asks nothing");
+  ({ body } = await t.api(`/admin/servers/${SERVER}`));
+  t.check(body.auth.source === "default", `the API has the default again: ${JSON.stringify(body.auth)}`);
+}
+
+/** (i) Deleting the server from its Settings tab, after typing its id. */
 async function deleteServer(t) {
   const { page } = t;
   await t.needGenerated();
@@ -445,7 +578,7 @@ async function deleteServer(t) {
   await t.shoot("servers-after-delete");
 }
 
-/** (i) The overview's charts, with the calls the flows above made. */
+/** (j) The overview's charts, with the calls the flows above made. */
 async function overview(t) {
   const { page } = t;
   await t.logIn();
@@ -488,6 +621,7 @@ const FLOWS = [
   named("try-tool", tryTool),
   named("call-log", callLog),
   named("version-diff", versionDiff),
+  named("server-auth", serverAuth),
   named("delete", deleteServer),
   overview,
 ];
@@ -627,10 +761,10 @@ class Visit {
     await this.page.getByRole("navigation", { name: "Server sections" }).waitFor();
   }
 
-  /** On a server page: one of its tabs, by its link. */
-  async openTab(name) {
+  /** On a server page (the generated server's unless `server` says another): one of its tabs, by its link. */
+  async openTab(name, server = GENERATED) {
     await this.page.getByRole("navigation", { name: "Server sections" }).getByRole("link", { name, exact: true }).click();
-    await this.page.waitForURL((url) => url.hash === `#/servers/${GENERATED}/${name.toLowerCase()}`);
+    await this.page.waitForURL((url) => url.hash === `#/servers/${server}/${name.toLowerCase()}`);
     await this.page.getByRole("heading", { name, level: 2, exact: true }).waitFor();
   }
 

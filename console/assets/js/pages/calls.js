@@ -1,7 +1,7 @@
 // A server's call log, newest first: filters (tool, outcome, time range, how many, one call by
 // its execution id) kept in the address so a link reproduces the view, and each call expandable
-// to its outbound requests, console output, error, and for a code-mode script its code and the
-// tool calls it made.
+// to its outbound requests, console output, error, its caller (a call made with an OAuth token),
+// and for a code-mode script its code and the tool calls it made.
 
 import * as api from "../api.js";
 import { badge, bytes, code, durationUs, emptyState, errorBox, h, heading, localTime, number, replace, time } from "../dom.js";
@@ -339,6 +339,8 @@ function toLocalInput(iso) {
 let rowCounter = 0;
 
 function callTable(calls, serverId) {
+  // The caller column shows when a call was made with an OAuth token (the daemon records who).
+  const withCaller = calls.some(hasCaller);
   return h(
     "div",
     { class: "table-wrap stack calls-table-wrap" },
@@ -355,19 +357,20 @@ function callTable(calls, serverId) {
           h("th", { scope: "col" }, "Time"),
           h("th", { scope: "col" }, "Tool"),
           h("th", { scope: "col", class: "col-via" }, "Via"),
+          withCaller ? h("th", { scope: "col", class: "col-caller" }, "Caller") : null,
           h("th", { scope: "col" }, "Outcome"),
           h("th", { scope: "col", class: "number" }, "Duration"),
           h("th", { scope: "col", class: "number col-fetches" }, "Fetches"),
           h("th", { scope: "col", class: "col-error" }, "Error"),
         ),
       ),
-      calls.map((call) => callRows(call, serverId)),
+      calls.map((call) => callRows(call, serverId, withCaller)),
     ),
   );
 }
 
 /** One call: its row and its (hidden) detail row, in a tbody of their own. */
-function callRows(call, serverId) {
+function callRows(call, serverId, withCaller) {
   const detailId = `call-detail-${++rowCounter}`;
   const toggle = h(
     "button",
@@ -382,7 +385,7 @@ function callRows(call, serverId) {
     time(call.started_at),
   );
   let built = false;
-  const cell = h("td", { colspan: 7 });
+  const cell = h("td", { colspan: withCaller ? 8 : 7 });
   const detail = h("tr", { class: "call-detail", id: detailId, hidden: true }, cell);
   const row = h(
     "tr",
@@ -390,6 +393,9 @@ function callRows(call, serverId) {
     h("td", { class: "card-title col-time", "data-label": "Time" }, toggle),
     h("td", { "data-label": "Tool" }, h("code", {}, call.tool)),
     h("td", { class: "col-via hide-narrow", "data-label": "Via" }, call.via),
+    withCaller
+      ? h("td", { class: `col-caller${hasCaller(call) ? "" : " hide-narrow"}`, "data-label": "Caller" }, hasCaller(call) ? callerText(call) : h("span", { class: "muted" }, "—"))
+      : null,
     h("td", { "data-label": "Outcome" }, badge(call.outcome)),
     h("td", { class: "number", "data-label": "Duration" }, durationUs(call.duration_us)),
     h("td", { class: "number col-fetches", "data-label": "Fetches" }, String(call.fetches ?? 0)),
@@ -429,6 +435,7 @@ function callDetail(call, serverId) {
     ["Started", [localTime(call.started_at), " (", time(call.started_at), ")"]],
     ["Duration", durationUs(call.duration_us)],
     ["Via", viaText(call.via)],
+    hasCaller(call) ? ["Caller", callerText(call, { long: true })] : null,
     ["Generation", String(call.generation_id)],
   ];
   if (call.parent_execution_id) {
@@ -437,7 +444,7 @@ function callDetail(call, serverId) {
       h("a", { href: `#/servers/${encodeURIComponent(serverId)}/calls?execution_id=${encodeURIComponent(call.parent_execution_id)}` }, h("code", {}, call.parent_execution_id)),
     ]);
   }
-  parts.push(h("dl", { class: "facts call-facts" }, facts.map(([term, value]) => [h("dt", {}, term), h("dd", {}, value)])));
+  parts.push(h("dl", { class: "facts call-facts" }, facts.filter(Boolean).map(([term, value]) => [h("dt", {}, term), h("dd", {}, value)])));
   if (call.error) parts.push(h("h3", {}, "Error"), h("pre", { class: "code call-error" }, call.error));
   const egress = call.egress || [];
   parts.push(h("h3", {}, `Outbound requests (${egress.length})`));
@@ -468,6 +475,7 @@ function childCall(call, serverId) {
       " ",
       badge(call.outcome),
       h("span", { class: "muted" }, ` ${durationUs(call.duration_us)} · ${localTime(call.started_at)}`),
+      hasCaller(call) ? h("span", { class: "muted child-caller" }, " · by ", callerText(call)) : null,
       call.error ? h("span", { class: "error-snippet" }, ` — ${call.error}`) : null,
     ),
   );
@@ -475,6 +483,20 @@ function childCall(call, serverId) {
     if (details.open && details.childElementCount === 1) details.append(callDetail(call, serverId));
   });
   return details;
+}
+
+function hasCaller(call) {
+  return Boolean(call.subject || call.client_id);
+}
+
+/** Who made a call with an OAuth token: its subject, and the client it used. */
+function callerText(call, { long = false } = {}) {
+  return h(
+    "span",
+    { class: "call-caller" },
+    call.subject ? h("code", { class: "call-subject" }, call.subject) : h("span", { class: "muted" }, "unknown subject"),
+    call.client_id ? [long ? " with the OAuth client " : " via ", h("code", { class: "call-client" }, call.client_id)] : null,
+  );
 }
 
 function viaText(via) {

@@ -207,7 +207,7 @@ class ServerPage {
       s.serving ? badge("serving", "ok") : badge("not serving", "failed"),
       degraded ? badge(`${degraded} degraded ${degraded === 1 ? "tool" : "tools"}`, "degraded") : null,
       s.drift ? driftBadge(s.drift) : null,
-      s.access_token_set ? badge("access token required", "info") : badge("no access token", "plain"),
+      authBadge(authOf(s)),
       s.code_mode && s.code_mode.enabled ? badge("code mode on", "info") : null,
       s.require_approval === true ? badge("approval required", "info") : null,
     ];
@@ -576,6 +576,7 @@ class ServerPage {
       "div",
       { class: "sv-settings" },
       credentialsSection(this),
+      authSection(this),
       accessTokenSection(this),
       approvalSection(this),
       codeModeSection(this),
@@ -1088,6 +1089,182 @@ function randomToken() {
   return `mcp_${text}`;
 }
 
+/** The mode in force on the server's mount (`auth` in GET /admin/servers/{id}); a daemon from
+ * before per-server auth only says whether an access token is set. */
+function authOf(server) {
+  if (server.auth && server.auth.mode) return { scopes: [], ...server.auth };
+  return server.access_token_set ? { mode: "access_token", scopes: [], source: "server" } : { mode: "open", scopes: [], source: "default" };
+}
+
+function authBadge(auth) {
+  const element =
+    auth.mode === "access_token"
+      ? badge("access token required", "info")
+      : auth.mode === "oauth"
+        ? badge("OAuth sign-in required", "info")
+        : auth.mode === "open"
+          ? badge("open to anyone", "plain")
+          : badge(`auth: ${auth.mode}`, "plain");
+  element.id = "sv-auth-badge";
+  return element;
+}
+
+/** The mode in force in words: "OAuth sign-in (with the scopes billing) (daemon default)". */
+function authWords(auth) {
+  const name = { open: "Open", access_token: "Static access token", oauth: "OAuth sign-in" }[auth.mode] || words(auth.mode);
+  const scopes = auth.scopes || [];
+  return [
+    h("strong", { id: "auth-mode" }, name),
+    scopes.length ? [` with the extra ${scopes.length === 1 ? "scope" : "scopes"} `, scopes.map((scope, index) => [index ? ", " : "", h("code", {}, scope)])] : null,
+    auth.source === "default" ? h("span", { class: "muted" }, " (daemon default)") : null,
+  ];
+}
+
+function authMeaning(auth) {
+  switch (auth.mode) {
+    case "open":
+      return "Anyone who can reach the MCP URL can call this server's tools.";
+    case "access_token":
+      return "MCP clients must present this server's access token (see Access token).";
+    case "oauth":
+      return "MCP clients must sign in with the daemon's identity provider ([auth.oauth]) and send an OAuth token holding the daemon's scopes and these.";
+    default:
+      return "";
+  }
+}
+
+/** Who may connect to the mount: the mode in force, and the daemon default, open or OAuth. */
+function authSection(page) {
+  const s = page.server;
+  const auth = authOf(s);
+  const current = auth.source === "default" ? "default" : auth.mode === "open" || auth.mode === "oauth" ? auth.mode : null;
+  const choices = [
+    ["default", "Daemon default", "The daemon's [auth.oauth] required decides: OAuth sign-in when it is on, open otherwise. A static access token stays in force."],
+    ["open", "Open", "No sign-in: anyone who can reach the MCP URL."],
+    ["oauth", "OAuth sign-in", "An OAuth token from the daemon's identity provider. Needs [auth.oauth] in the daemon's configuration."],
+  ];
+  const radios = choices.map(([value, label, hint]) => ({
+    value,
+    input: h("input", {
+      type: "radio",
+      name: "auth-mode",
+      id: `auth-${value}`,
+      value,
+      required: true,
+      checked: current === value,
+      "aria-describedby": `auth-${value}-hint`,
+    }),
+    label,
+    hint: h("span", { id: `auth-${value}-hint`, class: "muted sv-hint sv-radio-hint" }, hint),
+  }));
+  const scopes = h("input", {
+    id: "auth-scopes",
+    type: "text",
+    autocomplete: "off",
+    spellcheck: "false",
+    value: (auth.mode === "oauth" ? auth.scopes || [] : []).join(" "),
+    "aria-describedby": "auth-scopes-hint",
+    disabled: current !== "oauth",
+  });
+  const chosen = () => radios.find(({ input }) => input.checked)?.value ?? null;
+  for (const { input } of radios) input.addEventListener("change", () => (scopes.disabled = chosen() !== "oauth"));
+  const status = h("div", { "aria-live": "polite" });
+  const submit = h("button", { type: "submit", class: "primary", id: "auth-submit" }, "Apply");
+  const form = h(
+    "form",
+    { class: "sv-form", "aria-labelledby": "sv-auth-h" },
+    h(
+      "fieldset",
+      { class: "sv-checks" },
+      h("legend", {}, "Change it to"),
+      radios.map(({ input, label, hint }) => h("div", { class: "sv-auth-choice" }, h("label", { class: "inline sv-radio", for: input.id }, input, label), hint)),
+      h(
+        "div",
+        { class: "sv-auth-scopes" },
+        h("label", { for: "auth-scopes" }, "Extra scopes for OAuth (optional)"),
+        scopes,
+        h("p", { id: "auth-scopes-hint", class: "muted sv-hint" }, "Scopes a token needs on this server besides the daemon's, separated by spaces or commas; at most 16."),
+      ),
+    ),
+    h("div", { class: "actions" }, submit),
+    status,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    replace(status);
+    const choice = chosen();
+    if (!choice) return;
+    const question = authQuestion(s, auth, choice);
+    if (question && !(await confirmDialog(question))) return;
+    submit.disabled = true;
+    try {
+      const answer = await page.change(() =>
+        choice === "default"
+          ? api.del(api.path`/admin/servers/${page.id}/auth`, { signal: page.signal })
+          : api.put(
+              api.path`/admin/servers/${page.id}/auth`,
+              choice === "open" ? { mode: "open" } : { mode: "oauth", scopes: splitList(scopes.value) },
+              { signal: page.signal },
+            ),
+      );
+      const mode = { open: "open", access_token: "static access token", oauth: "OAuth sign-in" }[answer.auth.mode] || answer.auth.mode;
+      toast(`Who may connect to ${page.id}: ${mode}${answer.auth.source === "default" ? " (daemon default)" : ""}${answer.access_token_removed ? "; the access token was removed" : ""}.`, "ok");
+      await page.reload({ focusId: "auth-submit" });
+    } catch (error) {
+      if (error.name !== "AbortError") replace(status, errorBox(error, error.code === "invalid_auth" ? "Nothing was changed." : null));
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  const element = section(
+    "sv-auth-h",
+    "Who may connect",
+    h("p", { class: "sv-auth-now" }, authWords(auth)),
+    h("p", { class: "muted" }, authMeaning(auth)),
+    form,
+  );
+  element.id = "sv-auth";
+  return element;
+}
+
+/** The confirmation a change of mode needs, or null: it removes the static access token, or it
+ * may open a mount that required a token or a sign-in. */
+function authQuestion(server, auth, choice) {
+  if (server.access_token_set && choice === "open") {
+    return {
+      title: "Remove the access token and open the server?",
+      text: "The static access token is deleted, and anyone who can reach the MCP URL can then call this server's tools.",
+      confirm: "Remove token and open",
+      danger: true,
+    };
+  }
+  if (server.access_token_set && choice === "oauth") {
+    return {
+      title: "Replace the access token with OAuth?",
+      text: "The static access token is deleted: MCP clients that send it are refused until they sign in with OAuth.",
+      confirm: "Remove token and use OAuth",
+      danger: true,
+    };
+  }
+  if (choice === "open" && auth.mode !== "open") {
+    return {
+      title: "Open the server to anyone?",
+      text: "Anyone who can reach the MCP URL can then call this server's tools without signing in.",
+      confirm: "Open the server",
+      danger: true,
+    };
+  }
+  if (choice === "default" && !server.access_token_set && auth.mode !== "open" && auth.source === "server") {
+    return {
+      title: "Let the daemon's default decide?",
+      text: "Unless the daemon's [auth.oauth] required is on, anyone who can reach the MCP URL can then call this server's tools.",
+      confirm: "Use the daemon default",
+      danger: true,
+    };
+  }
+  return null;
+}
+
 function accessTokenSection(page) {
   const s = page.server;
   const input = h("input", {
@@ -1123,7 +1300,11 @@ function accessTokenSection(page) {
     { class: "sv-form", "aria-labelledby": "sv-token-h" },
     h("label", { for: "token-value" }, s.access_token_set ? "New access token" : "Access token"),
     h("div", { class: "sv-input-row" }, input, generate),
-    h("p", { id: "token-hint", class: "muted sv-hint" }, "16 to 512 printable characters without spaces. MCP clients send it as Authorization: Bearer <token>; the old one stops working at once."),
+    h(
+      "p",
+      { id: "token-hint", class: "muted sv-hint" },
+      "16 to 512 printable characters without spaces. MCP clients send it as Authorization: Bearer <token>; the old one stops working at once. A token replaces the choice under Who may connect.",
+    ),
     h(
       "div",
       { class: "actions" },
@@ -1134,7 +1315,7 @@ function accessTokenSection(page) {
             async () => {
               const ok = await confirmDialog({
                 title: "Remove the access token?",
-                text: "Anyone who can reach the MCP URL can then call this server's tools.",
+                text: "The daemon's default then decides who may connect: unless its [auth.oauth] required is on, anyone who can reach the MCP URL can call this server's tools.",
                 confirm: "Remove token",
                 danger: true,
               });
@@ -1160,7 +1341,12 @@ function accessTokenSection(page) {
       input.value = "";
       input.type = "password";
       page.server.access_token_set = true;
+      page.server.auth = { mode: "access_token", source: "server" };
       submit.textContent = "Rotate token";
+      // Setting a token replaced the auth setting: the sections that show it say so at once.
+      document.getElementById("sv-auth")?.replaceWith(authSection(page));
+      document.getElementById("sv-auth-badge")?.replaceWith(authBadge(authOf(page.server)));
+      replace(tokenState, tokenStateText(page.server));
       replace(
         once,
         h(
@@ -1177,18 +1363,15 @@ function accessTokenSection(page) {
       submit.disabled = false;
     }
   });
-  return section(
-    "sv-token-h",
-    "Access token",
-    h(
-      "p",
-      {},
-      s.access_token_set
-        ? [badge("set", "ok"), " MCP clients must present this server's access token."]
-        : [badge("not set", "warning"), " Anyone who can reach the MCP URL can call this server's tools."],
-    ),
-    form,
-  );
+  const tokenState = h("p", { id: "token-state" }, tokenStateText(s));
+  return section("sv-token-h", "Access token", tokenState, form);
+}
+
+function tokenStateText(server) {
+  if (server.access_token_set) return [badge("set", "ok"), " MCP clients must present this server's access token."];
+  const auth = authOf(server);
+  if (auth.mode === "oauth") return [badge("not set", "plain"), " MCP clients sign in with OAuth instead (see Who may connect)."];
+  return [badge("not set", "warning"), " Anyone who can reach the MCP URL can call this server's tools."];
 }
 
 function codeModeSection(page) {

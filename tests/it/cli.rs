@@ -514,8 +514,10 @@ async fn register_wait_polls_a_daemon_without_the_events_route() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_switches_a_server_between_open_and_its_token() {
     let app = spawn_app().await;
-    app.register(json!({"id": "gate", "access_token": "static-token-0123456789", "tools": [tool("hi", "return 'hi';")]}))
-        .await;
+    app.register(
+        json!({"id": "gate", "access_token": "static-token-0123456789", "tools": [tool("hi", "return 'hi';")]}),
+    )
+    .await;
     let opened = cli(&app, &["auth", "gate", "open"]).await;
     opened.assert_ok();
     assert_eq!(

@@ -54,8 +54,11 @@ fn oauth_validator(config: &Config) -> anyhow::Result<Option<crate::oauth::Valid
     if !oauth.enabled() {
         return Ok(None);
     }
+    // No redirects: a token posted for introspection must not be re-posted wherever an answer
+    // points, and the provider's metadata names its endpoints directly.
     let http = reqwest::Client::builder()
         .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(10))
         .build()

@@ -211,6 +211,13 @@ impl OAuthConfig {
                 return invalid(format!("[auth.oauth] {key} = {value:?}: {problem}"));
             }
         }
+        if self.introspection_cache_seconds > 3600 {
+            return invalid(format!(
+                "[auth.oauth] introspection_cache_seconds = {} is more than 3600: a revoked token would stay \
+                 usable that long",
+                self.introspection_cache_seconds
+            ));
+        }
         if self.read_scope.is_empty() != self.write_scope.is_empty() {
             return invalid(
                 "[auth.oauth] read_scope and write_scope go together: set both (a read-only tool needs either, \

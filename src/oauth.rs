@@ -36,7 +36,7 @@ use tokio::time::Instant;
 pub use discovery::{IssuerMetadata, discover};
 pub use introspection::IntrospectionClient;
 pub use keys::Keys;
-pub use scopes::{Grant, MissingScope, ScopeRule, check_scope};
+pub use scopes::{Admission, Grant, MissingScope, ScopeRule, check_scope};
 
 /// Clock skew tolerated on `exp` and `nbf`.
 pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);
@@ -293,7 +293,7 @@ struct ValidatorInner {
     /// Held while discovering, so concurrent first requests share one attempt; remembers the
     /// last failure so that, during an outage, requests are refused without a fetch each.
     last_failure: Mutex<Option<(Instant, OAuthError)>>,
-    introspected: cache::TokenCache<introspection::Answer>,
+    introspected: introspection::Caches,
     /// Tokens already verified for a resource, kept until [`VERIFIED_FOR`] or their `exp`.
     verified: cache::TokenCache<Claims>,
 }
@@ -320,7 +320,7 @@ impl Validator {
                 config,
                 ready: OnceCell::new(),
                 last_failure: Mutex::new(None),
-                introspected: cache::TokenCache::default(),
+                introspected: introspection::Caches::default(),
                 verified: cache::TokenCache::default(),
             }),
         }

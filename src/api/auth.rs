@@ -29,9 +29,18 @@ pub async fn require_admin_token(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
     match presented {
-        None => Err(ApiError::new(
+        None if admin_scope.is_empty() => Err(ApiError::new(
             ErrorCode::Unauthorized,
             "missing admin token: send Authorization: Bearer <token> ([admin] token)",
+        )),
+        None => Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            format!(
+                "missing admin token: send Authorization: Bearer <token>, the [admin] token or an OAuth access \
+                 token for {} with the scope {:?}",
+                state.config.auth.oauth.admin_resource(),
+                admin_scope
+            ),
         )),
         Some(token)
             if !expected.is_empty()
@@ -59,17 +68,24 @@ async fn check_admin_oauth(state: &AppState, token: &str) -> Result<(), ApiError
     };
     match validator.validate(token, &oauth.admin_resource()).await {
         Ok(claims) if claims.scopes.contains(&oauth.admin_scope) => {
-            tracing::debug!(subject = %claims.sub, "admin request with an OAuth token");
+            tracing::debug!(subject = ?claims.sub, "admin request with an OAuth token");
             Ok(())
         }
         Ok(_) => {
             state.metrics.record_oauth_refusal("insufficient_scope");
             Err(refused(format!("an OAuth token with the scope {:?}", oauth.admin_scope)))
         }
-        Err(crate::oauth::Refusal::IssuerUnavailable(_)) => Err(ApiError::new(
-            ErrorCode::ServerUnavailable,
-            format!("the identity provider {} cannot be reached to check the token; try again shortly", oauth.issuer),
-        )),
+        Err(crate::oauth::Refusal::IssuerUnavailable(why)) => {
+            state.metrics.record_oauth_refusal("issuer_unavailable");
+            tracing::warn!(issuer = %oauth.issuer, %why, "an admin OAuth token could not be checked");
+            Err(ApiError::new(
+                ErrorCode::ServerUnavailable,
+                format!(
+                    "the identity provider {} cannot be reached to check the token; try again shortly",
+                    oauth.issuer
+                ),
+            ))
+        }
         Err(refusal) => {
             state.metrics.record_oauth_refusal(refusal.reason());
             Err(refused(format!(

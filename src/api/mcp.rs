@@ -19,7 +19,7 @@ use crate::api::model::JsonRpcError;
 use std::sync::Arc;
 
 use crate::config::OAuthConfig;
-use crate::oauth::{Grant, MissingScope};
+use crate::oauth::{Admission, Grant, MissingScope};
 use crate::serve::registry::{Mount, MountError, Mounted};
 use crate::telemetry::metrics::ClientMistake;
 use crate::toolset::AuthSetting;
@@ -52,12 +52,15 @@ use crate::toolset::ServerId;
 pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, mut request: Request) -> Response {
     let max_body_bytes = state.config.server.max_body_bytes;
     let response = match find_mount(&state, &id, request.uri(), request.headers()).await {
-        Ok((mounted, None)) => transport::answer(&mounted.mcp, request, max_body_bytes, None).await,
+        Ok((mounted, None)) => {
+            request.extensions_mut().insert(Admission::Unscoped);
+            transport::answer(&mounted.mcp, request, max_body_bytes, None).await
+        }
         Ok((mounted, Some(grant))) => {
             // The serving path checks every tool call against the grant and logs its caller;
             // `gate` refuses a `tools/call` the token cannot make before any work, with the 403 a
             // host can step up from.
-            request.extensions_mut().insert(grant.clone());
+            request.extensions_mut().insert(Admission::Granted(grant.clone()));
             let mcp_path = format!("/servers/{id}/mcp");
             let gate = |body: &[u8]| tool_gate(&state, &mounted, &grant, &mcp_path, body);
             transport::answer(&mounted.mcp, request, max_body_bytes, Some(&gate)).await
@@ -122,7 +125,11 @@ fn count_refusal(state: &AppState, id: &str, status: StatusCode, code: ErrorCode
     // Refused at the door: the token, the Host or Origin, a server that does not exist.
     if matches!(
         code,
-        ErrorCode::Unauthorized | ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed | ErrorCode::ServerNotFound
+        ErrorCode::Unauthorized
+            | ErrorCode::InsufficientScope
+            | ErrorCode::HostNotAllowed
+            | ErrorCode::OriginNotAllowed
+            | ErrorCode::ServerNotFound
     ) {
         state.metrics.record_mcp_rejection(mounted, status);
     }

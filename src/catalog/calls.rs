@@ -343,7 +343,7 @@ impl Catalog {
 
 impl Catalog {
     /// Rows per `INSERT` of the call log. On PostgreSQL many (each statement is a round trip;
-    /// 15 columns × 500 stays far below its 65,535 bound values); on SQLite one, which costs no
+    /// 17 columns × 500 stays far below its 65,535 bound values); on SQLite one, which costs no
     /// round trip and keeps a single prepared statement, where statements of every batch size
     /// would each be parsed and cached anew.
     fn rows_per_insert(&self) -> usize {

@@ -188,11 +188,13 @@ pub fn calls_table(body: &CallList) -> String {
     }
 }
 
-/// Who made a call with an OAuth token: its subject, and the client it used.
+/// Who made a call with an OAuth token: its subject, and the client it used (control characters
+/// left out: these come from the identity provider and reach a terminal).
 fn caller(call: &CallEntry) -> String {
+    let plain = |text: &str| text.chars().filter(|c| !c.is_control()).collect::<String>();
     match (&call.subject, &call.client_id) {
-        (Some(subject), Some(client)) => format!("{subject} via {client}"),
-        (Some(subject), None) => subject.clone(),
+        (Some(subject), Some(client)) => format!("{} via {}", plain(subject), plain(client)),
+        (Some(subject), None) => plain(subject),
         (None, _) => "-".into(),
     }
 }

@@ -1,7 +1,8 @@
 //! Opaque access tokens, checked at the issuer's introspection endpoint (RFC 7662). Answers are
 //! kept for a short while (never past the token's `exp`), so a host sending many requests with
-//! one token costs the provider one request per cache period; refusals are kept too, so a flood
-//! of made-up tokens does not become a flood of introspections.
+//! one token costs the provider one request per cache period. Inactive answers are kept apart, so
+//! a stream of made-up tokens (each of which costs one introspection, at most
+//! [`MAX_CONCURRENT`] at a time) can flush only other refusals, never the valid tokens' answers.
 
 use std::time::Duration;
 
@@ -10,6 +11,27 @@ use tokio::time::Instant;
 
 use super::cache::TokenCache;
 use super::{Claims, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES, Refusal, StringOrList, ValidatorConfig, quoted, unix_now};
+
+/// Introspections in flight at most: a flood of made-up tokens waits here instead of becoming a
+/// flood of requests to the provider.
+pub const MAX_CONCURRENT: usize = 16;
+
+/// The answers kept, and the turns to ask for new ones.
+pub(super) struct Caches {
+    active: TokenCache<Answer>,
+    inactive: TokenCache<Answer>,
+    turns: tokio::sync::Semaphore,
+}
+
+impl Default for Caches {
+    fn default() -> Self {
+        Caches {
+            active: TokenCache::default(),
+            inactive: TokenCache::default(),
+            turns: tokio::sync::Semaphore::new(MAX_CONCURRENT),
+        }
+    }
+}
 
 /// The client credentials the daemon introspects with.
 #[derive(Clone, PartialEq, Eq)]
@@ -56,7 +78,7 @@ struct RawAnswer {
 /// Checks an opaque `token` for `resource` at `endpoint`, through the cache.
 pub(super) async fn check(
     http: &reqwest::Client,
-    cache: &TokenCache<Answer>,
+    caches: &Caches,
     config: &ValidatorConfig,
     client: &IntrospectionClient,
     endpoint: &str,
@@ -64,16 +86,25 @@ pub(super) async fn check(
     resource: &str,
 ) -> Result<Claims, Refusal> {
     let key = TokenCache::<Answer>::key(token, "");
-    let answer = match cache.get(&key) {
+    let cached = caches.active.get(&key).or_else(|| caches.inactive.get(&key));
+    let answer = match cached {
         Some(answer) => answer,
         None => {
-            let answer = introspect(http, client, endpoint, token).await?;
+            let answer = {
+                let _turn = caches
+                    .turns
+                    .acquire()
+                    .await
+                    .map_err(|_| Refusal::IssuerUnavailable("the daemon is shutting down".into()))?;
+                introspect(http, client, endpoint, token).await?
+            };
             let mut keep = client.cache_for;
             if let Some(exp) = answer.exp {
-                let left = u64::try_from(exp - unix_now() as i64).unwrap_or(0);
+                let left = u64::try_from(exp.saturating_sub(unix_now() as i64)).unwrap_or(0);
                 keep = keep.min(Duration::from_secs(left));
             }
             if !keep.is_zero() {
+                let cache = if answer.active { &caches.active } else { &caches.inactive };
                 cache.put(key, Instant::now() + keep, answer.clone());
             }
             answer
@@ -99,14 +130,14 @@ fn judge(answer: Answer, issuer: &str, leeway: Duration, resource: &str) -> Resu
         )));
     }
     let now = unix_now() as i64;
-    let leeway = leeway.as_secs() as i64;
+    let leeway = i64::try_from(leeway.as_secs()).unwrap_or(i64::MAX);
     if let Some(exp) = answer.exp
-        && exp + leeway < now
+        && exp.saturating_add(leeway) < now
     {
         return Err(Refusal::Expired(format!("token expired at {exp} (now {now}, leeway {leeway} s)")));
     }
     if let Some(nbf) = answer.nbf
-        && nbf - leeway > now
+        && nbf.saturating_sub(leeway) > now
     {
         return Err(Refusal::NotYetValid(format!("token not valid before {nbf} (now {now}, leeway {leeway} s)")));
     }
@@ -150,9 +181,15 @@ async fn introspect(
         if response.content_length().is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64) {
             return Err(unavailable("answer too large".into()));
         }
-        let body = response.bytes().await.map_err(|error| unavailable(crate::error_chain(&error.without_url())))?;
-        if body.len() > MAX_DOCUMENT_BYTES {
-            return Err(unavailable("answer too large".into()));
+        let mut response = response;
+        let mut body = Vec::new();
+        while let Some(chunk) =
+            response.chunk().await.map_err(|error| unavailable(crate::error_chain(&error.without_url())))?
+        {
+            if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+                return Err(unavailable("answer too large".into()));
+            }
+            body.extend_from_slice(&chunk);
         }
         serde_json::from_slice::<RawAnswer>(&body)
             .map_err(|error| unavailable(format!("not an RFC 7662 answer: {error}")))

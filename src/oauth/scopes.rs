@@ -111,6 +111,17 @@ impl Grant {
     }
 }
 
+/// How the HTTP door let a request in, carried with it into the serving path. A tool call that
+/// arrives without one is refused there: a new way into a mount that forgets to carry the door's
+/// verdict fails closed, not open.
+#[derive(Debug, Clone)]
+pub enum Admission {
+    /// An open mount, or one with a static token: nothing to check per call.
+    Unscoped,
+    /// An OAuth token, whose grant every call is checked against.
+    Granted(std::sync::Arc<Grant>),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

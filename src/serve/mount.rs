@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::oauth::Grant;
+use crate::oauth::{Admission, Grant};
 use crate::serve::call::{CallError, Caller, Origin};
 use crate::serve::code_mode::{self, CodeMode, ScriptRequest};
 use crate::serve::isolate::ToolResult;
@@ -207,7 +207,7 @@ impl ServerHandler for McpHandler {
         // rmcp runs this in its own task and cancels `context.ct` when the client goes away
         // (disconnect, notifications/cancelled); dropping the call then frees its isolate and
         // stops its fetches instead of finishing work nobody will read.
-        let origin = Origin { grant: grant(&context), ..Origin::from(Via::Mcp) };
+        let origin = Origin { grant: self.admission(&context)?, ..Origin::from(Via::Mcp) };
         let call = self.server.call(&self.caller, &request.name, arguments, origin);
         let outcome = tokio::select! {
             outcome = call => outcome,
@@ -232,6 +232,22 @@ impl ServerHandler for McpHandler {
 }
 
 impl McpHandler {
+    /// How the HTTP door let this request in (`api/mcp.rs` puts it in the HTTP request's
+    /// extensions, which rmcp hands on with the request's parts): the OAuth grant to check every
+    /// call against, or none to check. A request without it is refused, so a path into the mount
+    /// that forgets it fails closed.
+    fn admission(&self, context: &RequestContext<RoleServer>) -> Result<Option<Arc<Grant>>, ErrorData> {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        match parts.and_then(|parts| parts.extensions.get::<Admission>()) {
+            Some(Admission::Unscoped) => Ok(None),
+            Some(Admission::Granted(grant)) => Ok(Some(grant.clone())),
+            None => {
+                tracing::error!(server_id = %self.server.id, "a tool call reached the mount without its door's admission");
+                Err(ErrorData::internal_error("the request was not admitted by the server's door", None))
+            }
+        }
+    }
+
     /// The `code_execution` tool, rebuilt when a server its scripts can reach has changed.
     async fn code_tool(&self) -> Tool {
         let key = self.code_mode.listing_key(&self.server);
@@ -272,7 +288,7 @@ impl McpHandler {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
             }
         };
-        let run = self.code_mode.run(&self.server, request, Via::Mcp, grant(&context));
+        let run = self.code_mode.run(&self.server, request, Via::Mcp, self.admission(&context)?);
         let result = tokio::select! {
             result = run => result,
             () = context.ct.cancelled() => {
@@ -281,12 +297,6 @@ impl McpHandler {
         };
         Ok(call_tool_result(result.into_tool_result()).into())
     }
-}
-
-/// The OAuth token the HTTP door accepted for this request (`api/mcp.rs` puts it in the HTTP
-/// request's extensions, which rmcp hands on with the request's parts).
-fn grant(context: &RequestContext<RoleServer>) -> Option<Arc<Grant>> {
-    context.extensions.get::<axum::http::request::Parts>()?.extensions.get::<Arc<Grant>>().cloned()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -426,10 +426,32 @@ async fn scopes_decide_which_tools_a_token_may_call() {
     // A script may run with the read scope, but each of its tool calls is checked.
     let script = json!({"code": "const a = await tools.desk.look({}); \
         try { await tools.desk.change({}); return 'no'; } catch (e) { return a + ' / ' + e.code; }"});
-    let (status, _, body) = call_tool(&app, "desk", &reader, "code_execution", script).await;
+    let (status, _, body) = call_tool(&app, "desk", &reader, "code_execution", script.clone()).await;
     assert_eq!(status, 200, "{body}");
     let value = &body["result"]["structuredContent"]["value"];
     assert_eq!(value, "looked / INSUFFICIENT_SCOPE", "{body}");
+
+    // A batch (protocol 2025-03-26) carries the token to each of its messages: a script started
+    // in one is checked the same way, and a direct call is refused.
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "code_execution", "arguments": script}},
+        {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "change", "arguments": {}}},
+    ]);
+    let response = app
+        .http
+        .post(app.mcp_url("desk"))
+        .bearer_auth(&reader)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-03-26")
+        .body(batch.to_string())
+        .send()
+        .await
+        .unwrap();
+    let answers: Value = response.json().await.unwrap();
+    let answer = |id: i64| answers.as_array().unwrap().iter().find(|a| a["id"] == id).unwrap().clone();
+    assert_eq!(answer(7)["result"]["structuredContent"]["value"], "looked / INSUFFICIENT_SCOPE", "{answers}");
+    assert!(rpc_error(&answer(8)).contains("needs mcp:write"), "{answers}");
 
     // The call log names the caller and its client.
     let (_, calls) = app.get("/admin/servers/desk/calls?tool=change").await;
@@ -451,7 +473,7 @@ async fn scopes_decide_which_tools_a_token_may_call() {
     let (_, metadata) = app.get("/.well-known/oauth-protected-resource/servers/desk/mcp").await;
     assert_eq!(metadata["scopes_supported"], json!(["mcp:read", "mcp:write", "billing"]));
     let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("mcpbootd_oauth_refusals_total{reason=\"insufficient_scope\"} 3"), "{metrics}");
+    assert!(metrics.contains("mcpbootd_oauth_refusals_total{reason=\"insufficient_scope\"} 5"), "{metrics}");
 }
 
 async fn put(app: &TestApp, path: &str, body: Value) -> (u16, Value) {

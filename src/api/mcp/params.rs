@@ -60,9 +60,19 @@ pub fn called_tool(body: &[u8]) -> Option<String> {
         #[serde(borrow)]
         name: Option<Cow<'a, str>>,
     }
-    let call: Call = serde_json::from_slice(body).ok()?;
-    (call.method.as_deref() == Some("tools/call")).then_some(())?;
-    call.params?.name.map(Cow::into_owned)
+    match serde_json::from_slice::<Call>(body) {
+        Ok(call) => {
+            (call.method.as_deref() == Some("tools/call")).then_some(())?;
+            call.params?.name.map(Cow::into_owned)
+        }
+        // Duplicate keys (which the derived reader refuses) are read as rmcp reads them: the last
+        // one counts.
+        Err(_) => {
+            let message: Value = serde_json::from_slice(body).ok()?;
+            (message.get("method")? == "tools/call").then_some(())?;
+            Some(message.get("params")?.get("name")?.as_str()?.to_string())
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -270,6 +270,11 @@ async fn answer_batch(mount: &McpMount, parts: Parts, body: &Bytes, gate: Option
         if let Some(headers) = request.headers_mut() {
             headers.clone_from(&parts.headers);
         }
+        // What the route attached travels with each message as with a single request: the OAuth
+        // grant above all, which the serving path checks every tool call (and script) against.
+        if let Some(extensions) = request.extensions_mut() {
+            extensions.clone_from(&parts.extensions);
+        }
         let body = Bytes::from(serde_json::to_vec(&message).unwrap_or_default());
         let request = request.body(Body::from(body.clone())).expect("parts of a valid request");
         let origin = origin.clone();

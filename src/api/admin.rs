@@ -312,8 +312,8 @@ pub async fn put_access_token(
     let Json(body) = body?;
     let id = parse_id(&id)?;
     let token = access_token::parse(&body.access_token).map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
-    set_access_token(&state, &id, Some(&access_token::digest(&token))).await?;
-    Ok(Json(AccessTokenSet { id, access_token_set: true }))
+    let auth_setting_removed = set_access_token(&state, &id, Some(&access_token::digest(&token))).await?;
+    Ok(Json(AccessTokenSet { id, access_token_set: true, auth_setting_removed }))
 }
 
 /// Remove a server's access token; its mount is open again
@@ -332,15 +332,16 @@ pub async fn delete_access_token(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>) -> Result<(), ApiError> {
+/// Returns whether the token replaced the server's auth setting.
+async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>) -> Result<bool, ApiError> {
     let _change = state.registry.serialize(id).await;
-    if !state.catalog.set_access_token(id, digest).await? {
+    let Some(auth_setting_removed) = state.catalog.set_access_token(id, digest).await? else {
         return Err(not_found(id));
-    }
+    };
     // Remount so the serving path sees the new token at once.
     state.registry.remount(id).await?;
-    tracing::info!(server_id = %id, set = digest.is_some(), "access token changed");
-    Ok(())
+    tracing::info!(server_id = %id, set = digest.is_some(), auth_setting_removed, "access token changed");
+    Ok(auth_setting_removed)
 }
 
 /// Set who may use a server's mount

@@ -327,8 +327,7 @@ pub async fn route_not_found(
     axum::extract::State(state): axum::extract::State<crate::api::AppState>,
     uri: axum::http::Uri,
 ) -> ApiError {
-    let oauth = Some(&state.config.auth.oauth).filter(|oauth| oauth.enabled());
-    crate::api::oauth::refusal_for(uri.path(), oauth)
+    crate::api::oauth::refusal_for(uri.path(), &state)
         .unwrap_or_else(|| ApiError::new(ErrorCode::RouteNotFound, format!("no route for {}", uri.path())))
 }
 

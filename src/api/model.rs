@@ -316,6 +316,9 @@ pub struct AccessTokenSet {
     pub id: ServerId,
     /// Always `true`.
     pub access_token_set: bool,
+    /// The server had an auth setting (open or OAuth), which the token replaced.
+    #[serde(default)]
+    pub auth_setting_removed: bool,
 }
 
 // Servers.

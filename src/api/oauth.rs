@@ -26,14 +26,21 @@ const METADATA: [&str; 3] = [
 /// The endpoints a client falls back to when it finds no metadata (MCP 2025-03-26 defaults).
 const ENDPOINTS: [&str; 3] = ["register", "authorize", "token"];
 
-/// The refusal for `path` if it is an OAuth probe, on a daemon with `oauth` configured (or
-/// without); `None` for any other path. With OAuth the daemon is only the resource server: the
-/// probe is sent to the identity provider, which issues tokens and registers clients.
-pub fn refusal_for(path: &str, oauth: Option<&OAuthConfig>) -> Option<ApiError> {
+/// The refusal for `path` if it is an OAuth probe; `None` for any other path. With `[auth.oauth]`
+/// the daemon is only the resource server, so a probe is sent to the identity provider (which
+/// issues tokens and registers clients) unless it names a server that takes a static token or is
+/// open, whose hosts are told how it is used instead.
+pub fn refusal_for(path: &str, state: &AppState) -> Option<ApiError> {
     let probe = refusal(path)?;
-    let Some(oauth) = oauth else {
-        return Some(probe);
+    let oauth = &state.config.auth.oauth;
+    let server = server_of(path).and_then(|id| ServerId::parse(id).ok()).and_then(|id| state.registry.get(&id));
+    let behind_oauth = match &server {
+        Some(mount) => matches!(super::mcp::door(mount, oauth), super::mcp::Door::OAuth(_)),
+        None => true,
     };
+    if !oauth.enabled() || !behind_oauth {
+        return Some(probe);
+    }
     let url = server_of(path).map_or_else(|| "/servers/<id>/mcp".to_string(), |id| format!("/servers/{id}/mcp"));
     Some(
         ApiError::new(

@@ -190,12 +190,26 @@ impl Catalog {
     }
 
     /// Sets (or, with `None`, removes) a server's MCP access token digest; a token replaces the
-    /// server's auth setting. False if no such server.
-    pub async fn set_access_token(&self, id: &ServerId, sha256: Option<&str>) -> Result<bool, CatalogError> {
-        let sql = "UPDATE servers SET access_token_sha256 = $1, auth = CASE WHEN $1 IS NULL THEN auth END, \
-                   updated_at = $2 WHERE id = $3";
-        let updated = sqlx::query(sql).bind(sha256).bind(now_millis()).bind(id.as_str()).execute(&self.writer).await?;
-        Ok(updated.rows_affected() > 0)
+    /// server's auth setting. Returns whether a setting was removed, `None` if there is no such
+    /// server.
+    pub async fn set_access_token(&self, id: &ServerId, sha256: Option<&str>) -> Result<Option<bool>, CatalogError> {
+        let mut tx = self.writer.begin().await?;
+        let setting: Option<Option<String>> = sqlx::query_scalar("SELECT auth FROM servers WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(setting) = setting else {
+            return Ok(None);
+        };
+        let removes_setting = sha256.is_some() && setting.is_some();
+        let sql = if sha256.is_some() {
+            "UPDATE servers SET access_token_sha256 = $1, auth = NULL, updated_at = $2 WHERE id = $3"
+        } else {
+            "UPDATE servers SET access_token_sha256 = $1, updated_at = $2 WHERE id = $3"
+        };
+        sqlx::query(sql).bind(sha256).bind(now_millis()).bind(id.as_str()).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(Some(removes_setting))
     }
 
     /// Sets (or with `None` clears) a server's auth setting; a setting replaces the server's

@@ -508,9 +508,9 @@ async fn each_server_chooses_open_static_token_or_oauth() {
     assert_eq!(list_tools(&app, "keyed", Some("Bearer static-token-0123456789"), "").await.0, 401);
     let token = issuer.token(&resource("keyed"), 300);
     assert_eq!(list_tools(&app, "keyed", Some(&format!("Bearer {token}")), "").await.0, 200);
-    let (status, _) =
+    let (status, set) =
         put(&app, "/admin/servers/keyed/access-token", json!({"access_token": "another-token-0123456789"})).await;
-    assert_eq!(status, 200);
+    assert_eq!((status, set["auth_setting_removed"].as_bool()), (200, Some(true)), "{set}");
     assert_eq!(mode(&app.get("/admin/servers/keyed").await.1), (Some("access_token".into()), json!("server")));
     assert_eq!(list_tools(&app, "keyed", Some("Bearer another-token-0123456789"), "").await.0, 200);
 
@@ -645,10 +645,16 @@ async fn the_admin_api_takes_oauth_tokens_with_the_admin_scope() {
 async fn probes_for_an_authorization_server_are_sent_to_the_provider() {
     let issuer = Issuer::start().await;
     let app = spawn_behind(&issuer.issuer).await;
+    app.register(json!({"id": "keyed", "access_token": "static-token-0123456789", "tools": [tool("ok", "return 1;")]}))
+        .await;
     for path in ["/register", "/.well-known/oauth-authorization-server", "/servers/x/mcp/token"] {
         let (status, body) = app.get(path).await;
         assert_eq!(status, 404, "{path}: {body}");
         let description = body["error_description"].as_str().unwrap_or_default();
         assert!(description.contains(&issuer.issuer), "{path}: {body}");
     }
+    // A server that takes a static token is not behind the provider: its hosts learn how it is used.
+    let (_, body) = app.get("/servers/keyed/mcp/register").await;
+    let description = body["error_description"].as_str().unwrap_or_default();
+    assert!(description.contains("static bearer token") && !description.contains(&issuer.issuer), "{body}");
 }

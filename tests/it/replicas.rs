@@ -66,7 +66,15 @@ async fn three_replicas_follow_each_others_changes_within_a_second() {
     if on_postgres() {
         return; // runs on PostgreSQL in either pass
     }
-    let Some(apps) = replicas(3, &[]).await else { return };
+    // An identity provider nobody answers for: a mount set to OAuth refuses requests without a
+    // token (401) without needing it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let issuer = format!("http://{closed}");
+    let oauth = [
+        ("MCPBOOTD_AUTH__OAUTH__ISSUER", issuer.as_str()),
+        ("MCPBOOTD_AUTH__OAUTH__PUBLIC_URL", "https://mcp.example.com"),
+    ];
+    let Some(apps) = replicas(3, &oauth).await else { return };
     let [a, b, c] = &apps[..] else { unreachable!() };
 
     // Registered on A, called on B and C.
@@ -81,6 +89,17 @@ async fn three_replicas_follow_each_others_changes_within_a_second() {
         println!("registration on A served by {name} after {took:?}");
         let (status, body) = call_status(app, "shared").await;
         assert_eq!((status, &body["result"]["content"][0]["text"]), (200, &json!("hi from the shared catalog")));
+    }
+
+    // An auth setting changed on B (no token involved) applies on A and C.
+    let response =
+        b.http.put(b.url("/admin/servers/shared/auth")).json(&json!({"mode": "oauth"})).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    for (name, app) in [("A", a), ("C", c)] {
+        within(FOLLOW_WITHIN, &format!("OAuth set on B, required on {name}"), || async {
+            mcp_list_status(app, "shared", None).await == 401
+        })
+        .await;
     }
 
     // An access token set on B guards the mount on A and C.

@@ -22,14 +22,19 @@ pub fn digest(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// The token of a bearer `Authorization` header value, trimmed; `None` for another scheme. Every
+/// token check (static, admin, OAuth) reads the header through this.
+pub fn bearer(authorization: &str) -> Option<&str> {
+    authorization.strip_prefix("Bearer ").or_else(|| authorization.strip_prefix("bearer ")).map(str::trim)
+}
+
 /// Whether a presented `Authorization` header value carries the token with this digest.
 pub fn verify(authorization: Option<&str>, expected_digest: &str) -> bool {
-    let Some(token) = authorization.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-    else {
+    let Some(token) = authorization.and_then(bearer) else {
         return false;
     };
     // Both are hex sha256 digests of the same length; `subtle` compares them without an early exit.
-    digest(token.trim()).as_bytes().ct_eq(expected_digest.as_bytes()).into()
+    digest(token).as_bytes().ct_eq(expected_digest.as_bytes()).into()
 }
 
 /// Whether two secrets are equal, in time that depends on neither their content nor their

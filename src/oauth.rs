@@ -391,11 +391,7 @@ impl Validator {
             return Ok(claims);
         }
         let claims = self.verify(token, resource).await?;
-        let left = u64::try_from(claims.expires_at.saturating_sub(unix_now() as i64)).unwrap_or(0);
-        let keep = VERIFIED_FOR.min(Duration::from_secs(left));
-        if !keep.is_zero() {
-            self.inner.verified.put(key, Instant::now() + keep, claims.clone());
-        }
+        self.inner.verified.put(key, VERIFIED_FOR, Some(claims.expires_at), claims.clone());
         Ok(claims)
     }
 
@@ -582,14 +578,11 @@ impl Peek {
         else {
             return Peek::default();
         };
-        let seconds = |number: Option<serde_json::Number>| {
-            number.and_then(|n| n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)))
-        };
         Peek {
             iss: raw.iss.and_then(|iss| iss.as_str().map(str::to_string)),
             aud: raw.aud.map(|aud| aud.to_string()),
-            exp: seconds(raw.exp),
-            nbf: seconds(raw.nbf),
+            exp: raw.exp.as_ref().map(seconds),
+            nbf: raw.nbf.as_ref().map(seconds),
         }
     }
 }
@@ -624,9 +617,14 @@ impl RawClaims {
             (None, Some(StringOrList::List(list))) => list.into_iter().filter(|scope| !scope.is_empty()).collect(),
             (None, None) => BTreeSet::new(),
         };
-        let expires_at = self.exp.as_i64().or_else(|| self.exp.as_f64().map(|exp| exp as i64)).unwrap_or(i64::MAX);
-        Ok(Claims { sub, client_id: self.client_id.or(self.azp), scopes, expires_at })
+        Ok(Claims { sub, client_id: self.client_id.or(self.azp), scopes, expires_at: seconds(&self.exp) })
     }
+}
+
+/// A NumericDate claim (`exp`, `nbf`) in whole seconds; RFC 7519 allows fractions, and a value too
+/// large for an i64 saturates.
+fn seconds(number: &serde_json::Number) -> i64 {
+    number.as_i64().unwrap_or_else(|| number.as_f64().map_or(i64::MAX, |f| f as i64))
 }
 
 fn unix_now() -> u64 {

@@ -67,8 +67,8 @@ pub async fn list_servers(State(state): State<AppState>) -> Result<Json<ServerLi
 pub async fn get_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<ServerView>, ApiError> {
     let record = find_server(&state, &id).await?;
     let mut view = ServerView::from(&record);
-    let required = state.config.auth.oauth.required;
-    view.auth = AuthView::of(record.access_token_sha256.is_some(), record.auth.as_ref(), Some(required));
+    view.auth =
+        AuthView::of(record.access_token_sha256.is_some(), record.auth.as_ref(), state.config.auth.oauth.required);
     if let Some(served) = &record.generation {
         let health = tool_health(&state, &record.id, served.id).await?;
         for tool in &mut view.tools {
@@ -393,16 +393,14 @@ pub async fn delete_auth(State(state): State<AppState>, Path(id): Path<String>) 
 
 async fn set_auth(state: &AppState, id: &ServerId, setting: Option<AuthSetting>) -> Result<Json<AuthSet>, ApiError> {
     let _change = state.registry.serialize(id).await;
-    let Some(access_token_removed) = state.catalog.set_auth(id, setting.as_ref()).await? else {
+    let Some(had_access_token) = state.catalog.set_auth(id, setting.as_ref()).await? else {
         return Err(not_found(id));
     };
     state.registry.remount(id).await?;
-    let record = find_server(state, id.as_str()).await?;
-    let auth = AuthView::of(
-        record.access_token_sha256.is_some(),
-        record.auth.as_ref(),
-        Some(state.config.auth.oauth.required),
-    );
+    // A setting replaces the token; clearing the setting keeps it.
+    let access_token_removed = had_access_token && setting.is_some();
+    let keeps_token = had_access_token && setting.is_none();
+    let auth = AuthView::of(keeps_token, setting.as_ref(), state.config.auth.oauth.required);
     tracing::info!(server_id = %id, mode = %auth.mode, access_token_removed, "auth setting changed");
     Ok(Json(AuthSet { id: id.clone(), auth, access_token_removed }))
 }

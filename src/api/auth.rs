@@ -23,11 +23,8 @@ pub async fn require_admin_token(
     if expected.is_empty() && admin_scope.is_empty() {
         return Ok(next.run(request).await);
     }
-    let presented = request
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+    let presented =
+        request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(crate::access_token::bearer);
     match presented {
         None if admin_scope.is_empty() => Err(ApiError::new(
             ErrorCode::Unauthorized,
@@ -43,13 +40,12 @@ pub async fn require_admin_token(
             ),
         )),
         Some(token)
-            if !expected.is_empty()
-                && crate::access_token::secrets_match(token.trim().as_bytes(), expected.as_bytes()) =>
+            if !expected.is_empty() && crate::access_token::secrets_match(token.as_bytes(), expected.as_bytes()) =>
         {
             Ok(next.run(request).await)
         }
         Some(token) if !admin_scope.is_empty() => {
-            check_admin_oauth(&state, token.trim()).await?;
+            check_admin_oauth(&state, token).await?;
             Ok(next.run(request).await)
         }
         Some(_) => Err(ApiError::new(ErrorCode::Forbidden, "the admin token is not valid")),
@@ -77,14 +73,7 @@ async fn check_admin_oauth(state: &AppState, token: &str) -> Result<(), ApiError
         }
         Err(crate::oauth::Refusal::IssuerUnavailable(why)) => {
             state.metrics.record_oauth_refusal("issuer_unavailable");
-            tracing::warn!(issuer = %oauth.issuer, %why, "an admin OAuth token could not be checked");
-            Err(ApiError::new(
-                ErrorCode::ServerUnavailable,
-                format!(
-                    "the identity provider {} cannot be reached to check the token; try again shortly",
-                    oauth.issuer
-                ),
-            ))
+            Err(super::oauth::provider_unavailable(oauth, &why))
         }
         Err(refusal) => {
             state.metrics.record_oauth_refusal(refusal.reason());

@@ -83,9 +83,8 @@ fn tool_gate(state: &AppState, mounted: &Mounted, grant: &Grant, mcp_path: &str,
         return None;
     }
     let name = params::called_tool(body)?;
-    let tool = mounted.mcp.tools().iter().find(|tool| tool.name == name)?;
-    let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
-    let missing = grant.check_tool(&name, read_only).err()?;
+    let tool = mounted.server.tool(&name)?;
+    let missing = grant.check_tool(&name, tool.read_only()).err()?;
     state.metrics.record_oauth_refusal("insufficient_scope");
     Some(insufficient_scope(state, mcp_path, &missing))
 }
@@ -96,25 +95,35 @@ fn insufficient_scope(state: &AppState, mcp_path: &str, missing: &MissingScope) 
 }
 
 /// How a mount's requests are let in.
-pub(super) enum Door<'a> {
+pub(super) enum Door<'a, Token = &'a str> {
     /// Anyone who reaches the daemon.
     Open,
-    /// The static bearer token whose sha256 this is.
-    AccessToken(&'a str),
+    /// The static bearer token (its sha256, for a mount).
+    AccessToken(Token),
     /// An OAuth access token for the mount, holding these scopes besides the daemon's model.
     OAuth(&'a [String]),
 }
 
-/// A static token wins (a server never has both it and a setting); then the server's own
-/// setting; then `[auth.oauth] required`.
-pub(super) fn door<'a>(mount: &'a Mount, oauth: &OAuthConfig) -> Door<'a> {
-    match (&mount.access_token_sha256, &mount.auth) {
-        (Some(digest), _) => Door::AccessToken(digest),
+/// The door of a server with this access token and auth setting: a static token wins (a
+/// server never has both it and a setting); then the server's own setting; then `[auth.oauth]
+/// required`. The one rule, for the mount and for what the admin API shows.
+pub(super) fn door<Token>(
+    access_token: Option<Token>,
+    setting: Option<&AuthSetting>,
+    required: bool,
+) -> Door<'_, Token> {
+    match (access_token, setting) {
+        (Some(token), _) => Door::AccessToken(token),
         (None, Some(AuthSetting::Open {})) => Door::Open,
         (None, Some(AuthSetting::Oauth { scopes })) => Door::OAuth(scopes),
-        (None, None) if oauth.required => Door::OAuth(&[]),
+        (None, None) if required => Door::OAuth(&[]),
         (None, None) => Door::Open,
     }
+}
+
+/// A mounted server's door.
+pub(super) fn mount_door<'a>(mount: &'a Mount, oauth: &OAuthConfig) -> Door<'a> {
+    door(mount.access_token_sha256.as_deref(), mount.auth.as_ref(), oauth.required)
 }
 
 /// Counts a refusal, and logs a client's mistake at debug level: it is the client's to fix,
@@ -163,7 +172,7 @@ async fn find_mount(
         return Err(not_found());
     };
     // The token is checked before anything is built, so unauthenticated requests cost a lookup.
-    let grant = match door(&mount, &state.config.auth.oauth) {
+    let grant = match mount_door(&mount, &state.config.auth.oauth) {
         Door::Open => None,
         Door::AccessToken(expected) => {
             let presented = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
@@ -201,8 +210,7 @@ async fn check_oauth(state: &AppState, id: &str, headers: &HeaderMap, extra: &[S
     let presented = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
+        .and_then(crate::access_token::bearer);
     let Some(token) = presented.filter(|token| !token.is_empty()) else {
         state.metrics.record_oauth_refusal("missing_token");
         return Err(ApiError::new(
@@ -228,14 +236,7 @@ async fn check_oauth(state: &AppState, id: &str, headers: &HeaderMap, extra: &[S
         Err(refusal) => {
             state.metrics.record_oauth_refusal(refusal.reason());
             if let crate::oauth::Refusal::IssuerUnavailable(why) = &refusal {
-                tracing::warn!(issuer = %oauth.issuer, %why, "an OAuth token could not be checked");
-                return Err(ApiError::new(
-                    ErrorCode::ServerUnavailable,
-                    format!(
-                        "the identity provider {} cannot be reached to check the token; try again shortly",
-                        oauth.issuer
-                    ),
-                ));
+                return Err(super::oauth::provider_unavailable(oauth, why));
             }
             tracing::debug!(
                 server_id = id,

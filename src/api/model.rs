@@ -440,7 +440,8 @@ impl From<&ServerRecord> for ServerView {
             status: record.status,
             serving: served.is_some(),
             access_token_set: record.access_token_sha256.is_some(),
-            auth: AuthView::of(record.access_token_sha256.is_some(), record.auth.as_ref(), None),
+            // Depends on the daemon's `[auth.oauth] required`: `GET /admin/servers/{id}` fills it in.
+            auth: AuthView::default(),
             credentials: record.credentials.clone(),
             code_mode: record.code_mode.clone(),
             mcp_path: record.id.mcp_path(),
@@ -980,20 +981,16 @@ pub struct AuthView {
 }
 
 impl AuthView {
-    /// The mode in force; `required`: `[auth.oauth] required` (`None` while unknown).
-    pub fn of(access_token: bool, setting: Option<&AuthSetting>, required: Option<bool>) -> AuthView {
-        let view = |mode: &str, scopes: &[String], source: &str| AuthView {
-            mode: mode.into(),
-            scopes: scopes.to_vec(),
-            source: source.into(),
+    /// The mode in force for a server with (or without) a token and this setting, on a daemon with
+    /// `[auth.oauth] required` = `required` (the same rule as the mount's door).
+    pub fn of(access_token: bool, setting: Option<&AuthSetting>, required: bool) -> AuthView {
+        let source = if !access_token && setting.is_none() { "default" } else { "server" };
+        let (mode, scopes) = match super::mcp::door(access_token.then_some(()), setting, required) {
+            super::mcp::Door::Open => ("open", Vec::new()),
+            super::mcp::Door::AccessToken(_) => ("access_token", Vec::new()),
+            super::mcp::Door::OAuth(scopes) => ("oauth", scopes.to_vec()),
         };
-        match (access_token, setting) {
-            (true, _) => view("access_token", &[], "server"),
-            (false, Some(AuthSetting::Open {})) => view("open", &[], "server"),
-            (false, Some(AuthSetting::Oauth { scopes })) => view("oauth", scopes, "server"),
-            (false, None) if required == Some(true) => view("oauth", &[], "default"),
-            (false, None) => view("open", &[], "default"),
-        }
+        AuthView { mode: mode.into(), scopes, source: source.into() }
     }
 }
 

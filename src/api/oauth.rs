@@ -11,10 +11,11 @@ use axum::http::HeaderValue;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode, header_quotable};
+use crate::api::mcp::{Door, mount_door};
 use crate::api::model::{OAuthError, ProtectedResource};
 use crate::config::OAuthConfig;
 use crate::oauth::MissingScope;
-use crate::toolset::{AuthSetting, ServerId};
+use crate::toolset::ServerId;
 
 /// The well-known documents OAuth clients fetch (RFC 8414, RFC 9728, OpenID discovery), found
 /// anywhere in a path because clients look both at the root and under the server's path.
@@ -33,15 +34,13 @@ const ENDPOINTS: [&str; 3] = ["register", "authorize", "token"];
 pub fn refusal_for(path: &str, state: &AppState) -> Option<ApiError> {
     let probe = refusal(path)?;
     let oauth = &state.config.auth.oauth;
-    let server = server_of(path).and_then(|id| ServerId::parse(id).ok()).and_then(|id| state.registry.get(&id));
-    let behind_oauth = match &server {
-        Some(mount) => matches!(super::mcp::door(mount, oauth), super::mcp::Door::OAuth(_)),
-        None => true,
-    };
+    let server = server_of(path);
+    let mount = server.and_then(|id| ServerId::parse(id).ok()).and_then(|id| state.registry.get(&id));
+    let behind_oauth = mount.is_none_or(|mount| matches!(mount_door(&mount, oauth), Door::OAuth(_)));
     if !oauth.enabled() || !behind_oauth {
         return Some(probe);
     }
-    let url = server_of(path).map_or_else(|| "/servers/<id>/mcp".to_string(), |id| format!("/servers/{id}/mcp"));
+    let url = server.map_or_else(|| "/servers/<id>/mcp".to_string(), |id| format!("/servers/{id}/mcp"));
     Some(
         ApiError::new(
             ErrorCode::OauthNotSupported,
@@ -107,18 +106,17 @@ pub async fn mount_metadata(
         return Err(refusal(&path).expect("a metadata path is a probe"));
     }
     let mount = ServerId::parse(&id).ok().and_then(|id| state.registry.get(&id));
-    let Some(mount) = mount.filter(|mount| matches!(super::mcp::door(mount, oauth), super::mcp::Door::OAuth(_))) else {
+    let scopes = mount.as_deref().and_then(|mount| match mount_door(mount, oauth) {
+        Door::OAuth(extra) => Some(oauth.scope_rule(extra).scopes()),
+        Door::Open | Door::AccessToken(_) => None,
+    });
+    let (Some(mount), Some(scopes)) = (mount, scopes) else {
         return Err(ApiError::new(
             ErrorCode::ServerNotFound,
             format!("no server {id:?} behind OAuth is mounted here (a server that is open or takes a static token has no OAuth metadata)"),
         )
         .as_oauth());
     };
-    let extra = match &mount.auth {
-        Some(AuthSetting::Oauth { scopes }) => scopes.as_slice(),
-        _ => &[],
-    };
-    let scopes = oauth.scope_rule(extra).scopes();
     Ok(Json(ProtectedResource::new(oauth, oauth.resource(&mount.id.mcp_path()), scopes)))
 }
 
@@ -140,6 +138,16 @@ pub async fn root_metadata(State(state): State<AppState>) -> Result<Json<Protect
     }
     let scopes = oauth.scope_rule(&[]).scopes();
     Ok(Json(ProtectedResource::new(oauth, oauth.public_url.trim_end_matches('/').to_string(), scopes)))
+}
+
+/// The 503 for a token that could not be checked because the provider cannot be reached (logged:
+/// it is the operator's to fix); the client may retry.
+pub fn provider_unavailable(oauth: &OAuthConfig, why: &str) -> ApiError {
+    tracing::warn!(issuer = %oauth.issuer, %why, "an OAuth token could not be checked");
+    ApiError::new(
+        ErrorCode::ServerUnavailable,
+        format!("the identity provider {} cannot be reached to check the token; try again shortly", oauth.issuer),
+    )
 }
 
 /// `WWW-Authenticate` for a mount's 401 (RFC 9728 §5.1): where its metadata is, and with

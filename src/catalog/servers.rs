@@ -213,7 +213,8 @@ impl Catalog {
     }
 
     /// Sets (or with `None` clears) a server's auth setting; a setting replaces the server's
-    /// access token. Returns whether a token was removed, `None` if there is no such server.
+    /// access token. Returns whether the server had a token (removed by a setting, kept when the
+    /// setting is cleared), `None` if there is no such server.
     pub async fn set_auth(&self, id: &ServerId, setting: Option<&AuthSetting>) -> Result<Option<bool>, CatalogError> {
         let mut tx = self.writer.begin().await?;
         let token: Option<Option<String>> = sqlx::query_scalar("SELECT access_token_sha256 FROM servers WHERE id = $1")
@@ -223,7 +224,6 @@ impl Catalog {
         let Some(token) = token else {
             return Ok(None);
         };
-        let removes_token = setting.is_some() && token.is_some();
         let sql = if setting.is_some() {
             "UPDATE servers SET auth = $1, access_token_sha256 = NULL, updated_at = $2 WHERE id = $3"
         } else {
@@ -236,7 +236,7 @@ impl Catalog {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(Some(removes_token))
+        Ok(Some(token.is_some()))
     }
 
     /// Sets (or with `None` clears) whether a server's new versions wait for approval; `false`

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
@@ -36,7 +37,17 @@ impl<T: Clone> TokenCache<T> {
         entries.get(key).filter(|(until, _)| *until > Instant::now()).map(|(_, value)| value.clone())
     }
 
-    pub(super) fn put(&self, key: [u8; 32], until: Instant, value: T) {
+    /// Keeps `value` for `at_most`, and never past `expires_at` (seconds since the Unix epoch, the
+    /// token's `exp`); a value that would not be kept at all is not stored.
+    pub(super) fn put(&self, key: [u8; 32], at_most: Duration, expires_at: Option<i64>, value: T) {
+        let left = expires_at.map_or(at_most, |exp| {
+            Duration::from_secs(u64::try_from(exp.saturating_sub(super::unix_now() as i64)).unwrap_or(0))
+        });
+        let keep = at_most.min(left);
+        if keep.is_zero() {
+            return;
+        }
+        let until = Instant::now() + keep;
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if entries.len() >= MAX_ENTRIES {
             let now = Instant::now();

@@ -7,10 +7,11 @@
 use std::time::Duration;
 
 use serde::Deserialize;
-use tokio::time::Instant;
 
 use super::cache::TokenCache;
-use super::{Claims, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES, Refusal, StringOrList, ValidatorConfig, quoted, unix_now};
+use super::{
+    Claims, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES, Refusal, StringOrList, ValidatorConfig, quoted, seconds, unix_now,
+};
 
 /// Introspections in flight at most: a flood of made-up tokens waits here instead of becoming a
 /// flood of requests to the provider.
@@ -98,15 +99,8 @@ pub(super) async fn check(
                     .map_err(|_| Refusal::IssuerUnavailable("the daemon is shutting down".into()))?;
                 introspect(http, client, endpoint, token).await?
             };
-            let mut keep = client.cache_for;
-            if let Some(exp) = answer.exp {
-                let left = u64::try_from(exp.saturating_sub(unix_now() as i64)).unwrap_or(0);
-                keep = keep.min(Duration::from_secs(left));
-            }
-            if !keep.is_zero() {
-                let cache = if answer.active { &caches.active } else { &caches.inactive };
-                cache.put(key, Instant::now() + keep, answer.clone());
-            }
+            let cache = if answer.active { &caches.active } else { &caches.inactive };
+            cache.put(key, client.cache_for, answer.exp, answer.clone());
             answer
         }
     };
@@ -198,12 +192,11 @@ async fn introspect(
         Ok(raw) => raw?,
         Err(_) => return Err(unavailable(format!("no answer within {} s", FETCH_TIMEOUT.as_secs()))),
     };
-    let seconds = |n: Option<serde_json::Number>| n.and_then(|n| n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)));
     let claims = raw.sub.filter(|sub| !sub.is_empty()).map(|sub| Claims {
         sub,
         client_id: raw.client_id.or(raw.azp),
         scopes: raw.scope.as_deref().unwrap_or_default().split_whitespace().map(str::to_string).collect(),
-        expires_at: seconds(raw.exp.clone()).unwrap_or(i64::MAX),
+        expires_at: raw.exp.as_ref().map_or(i64::MAX, seconds),
     });
     Ok(Answer {
         active: raw.active,
@@ -213,8 +206,8 @@ async fn introspect(
             Some(StringOrList::List(list)) => list,
             None => Vec::new(),
         },
-        exp: seconds(raw.exp),
-        nbf: seconds(raw.nbf),
+        exp: raw.exp.as_ref().map(seconds),
+        nbf: raw.nbf.as_ref().map(seconds),
         claims,
     })
 }

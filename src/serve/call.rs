@@ -115,6 +115,11 @@ impl CallableTool {
         self.health.health()
     }
 
+    /// Annotated `readOnlyHint: true` (what the scope model's read scope may call).
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// Checks arguments against the input schema; the message names the offending field.
     pub fn check_arguments(&self, arguments: &Value) -> Result<(), String> {
         if !arguments.is_object() {

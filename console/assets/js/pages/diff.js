@@ -232,7 +232,7 @@ function wordDiff(a, b) {
     if (last && typeof last !== "string" && last.tagName === tag.toUpperCase()) {
       last.insertBefore(document.createTextNode(text), last.lastChild);
     } else {
-      list.push(h(tag, {}, h("span", { class: "sv-sr-only" }, tag === "del" ? "[removed: " : "[added: "), text, h("span", { class: "sv-sr-only" }, "]")));
+      list.push(h(tag, {}, h("span", { class: "visually-hidden" }, tag === "del" ? "[removed: " : "[added: "), text, h("span", { class: "visually-hidden" }, "]")));
     }
   };
   while (i < left.length && j < right.length) {
@@ -265,7 +265,7 @@ function valueChanges(label, changes) {
       h(
         "table",
         { class: "sv-stack sv-ops" },
-        h("caption", { class: "sv-sr-only" }, `${label} changes`),
+        h("caption", { class: "visually-hidden" }, `${label} changes`),
         h("thead", {}, h("tr", {}, ["Change", "Path", "Before", "After"].map((text) => h("th", { scope: "col" }, text)))),
         h(
           "tbody",

@@ -619,7 +619,7 @@ function table(headers, rows, caption, { className = "" } = {}) {
     h(
       "table",
       { class: `sv-stack ${className}` },
-      h("caption", { class: "sv-sr-only" }, caption),
+      h("caption", { class: "visually-hidden" }, caption),
       h("thead", {}, h("tr", {}, headers.map((text) => h("th", { scope: "col" }, text)))),
       h(
         "tbody",

@@ -16,32 +16,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::helpers::{start_on, tool};
+use crate::sdk_clients::{Client, INSTALL_HINT, client, run_or_explain};
 
-/// Longest the provider may take to print its issuer, and a client run may take.
+/// Longest the provider may take to print its issuer.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
-
-const INSTALL_HINT: &str = "run .ci/run once (it installs the SDK clients and the provider), or by hand:\n  \
-     python3 -m venv tests/sdk/python/.venv && tests/sdk/python/.venv/bin/pip install -r tests/sdk/python/requirements.txt\n  \
-     (cd tests/sdk/typescript && npm ci --ignore-scripts) && (cd tests/sdk/oidc && npm ci --ignore-scripts)\n\
-     or set MCPBOOTD_SKIP_SDK_TESTS=1 to skip the SDK tests";
-
-fn sdk_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk")
-}
-
-/// The interpreter `variable` names, else the installed `default`; panics with the install hint
-/// when the default or a file the script needs is missing.
-fn interpreter(variable: &str, default: PathBuf, needs: &[PathBuf]) -> PathBuf {
-    let program = std::env::var_os(variable).map(PathBuf::from).unwrap_or_else(|| {
-        assert!(default.exists(), "{} is missing; {INSTALL_HINT}", default.display());
-        default
-    });
-    for path in needs {
-        assert!(path.exists(), "{} is missing; {INSTALL_HINT}", path.display());
-    }
-    program
-}
 
 /// The provider's process; killed when dropped (its stdin closing stops it as well).
 struct Provider {
@@ -54,18 +32,19 @@ struct Provider {
 }
 
 impl Provider {
-    /// Starts the provider for resources under `origin` (the daemon's public URL).
-    async fn start(node: &Path, origin: &str, log: &Path) -> Provider {
-        let mut process = tokio::process::Command::new(node)
-            .arg(sdk_dir().join("oidc/provider.mjs"))
+    /// Starts the provider (`client("oidc")`) for resources under `origin` (the daemon's public URL).
+    async fn start(provider: &Client, origin: &str, log: &Path) -> Provider {
+        let script = &provider.script;
+        let mut process = tokio::process::Command::new(&provider.program)
+            .arg(script)
             .arg(origin)
-            .current_dir(sdk_dir().join("oidc"))
+            .current_dir(script.parent().expect("the provider script is in tests/sdk/oidc"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(log).unwrap())
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}; {INSTALL_HINT}", node.display()));
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}; {INSTALL_HINT}", provider.program.display()));
         let mut lines = BufReader::new(process.stdout.take().unwrap()).lines();
         let line = tokio::time::timeout(START_TIMEOUT, lines.next_line()).await;
         let started: Value = match line {
@@ -90,38 +69,11 @@ impl Provider {
     }
 }
 
-/// Runs the Python SDK's OAuth client against `url` (it calls `tool`) and returns its summary.
-async fn sign_in_and_call(python: &Path, provider: &Provider, url: &str, tool: &str) -> Value {
-    let child = tokio::process::Command::new(python)
-        .arg(sdk_dir().join("python/oauth_client.py"))
-        .arg(url)
-        .arg(tool)
-        .current_dir(sdk_dir())
-        // Loopback must never go through a proxy a CI machine may configure.
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}; {INSTALL_HINT}", python.display()));
-    let output = tokio::time::timeout(CLIENT_TIMEOUT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("the OAuth client did not finish within {CLIENT_TIMEOUT:?}"))
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the OAuth client failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- the provider's stderr\n{}",
-        output.status,
-        std::fs::read_to_string(&provider.log).unwrap_or_default()
-    );
-    let line = stdout.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| {
-        panic!("the OAuth client printed no JSON summary ({e}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}")
+/// Runs the Python SDK's OAuth client (`oauth`) against `url` and returns its summary; a failure
+/// shows the provider's log beside the client's output.
+async fn sign_in_and_call(oauth: &Client, provider: &Provider, url: &str) -> Value {
+    run_or_explain(oauth, url).await.unwrap_or_else(|failure| {
+        panic!("{failure}\n--- the provider's stderr\n{}", std::fs::read_to_string(&provider.log).unwrap_or_default())
     })
 }
 
@@ -167,17 +119,9 @@ fn assert_signed_in(summary: &Value, issuer: &str, resource: &str, kid: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sdk_host_signs_in_at_a_real_provider_and_survives_a_key_rotation() {
-    if std::env::var("MCPBOOTD_SKIP_SDK_TESTS").is_ok_and(|v| v == "1") {
-        eprintln!("skipped: the OAuth end-to-end test (MCPBOOTD_SKIP_SDK_TESTS=1)");
-        return;
-    }
-    let python = interpreter("MCPBOOTD_SDK_PYTHON", sdk_dir().join("python/.venv/bin/python"), &[]);
-    // The provider script imports oidc-provider from its own node_modules, whichever node runs it.
-    let node = interpreter(
-        "MCPBOOTD_SDK_NODE",
-        sdk_dir().join("typescript/node_modules/.bin/node"),
-        &[sdk_dir().join("oidc/node_modules/oidc-provider/package.json")],
-    );
+    let (Some(mut oauth), Some(oidc)) = (client("python"), client("oidc")) else { return };
+    oauth.script = oauth.script.with_file_name("oauth_client.py");
+    oauth.extra_args = vec!["echo"];
     // reqwest needs the TLS crypto provider before its first client; the daemon would install it.
     mcpbootd::install_crypto_provider();
     let http = reqwest::Client::new();
@@ -187,7 +131,7 @@ async fn an_sdk_host_signs_in_at_a_real_provider_and_survives_a_key_rotation() {
     // bound first.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let public_url = format!("http://{}", listener.local_addr().unwrap());
-    let provider = Provider::start(&node, &public_url, &data.path().join("provider.log")).await;
+    let provider = Provider::start(&oidc, &public_url, &data.path().join("provider.log")).await;
     let env = [
         // The catalog plays no part in token checks: SQLite on either catalog run.
         ("MCPBOOTD_CATALOG__PATH", data.path().join("catalog.db").display().to_string()),
@@ -218,7 +162,7 @@ async fn an_sdk_host_signs_in_at_a_real_provider_and_survives_a_key_rotation() {
 
     let notes = format!("{public_url}/servers/notes/mcp");
     let other = format!("{public_url}/servers/other/mcp");
-    let first = sign_in_and_call(&python, &provider, &notes, "echo").await;
+    let first = sign_in_and_call(&oauth, &provider, &notes).await;
     assert_signed_in(&first, &provider.issuer, &notes, &provider.kid);
     let first_token = first["access_token"].as_str().unwrap();
     assert_eq!(list_tools(&http, &notes, first_token).await.0, 200, "the token the host got works as it is");
@@ -231,7 +175,7 @@ async fn an_sdk_host_signs_in_at_a_real_provider_and_survives_a_key_rotation() {
     // again when a token names a key it does not know.
     let new_kid = provider.rotate(&http).await;
     assert_ne!(new_kid, provider.kid);
-    let second = sign_in_and_call(&python, &provider, &notes, "echo").await;
+    let second = sign_in_and_call(&oauth, &provider, &notes).await;
     assert_signed_in(&second, &provider.issuer, &notes, &new_kid);
     assert_ne!(second["client_id"], first["client_id"], "a second host registers a client of its own");
     // The call log names who called: the provider's subject and the host's registered client.

@@ -16,25 +16,27 @@ use crate::helpers::*;
 /// Longest a client script may take, start-up included.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn sdk_dir() -> PathBuf {
+pub(crate) fn sdk_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk")
 }
 
 /// What a client script needs: the interpreter, the script, and the arguments after the URL.
-struct Client {
-    label: &'static str,
-    program: PathBuf,
-    script: PathBuf,
-    extra_args: Vec<&'static str>,
+/// (`oauth_provider.rs` runs its OpenID provider and OAuth client through these too.)
+pub(crate) struct Client {
+    pub(crate) label: &'static str,
+    pub(crate) program: PathBuf,
+    pub(crate) script: PathBuf,
+    pub(crate) extra_args: Vec<&'static str>,
 }
 
-const INSTALL_HINT: &str = "run .ci/run once (it installs both SDK clients), or by hand:\n  \
+pub(crate) const INSTALL_HINT: &str = "run .ci/run once (it installs the SDK clients and the OpenID provider), or by hand:\n  \
      python3 -m venv tests/sdk/python/.venv && tests/sdk/python/.venv/bin/pip install -r tests/sdk/python/requirements.txt\n  \
-     (cd tests/sdk/typescript && npm ci)\n\
+     (cd tests/sdk/typescript && npm ci --ignore-scripts) && (cd tests/sdk/oidc && npm ci --ignore-scripts)\n\
      or set MCPBOOTD_SKIP_SDK_TESTS=1 to skip the SDK client tests";
 
 /// The client to run, `None` when the SDK tests are skipped; panics when the SDK is not installed.
-fn client(label: &'static str) -> Option<Client> {
+/// `oidc` is the OpenID provider the OAuth end-to-end test signs in at (run by the same node).
+pub(crate) fn client(label: &'static str) -> Option<Client> {
     if std::env::var("MCPBOOTD_SKIP_SDK_TESTS").is_ok_and(|v| v == "1") {
         eprintln!("skipped: the {label} SDK client test (MCPBOOTD_SKIP_SDK_TESTS=1)");
         return None;
@@ -49,6 +51,12 @@ fn client(label: &'static str) -> Option<Client> {
             sdk_dir().join("typescript/client.mjs"),
             // The script imports the SDK from its own node_modules, whichever node runs it.
             Some(sdk_dir().join("typescript/node_modules/@modelcontextprotocol/sdk/package.json")),
+        ),
+        "oidc" => (
+            "MCPBOOTD_SDK_NODE",
+            sdk_dir().join("typescript/node_modules/.bin/node"),
+            sdk_dir().join("oidc/provider.mjs"),
+            Some(sdk_dir().join("oidc/node_modules/oidc-provider/package.json")),
         ),
         _ => unreachable!(),
     };
@@ -103,6 +111,11 @@ async fn calculator(app: &TestApp) -> String {
 
 /// Runs the client against `url` and returns its summary line, failing with its output otherwise.
 async fn run(client: &Client, url: &str) -> Value {
+    run_or_explain(client, url).await.unwrap_or_else(|failure| panic!("{failure}"))
+}
+
+/// Runs the client against `url`: its summary line, or what it printed when it failed.
+pub(crate) async fn run_or_explain(client: &Client, url: &str) -> Result<Value, String> {
     let mut command = tokio::process::Command::new(&client.program);
     command
         .arg(&client.script)
@@ -126,15 +139,15 @@ async fn run(client: &Client, url: &str) -> Value {
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the {} SDK client failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        client.label,
-        output.status
-    );
+    if !output.status.success() {
+        return Err(format!(
+            "the {} SDK client failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            client.label, output.status
+        ));
+    }
     let line = stdout.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| {
-        panic!(
+    serde_json::from_str(line).map_err(|e| {
+        format!(
             "the {} SDK client printed no JSON summary ({e}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
             client.label
         )

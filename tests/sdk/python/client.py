@@ -16,27 +16,13 @@ older).
 the SDK surfaces to the host (the exception text a host shows its user).
 """
 
-import asyncio
 import json
 import sys
-import traceback
 from importlib.metadata import version
 
 from mcp import Client
-from mcp.types import TextContent
 
-
-class Unexpected(Exception):
-    pass
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise Unexpected(message)
-
-
-def texts(result) -> list[str]:
-    return [item.text for item in result.content if isinstance(item, TextContent)]
+from harness import Unexpected, check, leaves, report, texts
 
 
 async def run(url: str, mode: str) -> dict:
@@ -84,28 +70,12 @@ async def refused(url: str) -> dict:
     raise Unexpected("connected and listed tools without the access token")
 
 
-def leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
-    return [error]
-
-
 def main() -> int:
     if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["auto"], ["legacy"], ["unauthorized"]):
         print("usage: client.py MCP_URL [auto|legacy|unauthorized]", file=sys.stderr)
         return 2
     url, mode = sys.argv[1], (sys.argv[2:] or ["auto"])[0]
-    try:
-        summary = asyncio.run(refused(url) if mode == "unauthorized" else run(url, mode))
-    except Unexpected as error:
-        print(f"unexpected: {error}", file=sys.stderr)
-        return 1
-    except Exception as error:  # noqa: BLE001 - report the root causes, not anyio's task-group wrappers
-        for cause in leaves(error):
-            traceback.print_exception(cause, file=sys.stderr)
-        return 1
-    print(json.dumps(summary))
-    return 0
+    return report(refused(url) if mode == "unauthorized" else run(url, mode))
 
 
 if __name__ == "__main__":

@@ -8,27 +8,12 @@ tool call, and prints one JSON summary line on stdout. Exits non-zero, with the 
 on anything unexpected.
 """
 
-import asyncio
-import json
 import sys
-import traceback
 from importlib.metadata import version
 
 from mcp import Client
-from mcp.types import TextContent
 
-
-class Unexpected(Exception):
-    pass
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise Unexpected(message)
-
-
-def texts(result) -> list[str]:
-    return [item.text for item in result.content if isinstance(item, TextContent)]
+from harness import check, report, texts
 
 
 COMPOSE = """
@@ -80,17 +65,7 @@ def main() -> int:
     if len(sys.argv) != 2:
         print("usage: code_mode.py MCP_URL", file=sys.stderr)
         return 2
-    try:
-        summary = asyncio.run(run(sys.argv[1]))
-    except Unexpected as error:
-        print(f"unexpected: {error}", file=sys.stderr)
-        return 1
-    except Exception as error:  # noqa: BLE001 - report the root causes, not anyio's task-group wrappers
-        for cause in getattr(error, "exceptions", [error]):
-            traceback.print_exception(cause, file=sys.stderr)
-        return 1
-    print(json.dumps(summary))
-    return 0
+    return report(run(sys.argv[1]))
 
 
 if __name__ == "__main__":

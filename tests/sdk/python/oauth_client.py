@@ -24,12 +24,10 @@ it by the scope the server side names (the 401's `scope`, else the resource's `s
 else the provider's), so `authorization_request.scope` in the summary is what was really asked for.
 """
 
-import asyncio
 import base64
 import json
 import re
 import sys
-import traceback
 from html import unescape
 from importlib.metadata import version
 from urllib.parse import parse_qs, urljoin, urlsplit
@@ -39,20 +37,12 @@ from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from mcp.types import TextContent
+
+from harness import Unexpected, check, report, texts
 
 # Nobody listens here: the redirect handler stops at the redirect to it and reads its query.
 REDIRECT_URI = "http://127.0.0.1/oauth/callback"
 LOGIN = "alice"
-
-
-class Unexpected(Exception):
-    pass
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise Unexpected(message)
 
 
 class MemoryStorage(TokenStorage):
@@ -133,10 +123,6 @@ def jwt_part(token: str, index: int) -> dict:
     return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
 
 
-def texts(result) -> list[str]:
-    return [item.text for item in result.content if isinstance(item, TextContent)]
-
-
 async def run(url: str, tool: str, scope: str) -> dict:
     storage = MemoryStorage()
     user = User()
@@ -189,32 +175,13 @@ async def run(url: str, tool: str, scope: str) -> dict:
     }
 
 
-def leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
-    return [error]
-
-
 def main() -> int:
     if len(sys.argv) not in (3, 4):
         print("usage: oauth_client.py MCP_URL TOOL [SCOPE]", file=sys.stderr)
         return 2
     url, tool = sys.argv[1], sys.argv[2]
     scope = sys.argv[3] if len(sys.argv) == 4 else "mcp:read mcp:write"
-    try:
-        summary = asyncio.run(run(url, tool, scope))
-    except Unexpected as error:
-        print(f"unexpected: {error}", file=sys.stderr)
-        return 1
-    except Exception as error:  # noqa: BLE001 - report the root causes, not anyio's task-group wrappers
-        for cause in leaves(error):
-            if isinstance(cause, Unexpected):
-                print(f"unexpected: {cause}", file=sys.stderr)
-            else:
-                traceback.print_exception(cause, file=sys.stderr)
-        return 1
-    print(json.dumps(summary))
-    return 0
+    return report(run(url, tool, scope))
 
 
 if __name__ == "__main__":

@@ -340,9 +340,14 @@ pub struct CodeModeConfig {
     pub max_tool_result_bytes: u64,
     /// Size of a script's JSON result.
     pub max_result_bytes: usize,
-    /// Scripts running at once, daemon-wide; more get `BUSY`. Kept well below
-    /// `[sandbox] max_in_flight`, so waiting scripts never hold every slot their tool calls need.
+    /// Scripts running at once, daemon-wide; more wait for a slot, then get `BUSY`. Kept well
+    /// below `[sandbox] max_in_flight`, so waiting scripts never hold every slot their tool calls
+    /// need.
     pub max_concurrent_scripts: usize,
+    /// Scripts one server may run at once, so that one server's clients cannot take every slot
+    /// of `max_concurrent_scripts`; 0: a quarter of it (at least 1). See
+    /// [`CodeModeConfig::scripts_per_server`].
+    pub max_concurrent_scripts_per_server: usize,
     /// How much of a script's code its call-log entry keeps.
     pub log_code_bytes: usize,
 }
@@ -359,7 +364,21 @@ impl Default for CodeModeConfig {
             max_tool_result_bytes: 16 * 1024 * 1024,
             max_result_bytes: 1024 * 1024,
             max_concurrent_scripts: 64,
+            max_concurrent_scripts_per_server: 0,
             log_code_bytes: 2048,
+        }
+    }
+}
+
+impl CodeModeConfig {
+    /// Scripts one server may run at once: `max_concurrent_scripts_per_server`, or when that is
+    /// 0, a quarter of `max_concurrent_scripts`, as `[sandbox] max_in_flight_per_server` is a
+    /// quarter of `max_in_flight` by default. A share below the whole leaves slots for other
+    /// servers even when an operator lowers `max_concurrent_scripts` alone.
+    pub fn scripts_per_server(&self) -> usize {
+        match self.max_concurrent_scripts_per_server {
+            0 => (self.max_concurrent_scripts / 4).max(1),
+            share => share,
         }
     }
 }
@@ -997,6 +1016,14 @@ impl Config {
                 )));
             }
         }
+        if code.max_concurrent_scripts_per_server > code.max_concurrent_scripts {
+            return Err(ConfigError::Invalid(format!(
+                "[code_mode] max_concurrent_scripts_per_server ({}) must be at most max_concurrent_scripts ({}); \
+                 lower it (MCPBOOTD_CODE_MODE__MAX_CONCURRENT_SCRIPTS_PER_SERVER), or set 0 for a quarter of \
+                 max_concurrent_scripts",
+                code.max_concurrent_scripts_per_server, code.max_concurrent_scripts
+            )));
+        }
         if code.enabled && code.max_concurrent_scripts * 2 > sandbox.max_in_flight.min(sandbox.max_in_flight_per_server)
         {
             return Err(ConfigError::Invalid(format!(
@@ -1450,6 +1477,27 @@ mod tests {
         let zero = [("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_TOOL_CALLS", "0")];
         let error = Config::load(None, env(&zero), &CliOverrides::default()).unwrap_err().to_string();
         assert!(error.contains("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_TOOL_CALLS"), "{error}");
+    }
+
+    #[test]
+    fn one_server_gets_a_share_of_the_script_slots_never_all_of_them_by_default() {
+        let share = |total: &str, per_server: &str| {
+            let settings = [
+                ("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_SCRIPTS", total),
+                ("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_SCRIPTS_PER_SERVER", per_server),
+            ];
+            Config::load(None, env(&settings), &CliOverrides::default()).map(|c| c.code_mode.scripts_per_server())
+        };
+        assert_eq!(share("64", "0").unwrap(), 16);
+        assert_eq!(share("4", "0").unwrap(), 1);
+        assert_eq!(share("1", "0").unwrap(), 1);
+        assert_eq!(share("8", "3").unwrap(), 3);
+        let error = share("4", "5").unwrap_err().to_string();
+        assert!(
+            error.contains("max_concurrent_scripts_per_server (5) must be at most max_concurrent_scripts (4)")
+                && error.contains("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_SCRIPTS_PER_SERVER"),
+            "{error}"
+        );
     }
 
     #[test]

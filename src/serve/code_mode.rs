@@ -15,6 +15,13 @@
 //! run at once, at most half of the in-flight slots (checked at start-up). A tool call that
 //! still finds no slot waits in the fair queue and fails with `BUSY` after
 //! `[sandbox] queue_timeout_ms`: a script always ends, by its own deadline at the latest.
+//!
+//! **Fair script slots.** Scripts get their slots from an admission of their own, the
+//! mechanism tool calls are admitted by (`isolate/admission.rs`): one server runs at most
+//! [`CodeModeConfig::scripts_per_server`] scripts at once, its extra scripts wait in its own
+//! share of the queue (`[sandbox] max_queued_per_server`), and when a slot frees up, waiting
+//! servers are served round-robin. One server's clients therefore cannot hold every script slot
+//! while another server's scripts get `BUSY`.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -24,15 +31,14 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use tokio::sync::Semaphore;
 
 use crate::catalog::{CallRecord, now_millis};
 use crate::config::{CodeModeConfig, SandboxConfig};
 use crate::oauth::Grant;
 use crate::serve::call::{CallError, Caller, Origin, truncate};
 use crate::serve::isolate::{
-    self, Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, Outcome, PoolError, Program,
-    SandboxLimits, ToolResult,
+    self, Admission, AdmissionLimits, Blocked, Busy, Completion, FetchError, FetchHost, FetchRequest, FetchResponse,
+    Invocation, Outcome, PoolError, Program, Refused, SandboxLimits, ToolResult,
 };
 use crate::serve::registry::{Mounted, MountedServer, Registry};
 use crate::states::{CallOutcome, Via, text_enum};
@@ -187,7 +193,8 @@ pub struct CodeMode {
     sandbox: SandboxConfig,
     caller: Caller,
     registry: Weak<Registry>,
-    scripts: Arc<Semaphore>,
+    /// Script slots, shared fairly between servers (see the module doc).
+    scripts: Arc<Admission>,
 }
 
 /// The limits one run gets, after the server's settings and the request's options.
@@ -203,7 +210,13 @@ struct RunLimits {
 
 impl CodeMode {
     pub fn new(config: CodeModeConfig, sandbox: SandboxConfig, caller: Caller, registry: Weak<Registry>) -> CodeMode {
-        let scripts = Arc::new(Semaphore::new(config.max_concurrent_scripts));
+        let scripts = Admission::without_memory(AdmissionLimits {
+            max_in_flight: config.max_concurrent_scripts,
+            max_in_flight_per_tenant: config.scripts_per_server(),
+            max_queued: sandbox.queue,
+            max_queued_per_tenant: sandbox.max_queued_per_server,
+            queue_timeout: Duration::from_millis(sandbox.queue_timeout_ms),
+        });
         CodeMode { config, sandbox, caller, registry, scripts }
     }
 
@@ -365,28 +378,15 @@ impl CodeMode {
             return result;
         }
         let limits = self.run_limits(server, &request.options);
-        let waited = tokio::time::timeout(
-            Duration::from_millis(self.sandbox.queue_timeout_ms),
-            Arc::clone(&self.scripts).acquire_owned(),
-        )
-        .await;
-        let _permit = match waited {
-            Ok(Ok(permit)) => permit,
-            Ok(Err(_)) => {
+        let _slot = match self.scripts.acquire(server.id.as_str()).await {
+            Ok(slot) => slot,
+            Err(Refused::Closed) => {
                 let result = ScriptResult::failed(execution_id, ErrorKind::ShuttingDown, "the daemon is shutting down");
                 entry.write(&result, CallOutcome::ShuttingDown, 0, 0);
                 return result;
             }
-            Err(_) => {
-                let result = ScriptResult::failed(
-                    execution_id,
-                    ErrorKind::Busy,
-                    format!(
-                        "{} scripts are already running ([code_mode] max_concurrent_scripts) and none finished \
-                         within {} ms; retry shortly",
-                        self.config.max_concurrent_scripts, self.sandbox.queue_timeout_ms
-                    ),
-                );
+            Err(Refused::Busy(busy)) => {
+                let result = ScriptResult::failed(execution_id, ErrorKind::Busy, script_busy(&busy));
                 entry.write(&result, CallOutcome::Busy, 0, 0);
                 return result;
             }
@@ -575,6 +575,38 @@ fn from_completion(execution_id: String, completion: Completion, limits: &RunLim
         out.error = Some(failure);
     }
     out
+}
+
+/// Why a script was not started, in terms of the settings that bound scripts.
+fn script_busy(busy: &Busy) -> String {
+    match busy {
+        Busy::Queue { limit } => {
+            format!("{limit} scripts are already waiting for a slot ([sandbox] queue); retry shortly")
+        }
+        Busy::TenantQueue { limit } => format!(
+            "{limit} of this server's scripts are already waiting for a slot ([sandbox] max_queued_per_server); \
+             retry shortly"
+        ),
+        Busy::Waited { waited, reason } => {
+            let full = match reason {
+                Blocked::Tenant { limit } => format!(
+                    "this server already runs as many scripts as it may at once ({limit}, [code_mode] \
+                     max_concurrent_scripts_per_server)"
+                ),
+                Blocked::Daemon { limit } => format!(
+                    "the daemon already runs as many scripts as it may at once ({limit}, [code_mode] \
+                     max_concurrent_scripts)"
+                ),
+                // Script admission does not look at memory; the script's isolate is admitted by
+                // the pool, which words its own refusal.
+                Blocked::Memory { .. } => reason.to_string(),
+            };
+            format!(
+                "{full} and none finished within {} ms ([sandbox] queue_timeout_ms); retry shortly",
+                waited.as_millis()
+            )
+        }
+    }
 }
 
 /// An engine limit message in a script's terms: the settings that bound scripts are `[code_mode]`'s.

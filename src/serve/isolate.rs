@@ -130,6 +130,7 @@ mod stack_guard;
 mod tests;
 pub mod worker_process;
 
+pub(in crate::serve) use admission::{Admission, Refused};
 pub use admission::{AdmissionLimits, Blocked, Busy};
 pub use engine::{Engine, HostContext};
 pub use pool::{IsolatePool, OVERRUN_GRACE, Overrun, PoolError, PoolSettings, PoolStats};

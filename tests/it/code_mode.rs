@@ -407,6 +407,69 @@ async fn concurrency_limits_queue_tool_calls_and_refuse_scripts_with_busy() {
     app.stop().await;
 }
 
+/// One server's clients cannot take every script slot: with four slots, a server holds its
+/// share (a quarter) and its other scripts wait in its share of the queue and get `BUSY`, while
+/// another server's script starts at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_holds_its_share_of_script_slots_and_another_server_still_runs() {
+    let app = code_mode_app(&[
+        ("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_SCRIPTS", "4"),
+        ("MCPBOOTD_SANDBOX__QUEUE_TIMEOUT_MS", "1500"),
+        ("MCPBOOTD_SANDBOX__MAX_QUEUED_PER_SERVER", "3"),
+    ])
+    .await;
+    app.register(json!({"id": "quiet", "code_mode": {"enabled": true}, "tools": [tool("ping", "return 'pong';")]}))
+        .await;
+    // Five scripts on `news`, each parked for 2.5 s on the upstream: more than every slot.
+    let sleeper = json!({"code": "await tools.news.slow({ms: 2500}); return 'done';"});
+    let sleepers: Vec<_> = (0..5)
+        .map(|_| {
+            let (http, url, body) = (app.http.clone(), app.url("/admin/servers/news/code"), sleeper.clone());
+            tokio::spawn(async move { http.post(url).json(&body).send().await.unwrap().json::<Value>().await.unwrap() })
+        })
+        .collect();
+    // Wait until a sleeper runs (its script and its tool call are in flight), and give the
+    // others as long again to be admitted or queued.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let gauge = "mcpbootd_isolate_in_flight_calls ";
+    loop {
+        let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let in_flight = metrics.lines().find_map(|l| l.strip_prefix(gauge)).and_then(|n| n.parse::<f64>().ok());
+        if in_flight.is_some_and(|n| n >= 2.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no script of news started:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Another server's script starts at once, without waiting for one of news's to end.
+    let started = Instant::now();
+    let quiet = run_code(&app, "quiet", json!({"code": "return await tools.quiet.ping({});"})).await;
+    let waited = started.elapsed();
+    assert_eq!(quiet["value"], "pong", "{quiet}");
+    assert!(waited < Duration::from_millis(1500), "quiet's script waited {waited:?} for a slot");
+
+    // news ran its share (one script); three of its others waited, then were refused, and the
+    // fifth found news's share of the queue full and was refused at once.
+    let mut results = Vec::new();
+    for sleeper in sleepers {
+        results.push(sleeper.await.unwrap());
+    }
+    let done = results.iter().filter(|r| r["value"] == "done").count();
+    let refusals: Vec<&str> = results
+        .iter()
+        .filter(|r| r["error"]["code"] == "BUSY")
+        .map(|r| r["error"]["message"].as_str().unwrap())
+        .collect();
+    let waited = "this server already runs as many scripts as it may at once (1, [code_mode] \
+                  max_concurrent_scripts_per_server) and none finished within 1500 ms";
+    let queue_full = "3 of this server's scripts are already waiting for a slot ([sandbox] max_queued_per_server)";
+    let count = |text: &str| refusals.iter().filter(|m| m.contains(text)).count();
+    assert_eq!((done, count(waited), count(queue_full)), (1, 3, 1), "{results:?}");
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_have_no_way_out_but_their_tools() {
     let app = code_mode_app(&[]).await;

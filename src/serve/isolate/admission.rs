@@ -16,6 +16,12 @@
 //! call per tenant per round. A tenant with hundreds of calls parked on a slow upstream holds
 //! at most its own slots and its own share of the queue; another tenant's calls start as soon
 //! as a slot and memory are free, without waiting behind it.
+//!
+//! **Code-mode scripts** are admitted by a second [`Admission`] of the same kind
+//! ([`Admission::without_memory`]; see `serve::code_mode`), with slots and a queue of their own
+//! and no memory check, since each script's isolate is then admitted by the pool as a call.
+//! [`Busy`]'s messages name the `[sandbox]` settings of tool calls; that admission words its
+//! refusals itself.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -123,7 +129,7 @@ impl fmt::Display for Busy {
 
 /// Why [`Admission::acquire`] failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Refused {
+pub(in crate::serve) enum Refused {
     Busy(Busy),
     Closed,
 }
@@ -144,14 +150,15 @@ struct State {
     closed: bool,
 }
 
-pub(super) struct Admission {
+pub(in crate::serve) struct Admission {
     limits: AdmissionLimits,
-    memory: Arc<IsolateMemory>,
+    /// The isolate memory new calls need room in; `None` admits by slots alone.
+    memory: Option<Arc<IsolateMemory>>,
     state: Mutex<State>,
 }
 
 /// An admitted call's slot; dropping it lets the next waiting call start.
-pub(super) struct Permit {
+pub(in crate::serve) struct Permit {
     admission: Arc<Admission>,
     tenant: Arc<str>,
 }
@@ -201,7 +208,13 @@ impl Drop for Waiting {
 
 impl Admission {
     pub(super) fn new(limits: AdmissionLimits, memory: Arc<IsolateMemory>) -> Arc<Admission> {
-        Arc::new(Admission { limits, memory, state: Mutex::new(State::default()) })
+        Arc::new(Admission { limits, memory: Some(memory), state: Mutex::new(State::default()) })
+    }
+
+    /// An admission bounded by slots and the queue only, for work whose isolates another
+    /// admission already holds to the memory budget.
+    pub(in crate::serve) fn without_memory(limits: AdmissionLimits) -> Arc<Admission> {
+        Arc::new(Admission { limits, memory: None, state: Mutex::new(State::default()) })
     }
 
     pub(super) fn limits(&self) -> &AdmissionLimits {
@@ -213,7 +226,7 @@ impl Admission {
     }
 
     /// Admits a call for `tenant`, waiting in the queue if it cannot start at once.
-    pub(super) async fn acquire(self: &Arc<Self>, tenant: &str) -> Result<Permit, Refused> {
+    pub(in crate::serve) async fn acquire(self: &Arc<Self>, tenant: &str) -> Result<Permit, Refused> {
         let (grant, granted) = oneshot::channel();
         let tenant: Arc<str> = {
             let mut state = self.lock();
@@ -288,9 +301,11 @@ impl Admission {
         if running >= limits.max_in_flight_per_tenant {
             return Some(Blocked::Tenant { limit: limits.max_in_flight_per_tenant });
         }
-        let memory_full = self.memory.used().saturating_add(ISOLATE_START_BYTES) > self.memory.limit();
-        if state.in_flight > 0 && memory_full {
-            return Some(Blocked::Memory { budget: self.memory.limit() });
+        if let Some(memory) = &self.memory {
+            let memory_full = memory.used().saturating_add(ISOLATE_START_BYTES) > memory.limit();
+            if state.in_flight > 0 && memory_full {
+                return Some(Blocked::Memory { budget: memory.limit() });
+            }
         }
         None
     }

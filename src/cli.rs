@@ -62,6 +62,7 @@ enum Command {
     /// An isolate worker process, started and spoken to by the daemon (not for direct use).
     #[command(hide = true)]
     IsolateWorker {
+        /// The isolate memory this process's calls may use together, in bytes.
         #[arg(long)]
         memory_budget_bytes: usize,
     },
@@ -208,19 +209,35 @@ enum Command {
         to: i64,
     },
     /// Approve a version that awaits approval; it is served at once.
-    Approve { id: String, version: i64 },
+    Approve {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+        /// The version to approve, as `mcpbootd versions <ID>` lists it.
+        version: i64,
+    },
     /// Reject a version that awaits approval; it is kept and never served.
     Reject {
+        /// The server's id, as `mcpbootd list` shows it.
         id: String,
+        /// The version to reject, as `mcpbootd versions <ID>` lists it.
         version: i64,
         /// Why, for the record.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Serve an earlier ready version at once (default: the newest ready one before the active).
-    Rollback { id: String, version: Option<i64> },
+    Rollback {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+        /// The ready version to serve, as `mcpbootd versions <ID>` lists it (default: the newest
+        /// ready one before the active).
+        version: Option<i64>,
+    },
     /// Fetch a prompt server's documents again now; a change starts a candidate version.
-    CheckDrift { id: String },
+    CheckDrift {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+    },
     /// Generate a prompt server again; the current tools keep serving until the new ones are ready.
     Regenerate {
         /// The server's id, as `mcpbootd list` shows it.
@@ -602,5 +619,35 @@ async fn next_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every argument and command a user can see says what it is, so `--help` never shows a
+    /// bare `<ID> <VERSION>`.
+    #[test]
+    fn every_visible_command_and_argument_has_help() {
+        fn undescribed(command: &clap::Command, path: &str, found: &mut Vec<String>) {
+            for argument in command.get_arguments().filter(|argument| !argument.is_hide_set()) {
+                if argument.get_help().is_none() && argument.get_long_help().is_none() {
+                    found.push(format!("{path}: argument {}", argument.get_id()));
+                }
+            }
+            for sub in command.get_subcommands().filter(|sub| !sub.is_hide_set()) {
+                let path = format!("{path} {}", sub.get_name());
+                if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                    found.push(format!("{path}: the command itself"));
+                }
+                undescribed(sub, &path, found);
+            }
+        }
+        let command = Cli::command();
+        command.clone().debug_assert();
+        let mut found = Vec::new();
+        undescribed(&command, "mcpbootd", &mut found);
+        assert!(found.is_empty(), "without help:\n{}", found.join("\n"));
     }
 }

@@ -275,7 +275,24 @@ async fn a_token_protected_server_is_shown_as_one_and_its_token_is_never_printed
 
 #[tokio::test]
 async fn help_describes_every_argument_and_usage_shows_options_as_optional() {
-    for command in ["register", "list", "show", "call", "calls", "delete", "export", "regenerate", "serve"] {
+    let commands = [
+        "register",
+        "list",
+        "show",
+        "call",
+        "calls",
+        "delete",
+        "export",
+        "regenerate",
+        "serve",
+        "approve",
+        "reject",
+        "rollback",
+        "check-drift",
+        "versions",
+        "diff",
+    ];
+    for command in commands {
         let help = run(&[command, "--help"], &[]).await;
         help.assert_ok();
         let usage = help.stdout.lines().find(|l| l.starts_with("Usage:")).unwrap_or_default();

@@ -152,7 +152,9 @@ async fn the_document_is_complete_enough_for_generators() {
 }
 
 /// A client generated from the served document with a real generator (openapi-python-client)
-/// lists, shows and calls through the documented models, with the documented token scheme.
+/// lists, shows and calls through the documented models, with the documented token scheme; the
+/// generator prints no warning, every object schema has a model with all its properties, and the
+/// server's model keeps everything the daemon answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generated_python_client_lists_shows_and_calls() {
     if std::env::var("MCPBOOTD_SKIP_SDK_TESTS").is_ok_and(|v| v == "1") {
@@ -181,7 +183,9 @@ async fn a_generated_python_client_lists_shows_and_calls() {
         .json(&json!({
             "id": "calc",
             "name": "Calculator",
+            "description": "Adds numbers.",
             "allow_domains": [WEATHER_HOST],
+            "code_mode": {"enabled": true, "allowed_servers": [], "timeout_ms": 5000},
             "tools": [{
                 "name": "add", "description": "Add two numbers",
                 "input_schema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}},
@@ -192,6 +196,11 @@ async fn a_generated_python_client_lists_shows_and_calls() {
         .await
         .unwrap();
     assert_eq!(registered.status(), 201);
+    // A credential, so that the server's view has every part a client reads.
+    let credential = json!({"value": "secret-value-1", "domains": [WEATHER_HOST], "inject": {"header": "X-Key"}});
+    let url = app.url("/admin/servers/calc/credentials/key");
+    let stored = app.http.put(url).bearer_auth(token).json(&credential).send().await.unwrap();
+    assert_eq!(stored.status(), 201);
     let work = tempfile::tempdir().unwrap();
     let output = tokio::process::Command::new(&python)
         .arg(dir.join("drive.py"))
@@ -209,6 +218,8 @@ async fn a_generated_python_client_lists_shows_and_calls() {
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("no JSON summary ({e}):\n{stdout}\n{stderr}"));
     assert_eq!(summary["warnings"], json!([]), "the generator skipped parts of the document: {summary}");
+    assert_eq!(summary["model_gaps"], json!([]), "schemas without a complete model: {summary}");
+    assert_eq!(summary["round_trip_losses"], json!([]), "the server's model does not keep its view: {summary}");
     assert_eq!(summary["servers"], json!(["calc"]));
     assert_eq!(
         summary["server"],

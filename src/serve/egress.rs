@@ -3,8 +3,10 @@
 //! The rules are in [`policy`] (its module doc is the specification, its checks need no I/O);
 //! [`resolver`] vets every address a name resolves to before the client may connect to it;
 //! [`transport`] sends one request and reads the response under the limits; [`log`] records
-//! every hop for the operator; [`inject`] adds the server's credentials to the hops they match. This module ties them together: it follows redirects hop by hop,
-//! checking each in full, and turns failures into what a handler may see.
+//! every hop for the operator, entering each before it is sent, so every request that reaches
+//! the network is in the call log, also one still in flight when its call ends; [`inject`] adds
+//! the server's credentials to the hops they match. This module ties them together: it follows
+//! redirects hop by hop, checking each in full, and turns failures into what a handler may see.
 
 pub mod inject;
 pub mod log;
@@ -100,7 +102,7 @@ impl Egress {
         let (mut method, mut headers, mut url) = policy::prepare(&request, read_only).inspect_err(|failure| {
             let url = url::Url::parse(&request.url).ok();
             let (host, path) = url.as_ref().map(|u| (u.host_str().unwrap_or(""), u.path())).unwrap_or_default();
-            log.failed(
+            log.refused(
                 &Hop { method: &request.method, host, path, started: Instant::now(), credentials: &[] },
                 failure,
             );
@@ -114,30 +116,27 @@ impl Egress {
         let mut hops = 0u32;
         loop {
             let mut hop = Hop::of(method.as_str(), &url, Instant::now());
-            let applied;
-            let answered = match policy::check_url(policy, self.allow_private_networks, &url) {
-                Ok(_) => {
-                    // Credentials go on this hop only, after the policy allowed it.
-                    left_origin |= url.origin() != origin;
-                    let credentials = if left_origin { &[][..] } else { &policy.credentials[..] };
-                    let (hop_url, hop_headers, names) = inject::apply(credentials, &url, &headers);
-                    applied = names;
-                    hop.credentials = &applied;
-                    let sent = self.transport.send(
-                        policy.max_response_bytes,
-                        &method,
-                        &hop_url,
-                        &hop_headers,
-                        body.clone(),
-                        deadline,
-                    );
-                    sent.await
-                }
-                Err(failure) => Err(failure),
+            if let Err(failure) = policy::check_url(policy, self.allow_private_networks, &url) {
+                log.refused(&hop, &failure);
+                return Err(failure);
+            }
+            // Credentials go on this hop only, after the policy allowed it.
+            left_origin |= url.origin() != origin;
+            let credentials = if left_origin { &[][..] } else { &policy.credentials[..] };
+            let (hop_url, hop_headers, applied) = inject::apply(credentials, &url, &headers);
+            hop.credentials = &applied;
+            // Logged before it leaves, so a call that ends while it is in flight still has it;
+            // once the call's log is taken, nothing more is sent.
+            let Some(sent) = log.sending(&hop) else {
+                return Err(Failure::Network("the call ended before the request was sent".to_string()));
             };
-            let response = answered.inspect_err(|failure| log.failed(&hop, failure))?;
+            let answered = self
+                .transport
+                .send(policy.max_response_bytes, &method, &hop_url, &hop_headers, body.clone(), deadline)
+                .await;
+            log.finished(sent, answered.as_ref().map(|response| (response.status, response.body.len())));
+            let response = answered?;
             let status = response.status;
-            log.answered(&hop, status, response.body.len());
 
             let is_redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
             let location = match response.location.as_deref() {
@@ -172,7 +171,9 @@ impl Egress {
 }
 
 impl CallEgress {
-    /// The outbound requests this call made so far, for the call log.
+    /// The outbound requests this call made, for the call log once the call has ended. A request
+    /// still in flight is logged as cut off by the end of the call, and none is sent after this
+    /// (see [`log`]).
     pub fn take_log(&self) -> Vec<EgressRecord> {
         self.log.take()
     }

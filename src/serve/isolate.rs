@@ -48,7 +48,8 @@
 //! fetch or timer is outstanding, nothing can ever settle it and the call ends at once as
 //! [`Outcome::Timeout`] rather than holding memory until the wall deadline. When the promise
 //! settles the call is over: fetches still in flight are aborted and pending timers
-//! dropped; the same happens when the caller goes away (the call's future is dropped). An
+//! dropped, and the call is answered once the aborted fetches have stopped; the same happens
+//! when the caller goes away (the call's future is dropped), without the wait. An
 //! exception escaping a `setTimeout` callback ends the call as [`Outcome::Error`] (as an
 //! uncaught exception ends a Node process).
 //!
@@ -351,7 +352,8 @@ pub trait FetchHost: Send + Sync + 'static {
     /// Called inside a task spawned on the tokio runtime handle given to the pool (so tokio
     /// APIs work here), which then awaits the returned future; never on the isolate worker.
     /// `deadline` is the call's wall deadline: the isolate stops waiting when it passes, and
-    /// aborts the task when the call ends.
+    /// aborts the task when the call ends (and answers once it has stopped). A request the
+    /// host sent may be cut off that way; the host logs it as such (`serve::egress::log`).
     fn fetch(&self, request: FetchRequest, deadline: Instant) -> BoxFuture<'static, Result<FetchResponse, FetchError>>;
 }
 

@@ -6,7 +6,7 @@
 //! registry, checks its access token, builds its mount on first use and hands the request to
 //! [`McpMount::handle`].
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::extract::Request;
 use axum::response::Response;
@@ -36,6 +36,10 @@ use crate::toolset::{ServerId, ToolSpec};
 
 type McpService = StreamableHttpService<Arc<McpHandler>, NeverSessionManager>;
 
+/// JSON-RPC's first implementation-defined server error, which the daemon answers when a server
+/// cannot serve a request (see `ErrorCode::jsonrpc_code` in `api/error.rs`).
+const SERVER_ERROR: i32 = -32000;
+
 /// What every mount shares: transport settings, the caller that runs tools and the runner of
 /// code-mode scripts.
 #[derive(Clone)]
@@ -53,12 +57,44 @@ pub struct McpMount {
     handler: Arc<McpHandler>,
 }
 
+/// Ends a mount's calls in flight when its server stops being served here, and says why. The
+/// registry holds one per mount and ends it on unmount and at shutdown; a remount (a new
+/// version, token or credential) does not: calls already routed finish on the mount they
+/// started on.
+#[derive(Clone, Default)]
+pub struct Unmounting {
+    token: CancellationToken,
+    why: Arc<OnceLock<Unmounted>>,
+}
+
+/// Why a mount stopped serving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmounted {
+    /// The server was deleted (here, or on another replica of a shared catalog).
+    Deleted,
+    ShuttingDown,
+}
+
+impl Unmounting {
+    /// Stops the mount's calls in flight; the first reason given is the one they are told.
+    pub fn end(&self, why: Unmounted) {
+        let _ = self.why.set(why);
+        self.token.cancel();
+    }
+
+    async fn ended(&self) -> Unmounted {
+        self.token.cancelled().await;
+        self.why.get().copied().unwrap_or(Unmounted::Deleted)
+    }
+}
+
 /// The rmcp handler for one mounted server; tools are data, not code, so this is hand-written.
 pub struct McpHandler {
     server: Arc<MountedServer>,
     caller: Caller,
     tools: Vec<Tool>,
     code_mode: Arc<CodeMode>,
+    unmounting: Unmounting,
     /// The `code_execution` tool as last listed, with the generations it was built from: its
     /// description declares the tools of other servers, which may have changed since.
     code_tool: Mutex<Option<(ListingKey, Tool)>>,
@@ -84,12 +120,16 @@ impl McpSettings {
 }
 
 impl McpMount {
-    /// The endpoint of `server`, listing `tools` (in order); `cancel` closes its streams.
+    /// The endpoint of `server`, listing `tools` (in order); `unmounting` stops its calls.
+    ///
+    /// rmcp is not given that token: cancelled, it would drop a request in flight and answer it
+    /// with a bare 500, whose body hosts do not show. The handler watches it instead and answers
+    /// the calls it stops with a JSON-RPC error that says why (see [`McpHandler::stopped`]).
     pub fn new(
         server: Arc<MountedServer>,
         tools: Vec<ToolSpec>,
         settings: &McpSettings,
-        cancel: CancellationToken,
+        unmounting: Unmounting,
     ) -> McpMount {
         let tools = tools.into_iter().map(mcp_tool).collect();
         let handler = Arc::new(McpHandler {
@@ -97,6 +137,7 @@ impl McpMount {
             caller: settings.caller.clone(),
             tools,
             code_mode: settings.code_mode.clone(),
+            unmounting,
             code_tool: Mutex::new(None),
         });
         let config = StreamableHttpServerConfig::default()
@@ -105,8 +146,7 @@ impl McpMount {
             .with_sse_keep_alive(None)
             .with_allowed_hosts(settings.allowed_hosts.clone())
             .with_allowed_origins(settings.allowed_origins.clone())
-            .with_max_request_body_bytes(settings.max_body_bytes)
-            .with_cancellation_token(cancel.clone());
+            .with_max_request_body_bytes(settings.max_body_bytes);
         // Stateless mode builds the handler per request: hand out clones of one Arc.
         let service = StreamableHttpService::new(
             {
@@ -214,6 +254,7 @@ impl ServerHandler for McpHandler {
             () = context.ct.cancelled() => {
                 return Err(ErrorData::internal_error("the request was cancelled by the client", None));
             }
+            why = self.unmounting.ended() => return Err(self.stopped(why)),
         };
         match outcome {
             Ok(output) => Ok(call_tool_result(output.result).into()),
@@ -246,6 +287,27 @@ impl McpHandler {
                 Err(ErrorData::internal_error("the request was not admitted by the server's door", None))
             }
         }
+    }
+
+    /// The answer to a call (or script) stopped because its server is no longer served here.
+    ///
+    /// A JSON-RPC error rather than a tool result with `isError`: the tool did not fail, the
+    /// server it belongs to went away, and a host hands a tool error to the model as the tool's
+    /// output, inviting it to try the tool again with other arguments, while a JSON-RPC error
+    /// reads as the request itself failing, which it did. rmcp sends it as the request's answer
+    /// with HTTP 200; a 5xx would lose the message, since hosts show only the status of one.
+    fn stopped(&self, why: Unmounted) -> ErrorData {
+        let message = match why {
+            Unmounted::Deleted => format!(
+                "server {:?} was deleted while this call was running: the call was stopped before it finished \
+                 (requests it had already sent may have reached their APIs), and the server is no longer served",
+                self.server.id.as_str()
+            ),
+            Unmounted::ShuttingDown => "the daemon is shutting down: the call was stopped before it finished \
+                 (requests it had already sent may have reached their APIs); retry it once the daemon is back"
+                .to_string(),
+        };
+        ErrorData::new(rmcp::model::ErrorCode(SERVER_ERROR), message, None)
     }
 
     /// The `code_execution` tool, rebuilt when a server its scripts can reach has changed.
@@ -294,6 +356,7 @@ impl McpHandler {
             () = context.ct.cancelled() => {
                 return Err(ErrorData::internal_error("the request was cancelled by the client", None));
             }
+            why = self.unmounting.ended() => return Err(self.stopped(why)),
         };
         Ok(call_tool_result(result.into_tool_result()).into())
     }

@@ -22,7 +22,6 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 use tokio::sync::OnceCell;
-use tokio_util::sync::CancellationToken;
 
 use crate::catalog::{Catalog, CatalogError, CredentialRecord, MountRecord, ServedGeneration};
 use crate::config::Config;
@@ -32,7 +31,7 @@ use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Origin};
 use crate::serve::code_mode::CodeMode;
 use crate::serve::egress::ServerPolicy;
 use crate::serve::health::{Health, HealthRule, ToolHealth};
-use crate::serve::mount::{McpMount, McpSettings};
+use crate::serve::mount::{McpMount, McpSettings, Unmounted, Unmounting};
 use crate::telemetry::metrics::{Metrics, ToolSeries};
 use crate::toolset::{AuthSetting, CodeModeSettings, ServerId};
 
@@ -81,8 +80,8 @@ pub struct Mount {
     code_mode: Option<CodeModeSettings>,
     /// See [`MountRecord::credentials_stamp`].
     credentials_stamp: (i64, i64),
-    /// Cancelled on unmount and remount; closes the server's open MCP streams.
-    cancel: CancellationToken,
+    /// Ended on unmount and at shutdown: stops the calls in flight on this mount.
+    unmounting: Unmounting,
     /// Build errors are kept (they repeat until the server is remounted); catalog errors are not.
     built: OnceCell<Result<Arc<Mounted>, String>>,
 }
@@ -134,7 +133,7 @@ impl Mount {
             auth: record.auth,
             code_mode: record.code_mode,
             credentials_stamp: record.credentials_stamp,
-            cancel: CancellationToken::new(),
+            unmounting: Unmounting::default(),
             built: OnceCell::new(),
         }
     }
@@ -259,11 +258,11 @@ impl Registry {
         Ok(differing.len())
     }
 
-    /// Unmounts a server; its open MCP streams are closed at once.
+    /// Unmounts a deleted server; its calls in flight are stopped at once and told why.
     pub fn unmount(&self, id: &ServerId) -> bool {
         match self.write().remove(id) {
             Some(mount) => {
-                mount.cancel.cancel();
+                mount.unmounting.end(Unmounted::Deleted);
                 true
             }
             None => false,
@@ -374,7 +373,7 @@ impl Registry {
                 .filter(|settings| settings.enabled)
                 .map(|_| self.metrics.tool_series(mount.id.as_str(), crate::serve::code_mode::TOOL_NAME)),
         });
-        let mcp = McpMount::new(server.clone(), generation.tools, &self.mcp, mount.cancel.clone());
+        let mcp = McpMount::new(server.clone(), generation.tools, &self.mcp, mount.unmounting.clone());
         Ok(Arc::new(Mounted { server, mcp }))
     }
 
@@ -400,10 +399,10 @@ impl Registry {
         self.len() == 0
     }
 
-    /// Closes every MCP endpoint's streams (shutdown).
+    /// Stops every MCP endpoint's calls in flight (shutdown).
     pub fn close_all(&self) {
         for mount in self.read().values() {
-            mount.cancel.cancel();
+            mount.unmounting.end(Unmounted::ShuttingDown);
         }
     }
 

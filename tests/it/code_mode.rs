@@ -648,3 +648,29 @@ async fn the_documented_examples_run_as_documented() {
     }
     app.stop().await;
 }
+
+/// A tool call a script starts and does not wait for is stopped when the script ends; the
+/// request it had sent is in that call's egress log, like any request that reached the network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_a_script_left_running_logs_the_request_it_sent() {
+    let app = code_mode_app(&[]).await;
+    let held = format!("{}/held/5300", app.upstream_url(WEATHER_HOST));
+    let code = format!(
+        "tools.news.try_fetch({{url: '{held}'}});\n\
+         await new Promise(r => setTimeout(r, 300));\n\
+         return 'left it';"
+    );
+    let result = run_code(&app, "news", json!({"code": code})).await;
+    assert_eq!(result["value"], "left it", "{result}");
+    assert_eq!(result["calls"][0]["error_code"], "CANCELLED", "{result}");
+    let seen = app.upstream.requests().iter().filter(|r| r.path == "/held/5300").count();
+    assert_eq!(seen, 1, "the tool call's request reached the upstream before the script ended");
+    let (_, log) = app.get("/admin/servers/news/calls?limit=1").await;
+    let child = &log["calls"][0]["children"][0];
+    assert_eq!(child["outcome"], "cancelled", "{log}");
+    let egress = child["egress"].as_array().unwrap();
+    assert_eq!(egress.len(), 1, "{child}");
+    assert_eq!((&egress[0]["path"], &egress[0]["status"]), (&json!("/held/5300"), &json!(null)), "{child}");
+    assert!(egress[0]["reason"].as_str().unwrap().contains("the call ended"), "{child}");
+    app.stop().await;
+}

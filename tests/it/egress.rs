@@ -1,6 +1,10 @@
-//! The whitelist as handlers meet it: allowed hosts, denied hosts, and servers kept apart.
+//! The whitelist as handlers meet it: allowed hosts, denied hosts, and servers kept apart; and
+//! the egress log, which holds every request that reached the network.
 
-use serde_json::json;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::{Value, json};
 
 use crate::helpers::*;
 
@@ -159,4 +163,62 @@ async fn private_addresses_are_refused_unless_allowed() {
         .map(|c| c["egress"][0]["reason"].as_str().unwrap_or("").to_string())
         .collect();
     assert!(reasons.iter().all(|r| r.contains("not a public address")), "{reasons:?}");
+}
+
+/// Every request that reaches the network is in its call's egress log, also one the handler
+/// started and never awaited, still in flight when the call ended; a request the call never
+/// got to send (queued behind `max_concurrent_fetches`) is neither sent nor logged. In worker
+/// processes (the default) and in threads, which hand fetches to the egress differently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetches_still_in_flight_when_a_call_ends_are_in_its_egress_log() {
+    for isolation in ["process", "thread"] {
+        dangling_fetches_are_logged(isolation).await;
+    }
+}
+
+async fn dangling_fetches_are_logged(isolation: &str) {
+    let app = spawn_app_with(AppOptions {
+        env: vec![("MCPBOOTD_SANDBOX__ISOLATION".into(), isolation.into())],
+        ..AppOptions::default()
+    })
+    .await;
+    let base = app.upstream_url(WEATHER_HOST);
+    // Long enough for a request the handler started to have left before the call ends.
+    let linger = "await new Promise(r => setTimeout(r, 300));";
+    app.register(json!({"id": "dangling", "allow_domains": [WEATHER_HOST], "tools": [
+        tool("one", &format!("fetch('{base}/held/5000'); {linger} return 'done';")),
+        tool("eight", &format!("for (let i = 0; i < 8; i++) fetch(`{base}/held/510${{i}}`); {linger} return 'done';")),
+        tool("at_once", &format!("for (let i = 0; i < 3; i++) fetch(`{base}/held/520${{i}}`); return 'done';")),
+    ]}))
+    .await;
+    let client = app.mcp("dangling").await;
+    for name in ["one", "eight", "at_once"] {
+        assert_eq!(text_of(&mcp_call(&client, name, json!({})).await), "done", "{isolation}: {name}");
+    }
+    // A request sent just as its call ended has arrived by now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, calls) = app.get("/admin/servers/dangling/calls").await;
+    for (name, prefix) in [("one", "/held/50"), ("eight", "/held/51"), ("at_once", "/held/52")] {
+        let seen: BTreeSet<String> =
+            app.upstream.requests().into_iter().map(|r| r.path).filter(|path| path.starts_with(prefix)).collect();
+        let call = calls["calls"].as_array().unwrap().iter().find(|c| c["tool"] == name).unwrap();
+        let rows = call["egress"].as_array().unwrap();
+        let logged: BTreeSet<String> = rows.iter().map(|row| row["path"].as_str().unwrap().to_string()).collect();
+        assert!(seen.is_subset(&logged), "{isolation}: {name}: the upstream saw {seen:?}, the log has {logged:?}");
+        for row in rows {
+            assert_eq!((&row["allowed"], &row["status"]), (&json!(true), &Value::Null), "{isolation}: {row}");
+            let reason = row["reason"].as_str().unwrap_or_default();
+            assert!(reason.contains("the call ended"), "{isolation}: {name}: {row}");
+        }
+        if name != "at_once" {
+            // These waited: what they started had left, and what they queued never did.
+            assert!(!seen.is_empty(), "{isolation}: {name}: nothing reached the upstream within the wait");
+            assert_eq!(seen, logged, "{isolation}: {name}");
+        }
+        if name == "eight" {
+            assert!(seen.len() <= 6, "{isolation}: at most six are in flight at once: {seen:?}");
+        }
+    }
+    client.cancel().await.unwrap();
+    app.stop().await;
 }

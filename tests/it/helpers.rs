@@ -230,7 +230,7 @@ pub struct SeenRequest {
     pub body: String,
 }
 
-/// A fake upstream API on loopback: JSON items, an echo endpoint, and a redirect.
+/// A fake upstream API on loopback: JSON items, an echo endpoint, a redirect and slow answers.
 #[derive(Clone)]
 pub struct Upstream {
     pub address: SocketAddr,
@@ -280,6 +280,7 @@ impl Upstream {
                     Json(json!({"slept_ms": ms}))
                 }),
             )
+            .route("/held/{ms}", any(held))
             .route("/drip", get(drip))
             .route("/concurrent", get(concurrent))
             .with_state(seen.clone());
@@ -346,6 +347,25 @@ async fn chain(UrlPath(n): UrlPath<u32>) -> axum::response::Response {
         .header("location", format!("/chain/{}", n - 1))
         .body(axum::body::Body::empty())
         .unwrap()
+}
+
+/// `/held/{ms}`: seen as soon as it arrives, answered `ms` milliseconds later (a request still in
+/// flight when its call ends).
+async fn held(
+    State(seen): State<Arc<Mutex<Vec<SeenRequest>>>>,
+    method: axum::http::Method,
+    headers: HeaderMap,
+    UrlPath(ms): UrlPath<u64>,
+) -> Json<Value> {
+    seen.lock().unwrap().push(SeenRequest {
+        method: method.to_string(),
+        host: headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string(),
+        path: format!("/held/{ms}"),
+        headers,
+        body: String::new(),
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    Json(json!({"held_ms": ms}))
 }
 
 /// Sends headers at once, then one byte every 3 seconds.

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, mpsc, oneshot};
-use tokio::task::AbortHandle;
+use tokio::task::JoinHandle;
 
 use super::admission::{Admission, AdmissionLimits, Refused};
 use super::ipc::{Reader, ToDaemon, ToWorker, WireLimits, Writer};
@@ -100,15 +100,29 @@ struct Process {
 struct PendingCall {
     reply: oneshot::Sender<Completion>,
     fetch: Arc<dyn FetchHost>,
-    fetches: Vec<AbortHandle>,
+    /// The tasks running the call's fetches here (finished ones are pruned as new ones start).
+    fetches: Vec<JoinHandle<()>>,
 }
 
 impl PendingCall {
+    /// Stops the call's fetches and answers it once they have stopped, as a call in a thread
+    /// does (`quickjs/call.rs`): when the answer is out, nothing the call started still runs.
     fn finish(self, completion: Completion) {
-        for fetch in &self.fetches {
-            fetch.abort();
+        let PendingCall { reply, fetches: mut running, .. } = self;
+        running.retain(|task| !task.is_finished());
+        if running.is_empty() {
+            let _ = reply.send(completion);
+            return;
         }
-        let _ = self.reply.send(completion);
+        for task in &running {
+            task.abort();
+        }
+        tokio::spawn(async move {
+            for task in running {
+                let _ = task.await;
+            }
+            let _ = reply.send(completion);
+        });
     }
 }
 
@@ -430,5 +444,5 @@ fn start_fetch(process: &Arc<Process>, call: u64, fetch: u64, request: super::ip
         let _ = outbox.send(ToWorker::Fetched { call, fetch, result });
     });
     pending.fetches.retain(|handle| !handle.is_finished());
-    pending.fetches.push(task.abort_handle());
+    pending.fetches.push(task);
 }

@@ -322,12 +322,18 @@ impl CallState {
         }
     }
 
-    fn abort_fetches(&self) {
+    /// Drops the queued fetches and aborts the running ones, returning their tasks to wait for.
+    fn abort_fetches(&self) -> Vec<JoinHandle<()>> {
         let mut fetches = self.fetches.borrow_mut();
         fetches.queued.clear();
-        for (_, handle) in fetches.running.drain() {
-            handle.abort();
-        }
+        fetches
+            .running
+            .drain()
+            .map(|(_, handle)| {
+                handle.abort();
+                handle
+            })
+            .collect()
     }
 
     fn fetch_start<'js>(&self, ctx: &Ctx<'js>, args: &FetchArgs<'js>) -> rquickjs::Result<u32> {
@@ -586,8 +592,14 @@ pub(super) async fn execute(prelude: Option<&'static [u8]>, invocation: Invocati
             Err(end) => end,
         }
     };
-    state.abort_fetches();
-    finish(&state, end)
+    let completion = finish(&state, end);
+    // The answer goes out only once no fetch of the call is running any more (an abort takes
+    // effect when the task next yields): a host that counts on the call being over when it
+    // has its answer, like a script whose left-over tool calls must be logged by then, can.
+    for aborted in state.abort_fetches() {
+        let _ = aborted.await;
+    }
+    completion
 }
 
 /// One call's runtime and context. Fields drop in declaration order: the values kept across

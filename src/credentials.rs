@@ -4,8 +4,8 @@
 //! header with a format, a query parameter, or HTTP basic auth). Values are sealed at rest by
 //! [`vault`]; the egress module adds them to requests whose host matches, after the policy check
 //! and on every redirect hop (`serve::egress::inject`); handlers, agents, logs and exports only
-//! ever see names. Everything a handler could return or log is scrubbed of the values, in every
-//! form they take on the wire ([`redact`]).
+//! ever see names. Every response the egress hands to a handler, and everything a handler returns
+//! or logs, is scrubbed of the values in every form they take on the wire ([`redact`]).
 
 pub mod redact;
 pub mod vault;

@@ -1162,6 +1162,10 @@ pub struct EgressEntry {
     /// Names of the credentials the daemon added to the request (never their values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<String>,
+    /// How many credential values the daemon took out of the response (replaced by
+    /// `[redacted:NAME]`) before the handler saw it: the upstream echoes credentials.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scrubs: i64,
 }
 
 impl From<catalog::EgressRecord> for EgressEntry {
@@ -1176,6 +1180,7 @@ impl From<catalog::EgressRecord> for EgressEntry {
             duration_us: e.duration_us,
             reason: e.reason,
             credentials: e.credentials,
+            scrubs: e.scrubs,
         }
     }
 }
@@ -1285,6 +1290,10 @@ fn empty_object() -> Value {
 
 fn is_false(value: &bool) -> bool {
     !value
+}
+
+fn is_zero(value: &i64) -> bool {
+    *value == 0
 }
 
 /// `null` as the default, as if the field were absent.

@@ -2,9 +2,10 @@
 //!
 //! An upstream that echoes a request (httpbin-style endpoints, many APIs' error bodies, redirect
 //! URLs that keep the query) hands the value back in whatever encoding it uses, and a handler that
-//! holds any exact form can transform it (reverse it, base64 it) past every later check. Results,
-//! console output and errors are scrubbed after the call (`serve::call`); [`BodyRedaction`]
-//! scrubs a body as it is read.
+//! holds any exact form can transform it (reverse it, base64 it) past every later check. So the
+//! egress takes the values out of each response before JavaScript sees it (`serve::egress`), and
+//! results, console output and errors are scrubbed again after the call as a second layer
+//! (`serve::call`).
 //!
 //! [`Redactor`] looks for every form a value takes on the wire ([`common_forms`] and
 //! [`variant_forms`]): as is; percent-encoded the ways clients and servers do it (form encoding

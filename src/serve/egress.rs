@@ -3,8 +3,18 @@
 //! The rules are in [`policy`] (its module doc is the specification, its checks need no I/O);
 //! [`resolver`] vets every address a name resolves to before the client may connect to it;
 //! [`transport`] sends one request and reads the response under the limits; [`log`] records
-//! every hop for the operator; [`inject`] adds the server's credentials to the hops they match. This module ties them together: it follows redirects hop by hop,
-//! checking each in full, and turns failures into what a handler may see.
+//! every hop for the operator; [`inject`] adds the server's credentials to the hops they match.
+//! This module ties them together: it follows redirects hop by hop, checking each in full, and
+//! turns failures into what a handler may see.
+//!
+//! A credential's value never enters the isolate. Upstreams echo requests (in bodies, headers,
+//! redirect URLs), and a handler holding the value could transform it past any later check and
+//! send it to another host it may fetch. So every response of a server that has credentials is
+//! scrubbed of all their values, in every wire form (`credentials::redact`), before it becomes a
+//! `FetchResponse`: headers and `Location` as they arrive, the body chunk by chunk under
+//! `max_response_bytes`, and the final URL. That is every response, not only those of hops that
+//! carried a credential, since an upstream may keep a value and hand it back later or from another
+//! of its hosts. Each hop's egress log entry counts the values taken out of its response.
 
 pub mod inject;
 pub mod log;
@@ -125,6 +135,7 @@ impl Egress {
                     hop.credentials = &applied;
                     let sent = self.transport.send(
                         policy.max_response_bytes,
+                        &policy.redactor,
                         &method,
                         &hop_url,
                         &hop_headers,
@@ -135,15 +146,21 @@ impl Egress {
                 }
                 Err(failure) => Err(failure),
             };
-            let response = answered.inspect_err(|failure| log.failed(&hop, failure))?;
+            let mut response = answered.inspect_err(|failure| log.failed(&hop, failure))?;
             let status = response.status;
-            log.answered(&hop, status, response.body.len());
-
             let is_redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
             let location = match response.location.as_deref() {
                 Some(location) if is_redirect && request.redirect != "manual" => location.to_string(),
-                _ => return Ok(response.into_fetch_response(url.as_str(), redirected)),
+                _ => {
+                    // The URL is the handler's or built from scrubbed locations; scrubbed again
+                    // because parsing may have re-encoded a value into a form found only now.
+                    let (final_url, scrubs) = policy.redactor.counted_text(url.as_str());
+                    response.scrubs += scrubs;
+                    log.answered(&hop, status, response.body.len(), response.scrubs);
+                    return Ok(response.into_fetch_response(final_url.into_owned(), redirected));
+                }
             };
+            log.answered(&hop, status, response.body.len(), response.scrubs);
             if request.redirect == "error" {
                 return Err(Failure::Network(format!("redirect ({status}) refused because redirect is \"error\"")));
             }

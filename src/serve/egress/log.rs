@@ -31,14 +31,15 @@ impl<'a> Hop<'a> {
 }
 
 impl EgressLog {
-    /// A hop that got a response (`status`, `bytes` of body).
-    pub fn answered(&self, hop: &Hop<'_>, status: u16, bytes: usize) {
-        self.push(hop, Some(status), bytes, None);
+    /// A hop that got a response (`status`, `bytes` of body as the handler got it, `scrubs`
+    /// credential values taken out of it).
+    pub fn answered(&self, hop: &Hop<'_>, status: u16, bytes: usize, scrubs: usize) {
+        self.push(hop, Some(status), bytes, scrubs, None);
     }
 
     /// A hop that was refused or failed.
     pub fn failed(&self, hop: &Hop<'_>, failure: &Failure) {
-        self.push(hop, None, 0, Some(failure));
+        self.push(hop, None, 0, 0, Some(failure));
     }
 
     /// Everything logged so far, leaving the log empty.
@@ -46,7 +47,7 @@ impl EgressLog {
         std::mem::take(&mut *self.entries.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    fn push(&self, hop: &Hop<'_>, status: Option<u16>, bytes: usize, failure: Option<&Failure>) {
+    fn push(&self, hop: &Hop<'_>, status: Option<u16>, bytes: usize, scrubs: usize, failure: Option<&Failure>) {
         let entry = EgressRecord {
             method: hop.method.chars().take(16).collect(),
             host: hop.host.chars().take(255).collect(),
@@ -58,6 +59,7 @@ impl EgressLog {
             duration_us: hop.started.elapsed().as_micros() as i64,
             reason: failure.map(|f| f.reason().to_string()),
             credentials: hop.credentials.to_vec(),
+            scrubs: scrubs as i64,
         };
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     }

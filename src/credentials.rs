@@ -189,6 +189,28 @@ impl Binding {
     pub fn matches(&self, host: &str) -> bool {
         self.domains.iter().any(|domain| domain_covers(domain, host))
     }
+
+    /// A warning when the server's handlers may fetch hosts this credential is not sent to.
+    ///
+    /// The egress takes the value out of every response before a handler sees it, so a handler
+    /// has nothing to carry there; but an upstream that hands back a piece of the value (a byte
+    /// range, a truncated echo) or a transformation the scrubbing does not know could still give
+    /// a handler something worth sending. Refusing would break servers that combine several APIs,
+    /// so the operator is told instead.
+    pub fn reach_warning(&self, name: &str, whitelist: &Whitelist) -> Option<String> {
+        let beyond: Vec<String> = whitelist.domains().into_iter().filter(|domain| !self.matches(domain)).collect();
+        if beyond.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "credential {name:?} is sent to {} only, but the server's handlers may also fetch {}: responses are \
+             scrubbed of the value before handlers see them, yet an upstream that hands back part of it or a \
+             transformation of it would let a handler send that there; keep a credential on a server whose \
+             whitelist is its domains, or narrow allow_domains",
+            self.domains.join(", "),
+            beyond.join(", ")
+        ))
+    }
 }
 
 /// The credentials a generation may rely on, for the planner and the compiler: names, domains
@@ -419,5 +441,20 @@ mod tests {
         }
         let error = Binding::check(&["other.test".into()], header("x-key", "{value}"), &whitelist).unwrap_err();
         assert!(error.contains("not on the server's whitelist"), "{error}");
+    }
+
+    #[test]
+    fn credentials_are_warned_about_when_handlers_may_fetch_hosts_beyond_them() {
+        let whitelist =
+            Whitelist::from_operator_domains(&["api.example.test".into(), "example.test".into(), "other.test".into()])
+                .unwrap();
+        let binding = |domains: &[&str]| Binding {
+            domains: domains.iter().map(|d| d.to_string()).collect(),
+            inject: Injection::Query { query: "k".into() },
+        };
+        let warning = binding(&["api.example.test"]).reach_warning("key", &whitelist).unwrap();
+        assert!(warning.contains("\"key\" is sent to api.example.test only"), "{warning}");
+        assert!(warning.contains("may also fetch example.test, other.test"), "{warning}");
+        assert_eq!(binding(&["example.test", "other.test"]).reach_warning("key", &whitelist), None);
     }
 }

@@ -264,8 +264,9 @@ pub struct ToolsetRegistered {
     pub mcp_path: String,
     /// The tool names.
     pub tools: Vec<String>,
-    /// Problems that do not stop the tools from running but probably are mistakes (a handler
-    /// without `return`), each naming the tool.
+    /// Problems that do not stop the tools from running but probably are mistakes: a handler
+    /// without `return` (naming the tool), a credential the handlers may fetch hosts beyond
+    /// (naming the credential).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -1220,6 +1221,10 @@ pub struct CredentialView {
     pub fingerprint: String,
     pub created_at: i64,
     pub rotated_at: i64,
+    /// In the answer to setting a credential: the hosts the server's handlers may fetch that the
+    /// credential is not sent to (see README, *Credentials for upstream APIs*).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A server's credentials, by name.
@@ -1237,6 +1242,7 @@ impl From<catalog::CredentialRecord> for CredentialView {
             fingerprint: record.fingerprint,
             created_at: record.created_at,
             rotated_at: record.rotated_at,
+            warnings: Vec::new(),
         }
     }
 }

@@ -25,6 +25,8 @@
 //!
 //! What no scrubbing can catch: an upstream that hands back a part of a value (a byte range, a
 //! truncated echo) or a transformation the daemon does not know (a hash, its own encryption).
+//! Credentials are warned about when their server may fetch hosts they are not sent to
+//! (`Binding::reach_warning`), since a handler could carry such a piece there.
 
 use std::borrow::Cow;
 use std::sync::Arc;

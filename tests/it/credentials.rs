@@ -125,7 +125,9 @@ async fn credentials_reach_the_upstream_and_nothing_else() {
 
     // A credential for both hosts still stays behind on a redirect that leaves the origin.
     let both = json!({"value": SECRET, "domains": [WEATHER_HOST, OTHER_HOST], "inject": {"header": "Authorization"}});
-    assert_eq!(put(&app, "/admin/servers/gh/credentials/token", &both).await.0, 200);
+    let (status, view) = put(&app, "/admin/servers/gh/credentials/token", &both).await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view.get("warnings"), None, "the credential goes everywhere the handlers may fetch");
     app.admin_call("gh", "fetch", json!({"url": redirect})).await;
     assert_eq!(seen_authorization(&app).last().unwrap(), "", "dropped after leaving the origin");
     let same_origin = format!("{}/redirect?to=/echo", app.upstream_url(WEATHER_HOST));
@@ -307,8 +309,8 @@ const EXFILTRATING_HANDLER: &str = "const texts = [];\n\
      return {seen, forms};";
 
 /// The disguises of `secret` a handler could smuggle out: as is, reversed, joined with dashes,
-/// JSON-escaped, percent-encoded (as `encodeURIComponent` and forms do), and in base64 at each of the three
-/// offsets it can have inside a longer encoded text.
+/// JSON-escaped, percent-encoded (as `encodeURIComponent` and forms do), and in base64 at each of
+/// the three offsets it can have inside a longer encoded text.
 fn disguises(secret: &str) -> Vec<String> {
     use base64::Engine;
     const URI_COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
@@ -373,9 +375,11 @@ async fn credentials_echoed_by_an_upstream_never_reach_the_handler() {
         ("appid", json!({"value": APPID, "domains": [WEATHER_HOST], "inject": {"query": "appid"}})),
         ("basic", json!({"value": BASIC, "domains": [BASIC_HOST], "inject": {"basic": {"username": "me"}}})),
     ];
+    let mut views = Vec::new();
     for (name, credential) in credentials {
         let (status, view) = put(&app, &format!("/admin/servers/leaky/credentials/{name}"), &credential).await;
         assert_eq!(status, 201, "{view}");
+        views.push((name, view));
     }
 
     let weather = app.upstream_url(WEATHER_HOST);
@@ -448,4 +452,10 @@ async fn credentials_echoed_by_an_upstream_never_reach_the_handler() {
         .find_map(|line| line.strip_prefix("mcpbootd_egress_credential_scrubs_total{server=\"leaky\"} "))
         .unwrap_or_else(|| panic!("no scrub count for leaky in\n{metrics}"));
     assert!(counted.parse::<u64>().unwrap() >= 2 * scrubs as u64, "{counted}");
+
+    // The server's handlers may fetch hosts a credential does not go to: each answer said so.
+    for (name, view) in views {
+        let warning = view["warnings"][0].as_str().unwrap_or_else(|| panic!("no warning for {name}: {view}"));
+        assert!(warning.contains(&format!("{name:?} is sent to")) && warning.contains(OTHER_HOST), "{view}");
+    }
 }

@@ -4,10 +4,13 @@
 //! header with a format, a query parameter, or HTTP basic auth). Values are sealed at rest by
 //! [`vault`]; the egress module adds them to requests whose host matches, after the policy check
 //! and on every redirect hop (`serve::egress::inject`); handlers, agents, logs and exports only
-//! ever see names. Everything a handler could return or log is scrubbed of the values
-//! ([`Redactor`]).
+//! ever see names. Every response the egress hands to a handler, and everything a handler returns
+//! or logs, is scrubbed of the values in every form they take on the wire ([`redact`]).
 
+pub mod redact;
 pub mod vault;
+
+pub use self::redact::Redactor;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -186,6 +189,28 @@ impl Binding {
     pub fn matches(&self, host: &str) -> bool {
         self.domains.iter().any(|domain| domain_covers(domain, host))
     }
+
+    /// A warning when the server's handlers may fetch hosts this credential is not sent to.
+    ///
+    /// The egress takes the value out of every response before a handler sees it, so a handler
+    /// has nothing to carry there; but an upstream that hands back a piece of the value (a byte
+    /// range, a truncated echo) or a transformation the scrubbing does not know could still give
+    /// a handler something worth sending. Refusing would break servers that combine several APIs,
+    /// so the operator is told instead.
+    pub fn reach_warning(&self, name: &str, whitelist: &Whitelist) -> Option<String> {
+        let beyond: Vec<String> = whitelist.domains().into_iter().filter(|domain| !self.matches(domain)).collect();
+        if beyond.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "credential {name:?} is sent to {} only, but the server's handlers may also fetch {}: responses are \
+             scrubbed of the value before handlers see them, yet an upstream that hands back part of it or a \
+             transformation of it would let a handler send that there; keep a credential on a server whose \
+             whitelist is its domains, or narrow allow_domains",
+            self.domains.join(", "),
+            beyond.join(", ")
+        ))
+    }
 }
 
 /// The credentials a generation may rely on, for the planner and the compiler: names, domains
@@ -321,83 +346,6 @@ pub fn fingerprint(value: &str) -> String {
     hex::encode(&Sha256::digest(value.as_bytes())[..4])
 }
 
-/// Replaces credential values in text a handler produced (results, console, errors) with
-/// `[redacted:NAME]`, so an upstream that echoes a key cannot hand it to the agent or the logs.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    values: Vec<(String, String)>,
-}
-
-impl Redactor {
-    pub fn new(credentials: &[Credential]) -> Redactor {
-        let mut values: Vec<(String, String)> = Vec::new();
-        for credential in credentials {
-            let marker = format!("[redacted:{}]", credential.name);
-            let mut forms = vec![credential.value.clone()];
-            // The forms a value takes on the wire: as sent in a basic header, percent-encoded in
-            // a query, and JSON-escaped inside a string.
-            if let Injection::Basic { basic } = &credential.binding.inject {
-                use base64::Engine;
-                forms.push(
-                    base64::engine::general_purpose::STANDARD
-                        .encode(format!("{}:{}", basic.username, credential.value)),
-                );
-            }
-            forms.push(url::form_urlencoded::byte_serialize(credential.value.as_bytes()).collect());
-            let json = serde_json::to_string(&credential.value).unwrap_or_default();
-            forms.push(json[1..json.len().saturating_sub(1)].to_string());
-            for form in forms {
-                if form.chars().count() >= MIN_VALUE_CHARS && !values.iter().any(|(v, _)| *v == form) {
-                    values.push((form, marker.clone()));
-                }
-            }
-        }
-        // Longer forms first, so a value that contains another is replaced whole.
-        values.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
-        Redactor { values }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    /// `text` with every value replaced; borrowed when there is nothing to replace.
-    pub fn text<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        let mut out = std::borrow::Cow::Borrowed(text);
-        for (value, marker) in &self.values {
-            if out.contains(value.as_str()) {
-                out = std::borrow::Cow::Owned(out.replace(value.as_str(), marker));
-            }
-        }
-        out
-    }
-
-    /// Every string in a JSON value (keys too), scrubbed in place.
-    pub fn json(&self, value: &mut serde_json::Value) {
-        if self.is_empty() {
-            return;
-        }
-        match value {
-            serde_json::Value::String(text) => {
-                if let std::borrow::Cow::Owned(scrubbed) = self.text(text) {
-                    *text = scrubbed;
-                }
-            }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(|item| self.json(item)),
-            serde_json::Value::Object(map) => {
-                map.values_mut().for_each(|item| self.json(item));
-                // Keys are rebuilt only when one holds a value (rare), keeping their order.
-                if map.keys().any(|key| matches!(self.text(key), std::borrow::Cow::Owned(_))) {
-                    for (key, item) in std::mem::take(map) {
-                        map.insert(self.text(&key).into_owned(), item);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,14 +361,6 @@ mod tests {
         }
         assert!(secret_argument("q", &json!("ghp_0123456789abcdef0123")));
         assert!(!secret_argument("q", &json!("ghp_short")));
-    }
-
-    fn credential(name: &str, value: &str, inject: Injection) -> Credential {
-        Credential {
-            name: name.into(),
-            binding: Binding { domains: vec!["api.example.test".into()], inject },
-            value: value.into(),
-        }
     }
 
     #[test]
@@ -478,24 +418,6 @@ mod tests {
     }
 
     #[test]
-    fn redaction_covers_the_forms_a_value_takes_on_the_wire() {
-        let redactor = Redactor::new(&[
-            credential(
-                "gh",
-                "ghp_secret/value+1",
-                Injection::Header { header: "authorization".into(), format: "token {value}".into() },
-            ),
-            credential("basic", "hunter2hunter2", Injection::Basic { basic: BasicUser { username: "me".into() } }),
-        ]);
-        let text = "a ghp_secret/value+1 b ghp_secret%2Fvalue%2B1 c bWU6aHVudGVyMmh1bnRlcjI= d";
-        assert_eq!(redactor.text(text), "a [redacted:gh] b [redacted:gh] c [redacted:basic] d");
-        let mut json = serde_json::json!({"echo": ["x ghp_secret/value+1"], "ghp_secret/value+1": 1});
-        redactor.json(&mut json);
-        assert_eq!(json, serde_json::json!({"echo": ["x [redacted:gh]"], "[redacted:gh]": 1}));
-        assert!(matches!(redactor.text("nothing here"), std::borrow::Cow::Borrowed(_)));
-    }
-
-    #[test]
     fn names_values_and_injections_are_checked() {
         assert!(check_name("github").is_ok() && check_name("GH_token-2").is_ok());
         for bad in ["", "-x", "a b", "x".repeat(65).as_str(), "é"] {
@@ -519,5 +441,20 @@ mod tests {
         }
         let error = Binding::check(&["other.test".into()], header("x-key", "{value}"), &whitelist).unwrap_err();
         assert!(error.contains("not on the server's whitelist"), "{error}");
+    }
+
+    #[test]
+    fn credentials_are_warned_about_when_handlers_may_fetch_hosts_beyond_them() {
+        let whitelist =
+            Whitelist::from_operator_domains(&["api.example.test".into(), "example.test".into(), "other.test".into()])
+                .unwrap();
+        let binding = |domains: &[&str]| Binding {
+            domains: domains.iter().map(|d| d.to_string()).collect(),
+            inject: Injection::Query { query: "k".into() },
+        };
+        let warning = binding(&["api.example.test"]).reach_warning("key", &whitelist).unwrap();
+        assert!(warning.contains("\"key\" is sent to api.example.test only"), "{warning}");
+        assert!(warning.contains("may also fetch example.test, other.test"), "{warning}");
+        assert_eq!(binding(&["example.test", "other.test"]).reach_warning("key", &whitelist), None);
     }
 }

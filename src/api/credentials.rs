@@ -21,7 +21,9 @@ use crate::whitelist::Whitelist;
 /// Set or rotate a credential
 ///
 /// The value is encrypted at rest and added by the egress to requests whose host matches
-/// `domains`, after the network policy allowed them; handlers never see it.
+/// `domains`, after the network policy allowed them; handlers never see it (it is taken out of
+/// every response before they do). The answer's `warnings` name the hosts the server's handlers
+/// may fetch that the credential is not sent to.
 #[utoipa::path(
     put,
     path = "/admin/servers/{id}/credentials/{name}",
@@ -49,6 +51,7 @@ pub async fn put_credential(
         None => Whitelist::from_operator_domains(&record.allow_domains).map_err(invalid)?,
     };
     let new = seal(&state.vault, &id, name, body, &whitelist)?;
+    let warnings = reach_warnings(&id, std::slice::from_ref(&new), &whitelist);
     let _change = state.registry.serialize(&id).await;
     let (created, record) = match state.catalog.put_credential(&id, &new, MAX_PER_SERVER).await? {
         PutCredential::Stored { created, record } => (created, record),
@@ -59,7 +62,7 @@ pub async fn put_credential(
     };
     state.registry.remount(&id).await?;
     tracing::info!(server_id = %id, credential = %record.name, created, "credential set");
-    let view = CredentialView::from(record);
+    let view = CredentialView { warnings, ..CredentialView::from(record) };
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, Json(view)))
 }
 
@@ -145,4 +148,18 @@ pub(crate) fn seal(
         name,
         binding,
     })
+}
+
+/// The warnings for credentials of server `id` that its handlers could carry, in a piece or a
+/// form the scrubbing cannot know, to hosts the credentials are not sent to
+/// ([`Binding::reach_warning`]); each is logged at warn level too.
+pub(crate) fn reach_warnings(id: &ServerId, credentials: &[NewCredential], whitelist: &Whitelist) -> Vec<String> {
+    let warnings: Vec<String> = credentials
+        .iter()
+        .filter_map(|credential| credential.binding.reach_warning(&credential.name, whitelist))
+        .collect();
+    for warning in &warnings {
+        tracing::warn!(server_id = %id, "{warning}");
+    }
+    warnings
 }

@@ -264,8 +264,9 @@ pub struct ToolsetRegistered {
     pub mcp_path: String,
     /// The tool names.
     pub tools: Vec<String>,
-    /// Problems that do not stop the tools from running but probably are mistakes (a handler
-    /// without `return`), each naming the tool.
+    /// Problems that do not stop the tools from running but probably are mistakes: a handler
+    /// without `return` (naming the tool), a credential the handlers may fetch hosts beyond
+    /// (naming the credential).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -1162,6 +1163,10 @@ pub struct EgressEntry {
     /// Names of the credentials the daemon added to the request (never their values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<String>,
+    /// How many credential values the daemon took out of the response (replaced by
+    /// `[redacted:NAME]`) before the handler saw it: the upstream echoes credentials.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scrubs: i64,
 }
 
 impl From<catalog::EgressRecord> for EgressEntry {
@@ -1176,6 +1181,7 @@ impl From<catalog::EgressRecord> for EgressEntry {
             duration_us: e.duration_us,
             reason: e.reason,
             credentials: e.credentials,
+            scrubs: e.scrubs,
         }
     }
 }
@@ -1215,6 +1221,10 @@ pub struct CredentialView {
     pub fingerprint: String,
     pub created_at: i64,
     pub rotated_at: i64,
+    /// In the answer to setting a credential: the hosts the server's handlers may fetch that the
+    /// credential is not sent to (see README, *Credentials for upstream APIs*).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A server's credentials, by name.
@@ -1232,6 +1242,7 @@ impl From<catalog::CredentialRecord> for CredentialView {
             fingerprint: record.fingerprint,
             created_at: record.created_at,
             rotated_at: record.rotated_at,
+            warnings: Vec::new(),
         }
     }
 }
@@ -1285,6 +1296,10 @@ fn empty_object() -> Value {
 
 fn is_false(value: &bool) -> bool {
     !value
+}
+
+fn is_zero(value: &i64) -> bool {
+    *value == 0
 }
 
 /// `null` as the default, as if the field were absent.

@@ -134,6 +134,9 @@ async fn start_generation(
 ) -> Result<Registered, ApiError> {
     let Checked { id, name, description, access_token_sha256, auth, whitelist } = server;
     let credentials = seal_credentials(state, &id, credentials, &whitelist)?;
+    // Logged only: generation may add hosts to the whitelist, so this answer could not list them
+    // all.
+    crate::api::credentials::reach_warnings(&id, &credentials, &whitelist);
     check_code_mode(pending.code_mode.as_ref())?;
     let Pending { prompt, allow_domains, dry_run, code_mode, openapi, require_approval } = pending;
     let generation_id = state
@@ -315,7 +318,8 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
     let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
     check_code_mode(body.code_mode.as_ref())?;
     let toolset = Toolset::new(body.tools).map_err(|e| ApiError::new(ErrorCode::InvalidTool, e.to_string()))?;
-    let (toolset, warnings) = check_handlers(toolset).await?;
+    let (toolset, mut warnings) = check_handlers(toolset).await?;
+    warnings.extend(crate::api::credentials::reach_warnings(&id, &credentials, &whitelist));
     let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
     let new = NewToolsetServer {
         id: id.clone(),

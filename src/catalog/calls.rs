@@ -56,6 +56,8 @@ pub struct EgressRecord {
     pub reason: Option<String>,
     /// Names of the credentials added to the request.
     pub credentials: Vec<String>,
+    /// Credential values taken out of the response before the handler saw it.
+    pub scrubs: i64,
 }
 
 /// The columns [`call_record`] reads.
@@ -182,11 +184,11 @@ impl Catalog {
         let all_ids: Vec<&str> = calls.iter().chain(&children).map(|c| c.execution_id.as_str()).collect();
         let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
         let egress_rows = sqlx::query(self.sql(
-            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials FROM egress
-             WHERE execution_id IN (SELECT value FROM json_each($1))
+            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials, scrubs
+             FROM egress WHERE execution_id IN (SELECT value FROM json_each($1))
              ORDER BY execution_id, seq",
-            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials FROM egress
-             WHERE execution_id IN (SELECT json_array_elements_text($1::json))
+            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials, scrubs
+             FROM egress WHERE execution_id IN (SELECT json_array_elements_text($1::json))
              ORDER BY execution_id, seq",
         ))
         .bind(serde_json::to_string(&all_ids).unwrap_or_else(|_| "[]".into()))
@@ -206,6 +208,7 @@ impl Catalog {
                     .get::<Option<String>, _>("credentials")
                     .map(|names| names.split(',').map(str::to_string).collect())
                     .unwrap_or_default(),
+                scrubs: e.get("scrubs"),
             });
         }
         let mut children: Vec<CallRecord> = children;
@@ -315,8 +318,8 @@ impl Catalog {
         for chunk in egress.chunks(rows_per_insert) {
             let sql = super::insert_values(
                 "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason,
-                     credentials)",
-                11,
+                     credentials, scrubs)",
+                12,
                 chunk.len(),
             );
             let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -332,7 +335,8 @@ impl Catalog {
                     .bind(egress.bytes)
                     .bind(egress.duration_us)
                     .bind(&egress.reason)
-                    .bind((!egress.credentials.is_empty()).then(|| egress.credentials.join(",")));
+                    .bind((!egress.credentials.is_empty()).then(|| egress.credentials.join(",")))
+                    .bind(egress.scrubs);
             }
             insert.execute(&mut *tx).await?;
         }

@@ -603,6 +603,11 @@ pub async fn set_credential(
     let value = read_secret(name)?;
     let body = json!({"value": value, "domains": domains, "inject": inject});
     let view = session.client.put_credential(id, name, &body).await?;
+    if !session.json {
+        for warning in &view.warnings {
+            eprintln!("warning: {warning}");
+        }
+    }
     print_out(&if session.json {
         output::pretty(&view)
     } else {

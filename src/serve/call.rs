@@ -332,6 +332,10 @@ impl CallEntry<'_> {
                 (true, Some(_)) => EgressOutcome::Error,
             });
         }
+        let scrubs: i64 = egress.iter().map(|request| request.scrubs).sum();
+        if scrubs > 0 {
+            metrics.record_credential_scrubs(&self.tool.series, scrubs as u64);
+        }
         let elapsed = self.started.elapsed();
         metrics.record_call(&self.tool.series, outcome, elapsed);
         let failed = self.error_result || outcome != CallOutcome::Ok;
@@ -462,8 +466,9 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
     format!("{}\n/* … {} more bytes */", &text[..cut], text.len() - cut)
 }
 
-/// Takes the server's credential values out of everything the call hands back or logs: an
-/// upstream that echoes a key (in a body, a header, an error) must not pass it to the agent.
+/// Takes the server's credential values out of everything the call hands back or logs. The
+/// egress already took them out of every response before the handler saw one, so a handler has
+/// none to hand back; this is the second layer, in case a value reaches a handler some other way.
 fn scrub(redactor: &Redactor, completion: &mut Completion) {
     if redactor.is_empty() {
         return;

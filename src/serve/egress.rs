@@ -7,6 +7,15 @@
 //! the network is in the call log, also one still in flight when its call ends; [`inject`] adds
 //! the server's credentials to the hops they match. This module ties them together: it follows
 //! redirects hop by hop, checking each in full, and turns failures into what a handler may see.
+//!
+//! A credential's value never enters the isolate. Upstreams echo requests (in bodies, headers,
+//! redirect URLs), and a handler holding the value could transform it past any later check and
+//! send it to another host it may fetch. So every response of a server that has credentials is
+//! scrubbed of all their values, in every wire form (`credentials::redact`), before it becomes a
+//! `FetchResponse`: headers and `Location` as they arrive, the body chunk by chunk under
+//! `max_response_bytes`, and the final URL. That is every response, not only those of hops that
+//! carried a credential, since an upstream may keep a value and hand it back later or from another
+//! of its hosts. Each hop's egress log entry counts the values taken out of its response.
 
 pub mod inject;
 pub mod log;
@@ -132,17 +141,37 @@ impl Egress {
             };
             let answered = self
                 .transport
-                .send(policy.max_response_bytes, &method, &hop_url, &hop_headers, body.clone(), deadline)
+                .send(
+                    policy.max_response_bytes,
+                    &policy.redactor,
+                    &method,
+                    &hop_url,
+                    &hop_headers,
+                    body.clone(),
+                    deadline,
+                )
                 .await;
-            log.finished(sent, answered.as_ref().map(|response| (response.status, response.body.len())));
-            let response = answered?;
+            let mut response = match answered {
+                Ok(response) => response,
+                Err(failure) => {
+                    log.finished(sent, Err(&failure));
+                    return Err(failure);
+                }
+            };
             let status = response.status;
-
             let is_redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
             let location = match response.location.as_deref() {
                 Some(location) if is_redirect && request.redirect != "manual" => location.to_string(),
-                _ => return Ok(response.into_fetch_response(url.as_str(), redirected)),
+                _ => {
+                    // The URL is the handler's or built from scrubbed locations; scrubbed again
+                    // because parsing may have re-encoded a value into a form found only now.
+                    let (final_url, scrubs) = policy.redactor.counted_text(url.as_str());
+                    response.scrubs += scrubs;
+                    log.finished(sent, Ok((status, response.body.len(), response.scrubs)));
+                    return Ok(response.into_fetch_response(final_url.into_owned(), redirected));
+                }
             };
+            log.finished(sent, Ok((status, response.body.len(), response.scrubs)));
             if request.redirect == "error" {
                 return Err(Failure::Network(format!("redirect ({status}) refused because redirect is \"error\"")));
             }

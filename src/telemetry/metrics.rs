@@ -118,6 +118,11 @@ struct EgressLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ServerLabels {
+    server: Arc<str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ReplicaLabels {
     replica: String,
     catalog: &'static str,
@@ -185,6 +190,7 @@ pub struct Metrics {
     reconciled_mounts: Counter,
     jobs_taken_over: Counter,
     egress: Family<EgressLabels, Counter>,
+    egress_credential_scrubs: Family<ServerLabels, Counter>,
     generations: Family<GenerationLabels, Counter>,
     stage_durations: HistogramFamily<StageLabels>,
     llm_tokens: Family<TokenLabels, Counter>,
@@ -262,6 +268,7 @@ impl Metrics {
             reconciled_mounts: Counter::default(),
             jobs_taken_over: Counter::default(),
             egress: Family::default(),
+            egress_credential_scrubs: Family::default(),
             generations: Family::default(),
             stage_durations: Family::new_with_constructor(|| Histogram::new(STAGE_BUCKETS)),
             llm_tokens: Family::default(),
@@ -392,6 +399,12 @@ impl Metrics {
             "mcpbootd_egress_requests",
             "Outbound requests from handlers by outcome",
             self.egress.clone(),
+        );
+        registry.register(
+            "mcpbootd_egress_credential_scrubs",
+            "Credential values taken out of upstream responses before handlers saw them, by server \
+             (an upstream echoes credentials; the call log's egress entries say which request)",
+            self.egress_credential_scrubs.clone(),
         );
         registry.register("mcpbootd_generations", "Finished generations by outcome", self.generations.clone());
         registry.register(
@@ -538,6 +551,11 @@ impl Metrics {
         self.egress.get_or_create(&EgressLabels { outcome }).inc();
     }
 
+    /// Counts credential values the egress took out of the responses of one of a tool's calls.
+    pub fn record_credential_scrubs(&self, series: &ToolSeries, scrubs: u64) {
+        self.egress_credential_scrubs.get_or_create(&ServerLabels { server: series.server.clone() }).inc_by(scrubs);
+    }
+
     pub fn record_generation(
         &self,
         outcome: GenerationOutcome,
@@ -608,6 +626,7 @@ impl Metrics {
         for status in REJECTION_STATUSES {
             self.mcp_rejections.remove(&RejectionLabels { server: label.clone(), status: status.as_u16() });
         }
+        self.egress_credential_scrubs.remove(&ServerLabels { server: label.clone() });
         let kinds: Vec<&'static str> = lock(&self.client_error_kinds).iter().copied().collect();
         for kind in kinds {
             self.mcp_client_errors.remove(&ClientErrorLabels { server: label.clone(), kind });

@@ -226,6 +226,8 @@ pub struct SeenRequest {
     pub method: String,
     pub host: String,
     pub path: String,
+    /// The query string as it arrived (still percent-encoded), empty without one.
+    pub query: String,
     pub headers: HeaderMap,
     pub body: String,
 }
@@ -263,6 +265,8 @@ impl Upstream {
             )
             .route("/items/{id}", get(item))
             .route("/echo", any(echo))
+            .route("/reflect", any(reflect))
+            .route("/reflect/redirect", any(reflect_redirect))
             .route("/big", get(|| async { "x".repeat(64 * 1024) }))
             .route("/redirect", any(redirect))
             .route("/chain/{n}", get(chain))
@@ -308,6 +312,7 @@ async fn item(
         method: "GET".into(),
         host: headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string(),
         path: format!("/items/{id}"),
+        query: String::new(),
         headers: headers.clone(),
         body: String::new(),
     });
@@ -361,6 +366,7 @@ async fn held(
         method: method.to_string(),
         host: headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string(),
         path: format!("/held/{ms}"),
+        query: String::new(),
         headers,
         body: String::new(),
     });
@@ -395,6 +401,7 @@ async fn concurrent() -> Json<Value> {
 async fn echo(
     State(seen): State<Arc<Mutex<Vec<SeenRequest>>>>,
     method: axum::http::Method,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: String,
 ) -> Json<Value> {
@@ -403,6 +410,7 @@ async fn echo(
         method: method.to_string(),
         host: host.clone(),
         path: "/echo".into(),
+        query: uri.query().unwrap_or("").to_string(),
         headers: headers.clone(),
         body: body.clone(),
     });
@@ -411,6 +419,68 @@ async fn echo(
         .map(|(k, v)| (k.as_str().to_string(), Value::String(v.to_str().unwrap_or("").to_string())))
         .collect();
     Json(json!({"method": method.as_str(), "host": host, "headers": header_map, "body": body}))
+}
+
+/// `/reflect`: hands back what the request carried the way careless APIs do, so credential
+/// scrubbing can be tested on every part of a response. The `Authorization` header and the raw
+/// query string come back in response headers and, in a body sent in 7-byte chunks (so values
+/// straddle chunk boundaries), raw, JSON-escaped, decoded (query values, a basic password) and
+/// percent-encoded.
+async fn reflect(
+    State(seen): State<Arc<Mutex<Vec<SeenRequest>>>>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> axum::response::Response {
+    use base64::Engine;
+    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string();
+    let query = uri.query().unwrap_or("").to_string();
+    seen.lock().unwrap().push(SeenRequest {
+        method: method.to_string(),
+        host,
+        path: "/reflect".into(),
+        query: query.clone(),
+        headers: headers.clone(),
+        body: String::new(),
+    });
+    let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let basic_password = authorization
+        .strip_prefix("Basic ")
+        .and_then(|encoded| base64::engine::general_purpose::STANDARD.decode(encoded).ok())
+        .map(|pair| String::from_utf8_lossy(&pair).split_once(':').map(|(_, p)| p.to_string()).unwrap_or_default())
+        .unwrap_or_default();
+    let decoded: Vec<String> =
+        url::form_urlencoded::parse(query.as_bytes()).map(|(name, value)| format!("{name}={value}")).collect();
+    let encoded: String = url::form_urlencoded::byte_serialize(authorization.as_bytes()).collect();
+    let json = json!({"authorization": authorization, "query": decoded, "basic_password": basic_password});
+    let text = format!(
+        "authorization: {authorization}\nquery: {query}\ndecoded: {}\nbasic password: {basic_password}\n\
+         percent-encoded: {encoded}\njson: {json}\n",
+        decoded.join("&")
+    );
+    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> =
+        text.into_bytes().chunks(7).map(|chunk| Ok(bytes::Bytes::copy_from_slice(chunk))).collect();
+    axum::response::Response::builder()
+        .header("x-echo-authorization", authorization.clone())
+        .header("x-echo-query", query)
+        .body(axum::body::Body::from_stream(futures_util::stream::iter(chunks)))
+        .unwrap()
+}
+
+/// `/reflect/redirect`: redirects to `/reflect` with the request's `Authorization` header added
+/// to the query string it came with, as APIs that keep state in redirect URLs do.
+async fn reflect_redirect(uri: axum::http::Uri, headers: HeaderMap) -> axum::response::Response {
+    let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let echoed: String = url::form_urlencoded::byte_serialize(authorization.as_bytes()).collect();
+    let location = match uri.query() {
+        Some(query) => format!("/reflect?echo={echoed}&{query}"),
+        None => format!("/reflect?echo={echoed}"),
+    };
+    axum::response::Response::builder()
+        .status(302)
+        .header("location", location)
+        .body(axum::body::Body::empty())
+        .unwrap()
 }
 
 /// Waits up to five seconds for a daemon started as a process to answer `/readyz` with 200.

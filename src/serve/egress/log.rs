@@ -78,9 +78,10 @@ impl EgressLog {
         Some(Sent { index, started: hop.started })
     }
 
-    /// Completes a sent hop's entry: its response (`status`, `bytes` of body) or its failure. A
-    /// hop that finishes after the log was taken was logged as cut off then.
-    pub fn finished(&self, sent: Sent, answer: Result<(u16, usize), &Failure>) {
+    /// Completes a sent hop's entry: its response (`status`, `bytes` of body as the handler got
+    /// it, `scrubs` credential values taken out of it) or its failure. A hop that finishes after
+    /// the log was taken was logged as cut off then.
+    pub fn finished(&self, sent: Sent, answer: Result<(u16, usize, usize), &Failure>) {
         let mut state = self.lock();
         if state.closed {
             return;
@@ -90,9 +91,10 @@ impl EgressLog {
         let Some(entry) = state.entries.get_mut(sent.index) else { return };
         entry.duration_us = duration_us;
         match answer {
-            Ok((status, bytes)) => {
+            Ok((status, bytes, scrubs)) => {
                 entry.status = Some(i64::from(status));
                 entry.bytes = bytes as i64;
+                entry.scrubs = scrubs as i64;
             }
             Err(failure) => {
                 entry.allowed = !failure.is_policy_decision();
@@ -133,6 +135,7 @@ fn entry(hop: &Hop<'_>, failure: Option<&Failure>) -> EgressRecord {
         duration_us: micros_since(hop.started),
         reason: failure.map(|f| f.reason().to_string()),
         credentials: hop.credentials.to_vec(),
+        scrubs: 0,
     }
 }
 
@@ -152,7 +155,7 @@ mod tests {
     fn a_hop_in_flight_when_the_log_is_taken_is_logged_as_cut_off_and_nothing_is_sent_after() {
         let log = EgressLog::default();
         let answered = log.sending(&hop("/answered")).unwrap();
-        log.finished(answered, Ok((200, 12)));
+        log.finished(answered, Ok((200, 12, 0)));
         let failed = log.sending(&hop("/failed")).unwrap();
         log.finished(failed, Err(&Failure::Network("connection reset".into())));
         log.refused(&hop("/refused"), &Failure::Refused("only http and https URLs can be fetched".into()));
@@ -168,7 +171,7 @@ mod tests {
         assert_eq!((cut_off.allowed, cut_off.status, cut_off.reason.as_deref()), (true, None, Some(CUT_OFF)));
 
         // What finishes or starts after the log was taken changes nothing, and is not sent.
-        log.finished(dangling, Ok((200, 1)));
+        log.finished(dangling, Ok((200, 1, 0)));
         assert!(log.sending(&hop("/late")).is_none());
         log.refused(&hop("/late-refusal"), &Failure::Refused("no".into()));
         assert!(log.take().is_empty());

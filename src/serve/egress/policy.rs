@@ -24,7 +24,10 @@
 //!    capped at [`MAX_REQUEST_BODY_BYTES`].
 //! 6. The response body is streamed and counted against `[sandbox] max_response_bytes`; the
 //!    connect timeout, an idle-read timeout and the call's remaining wall time all apply.
-//! 7. The handler sees only "not allowed by network policy: <host> …" or "network error …"; it
+//! 7. For a server with credentials, every response is scrubbed of their values in every wire
+//!    form before the handler sees any of it: headers, `Location` (before it is followed), the
+//!    body chunk by chunk, and the final URL (see `credentials::redact`).
+//! 8. The handler sees only "not allowed by network policy: <host> …" or "network error …"; it
 //!    never sees resolved addresses or why a connection failed. The operator sees the full reason
 //!    in the call's egress log (`log`).
 //!
@@ -55,7 +58,8 @@ pub struct ServerPolicy {
     pub max_response_bytes: u64,
     /// Credentials added to the hops whose host they match (see `inject`).
     pub credentials: Vec<Credential>,
-    /// Takes those credentials' values out of what calls return and log.
+    /// Takes those credentials' values out of every response before the handler sees it, and
+    /// out of what calls return and log.
     pub redactor: Redactor,
 }
 

@@ -1,0 +1,3 @@
+-- How many credential values the egress took out of a request's response before the handler saw
+-- it: a count above 0 says the upstream echoes credentials.
+ALTER TABLE egress ADD COLUMN scrubs INTEGER NOT NULL DEFAULT 0;

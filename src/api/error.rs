@@ -91,6 +91,8 @@ text_enum! {
         ServerUnavailable = "server_unavailable",
         /// Admission refused a call: every slot taken and the queue full.
         Busy = "busy",
+        /// The catalog refuses writes (a full disk, read-only files): the change was not made.
+        CatalogUnwritable = "catalog_unwritable",
         ShuttingDown = "shutting_down",
         Internal = "internal",
     }
@@ -129,7 +131,9 @@ impl ErrorCode {
             InvalidBody | InvalidId | InvalidAccessToken | InvalidAuth | InvalidCredential | InvalidDomain
             | InvalidTool | HandlerCompileError | InvalidOpenapi | PromptTooLong | InvalidArguments
             | LlmNotConfigured => StatusCode::UNPROCESSABLE_ENTITY,
-            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown | CatalogUnwritable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -148,7 +152,7 @@ impl ErrorCode {
             InvalidParams => -32602,
             Unauthorized => -32001,
             Internal => -32603,
-            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => -32000,
+            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown | CatalogUnwritable => -32000,
             _ => -32600,
         }
     }
@@ -287,6 +291,15 @@ impl From<CatalogError> for ApiError {
                     "a server with id {id:?} already exists; choose another id or DELETE /admin/servers/{id} first"
                 ),
             ),
+            CatalogError::Unwritable(cause) => {
+                tracing::error!(%cause, "a catalog write failed");
+                ApiError::new(
+                    ErrorCode::CatalogUnwritable,
+                    "the catalog cannot be written (its disk is full, or its files or file system are read-only), \
+                     so nothing was changed; the daemon log has the cause. Retry once GET /readyz reports \
+                     \"catalog\": \"ok\"",
+                )
+            }
             other => ApiError::internal(other),
         }
     }

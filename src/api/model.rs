@@ -1255,6 +1255,9 @@ text_enum! {
     pub enum CatalogHealth ("catalog health") {
         Ok = "ok",
         Unavailable = "unavailable",
+        /// The catalog answers reads but refuses writes (a full disk, read-only files): servers
+        /// are served, changes are refused.
+        Unwritable = "unwritable",
     }
 }
 

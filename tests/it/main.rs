@@ -33,4 +33,5 @@ mod sdk_clients;
 mod shutdown;
 mod tidy;
 mod toolsets;
+mod unwritable_catalog;
 mod versions;

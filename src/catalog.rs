@@ -465,6 +465,16 @@ pub fn format_millis(millis: i64) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
+/// Text the daemon did not write itself (a handler's console and errors, fetched documents, a
+/// script, an upstream's answer, a token's claims) as the catalog stores it: each NUL character
+/// replaced by U+FFFD. PostgreSQL's `TEXT` cannot hold NUL and refuses the whole statement (a
+/// call-log batch, a generation's documents) over one; SQLite gets the same text, so a catalog
+/// holds the same whichever engine it is on, and `mcpbootd migrate` copies it as it is. Owned,
+/// because the `Any` driver copies a borrowed string when it is bound anyway.
+pub(crate) fn stored_text(text: &str) -> String {
+    if text.contains('\0') { text.replace('\0', "\u{FFFD}") } else { text.to_owned() }
+}
+
 pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).expect("catalog values serialise")
 }
@@ -472,6 +482,11 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, CatalogError> {
     serde_json::from_str(text).map_err(|e| CatalogError::Corrupt(e.to_string()))
 }
+
+/// PostgreSQL for the catalog's tests (shared with the integration tests).
+#[cfg(test)]
+#[path = "../tests/support/postgres.rs"]
+mod postgres_support;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,8 @@ use sqlx::Row;
 use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools, tool_from_row};
 use super::{
-    Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, flag, from_json, now_millis, optional_flag, to_json,
+    Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, flag, from_json, now_millis, optional_flag, stored_text,
+    to_json,
 };
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status, Trigger};
 use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ToolSpec, Toolset};
@@ -196,7 +197,7 @@ impl Catalog {
                 "INSERT INTO documents (sha256, text, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
             )
             .bind(settings.sha256.as_deref().unwrap_or_default())
-            .bind(text)
+            .bind(stored_text(text))
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -347,7 +348,7 @@ impl Catalog {
                 "INSERT INTO documents (sha256, text, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
             )
             .bind(document.sha256)
-            .bind(document.text)
+            .bind(stored_text(document.text))
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -481,7 +482,7 @@ impl Catalog {
              WHERE id = $17 AND (lease_owner IS NULL OR lease_owner = $18)",
         )
         .bind(status)
-        .bind(&finished.error)
+        .bind(finished.error.as_deref().map(stored_text))
         .bind(&finished.prompt_hash)
         .bind(&finished.content_hash)
         .bind(&finished.model)

@@ -151,6 +151,8 @@ pub struct Catalog {
     /// The exclusive lock on `<catalog>.lock` (SQLite only), held until [`Catalog::close`]: a
     /// second daemon on the same file is refused instead of sharing it unawares.
     lock: Arc<Mutex<Option<std::fs::File>>>,
+    /// The SQLite file; `None` on PostgreSQL.
+    file: Option<Arc<Path>>,
 }
 
 /// This daemon among the replicas sharing a catalog.
@@ -195,6 +197,10 @@ impl Catalog {
             writer,
             registrations,
             lock: Arc::new(Mutex::new(lock)),
+            file: match location {
+                CatalogLocation::Sqlite(path) => Some(Arc::from(path.as_path())),
+                CatalogLocation::Postgres { .. } => None,
+            },
         })
     }
 
@@ -254,6 +260,27 @@ impl Catalog {
         }
     }
 
+    /// A consistent copy of a SQLite catalog, taken while the daemon serves: `VACUUM INTO` writes
+    /// one snapshot of it to a new file beside it, which is opened and then unlinked, so the open
+    /// file is all that is left of it and nothing stays behind however the download ends. Other
+    /// processes cannot read the catalog while the daemon has it open (see [`SQLITE_VFS`]), so
+    /// this is how it is backed up online. `None` on PostgreSQL, which its own tools back up.
+    pub async fn backup(&self) -> Result<Option<std::fs::File>, CatalogError> {
+        let Some(catalog) = &self.file else {
+            return Ok(None);
+        };
+        let copy = PathBuf::from(format!("{}.backup-{}-{}", catalog.display(), std::process::id(), now_millis()));
+        let written =
+            sqlx::query("VACUUM INTO $1").bind(copy.to_string_lossy().into_owned()).execute(&self.reader).await;
+        let opened = written.map_err(CatalogError::from).and_then(|_| {
+            std::fs::File::open(&copy)
+                .map_err(|error| CatalogError::Unwritable(format!("cannot open the copy {}: {error}", copy.display())))
+        });
+        // Whether the copy was written, half written or not at all, its name goes now.
+        let _ = std::fs::remove_file(&copy);
+        opened.map(Some)
+    }
+
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
@@ -271,7 +298,9 @@ impl Catalog {
 /// process. On the heap a catalog that cannot be written costs the writes that fail. The VFS
 /// also holds a POSIX lock on the database file for the life of the connections, so no other
 /// process opens the catalog meanwhile: the daemon's lock file (`lock_catalog`) already keeps
-/// other daemons out, and no other process could share a heap index.
+/// other daemons out, and no other process could share a heap index. Backups taken while the
+/// daemon runs therefore go through it ([`Catalog::backup`], `GET /admin/backup`) instead of
+/// `sqlite3 .backup`, which is told the database is locked.
 const SQLITE_VFS: &str = "unix-excl";
 
 async fn open_sqlite(path: &Path) -> anyhow::Result<(AnyPool, AnyPool, std::fs::File)> {

@@ -67,6 +67,8 @@ text_enum! {
         /// The version is not in a status that allows the change (approve one that awaits
         /// approval, activate one that is ready).
         VersionConflict = "version_conflict",
+        /// `GET /admin/backup` on a catalog in PostgreSQL, which its own tools back up.
+        BackupNotSupported = "backup_not_supported",
         /// `POST .../code` on a server (or daemon) with code mode off.
         CodeModeDisabled = "code_mode_disabled",
         BodyTooLarge = "body_too_large",
@@ -123,9 +125,8 @@ impl ErrorCode {
             | VersionNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-            ServerExists | NotGenerated | GenerationRunning | NothingToExport | CodeModeDisabled | VersionConflict => {
-                StatusCode::CONFLICT
-            }
+            ServerExists | NotGenerated | GenerationRunning | NothingToExport | CodeModeDisabled | VersionConflict
+            | BackupNotSupported => StatusCode::CONFLICT,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             InvalidBody | InvalidId | InvalidAccessToken | InvalidAuth | InvalidCredential | InvalidDomain

@@ -1261,6 +1261,12 @@ text_enum! {
     }
 }
 
+/// `GET /admin/backup`: the bytes of a SQLite database file. Only describes the response in the
+/// OpenAPI document; the handler streams the file.
+#[derive(Debug, Clone, ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct CatalogBackup(pub Vec<u8>);
+
 /// `GET /healthz`
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Liveness {

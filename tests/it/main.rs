@@ -6,6 +6,7 @@ mod helpers;
 mod access_tokens;
 mod admin_errors;
 mod api_descriptions;
+mod backup;
 mod cli;
 mod code_mode;
 mod connections;

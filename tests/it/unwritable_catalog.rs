@@ -18,13 +18,12 @@ struct Immutable {
 }
 
 impl Immutable {
+    /// Every file in `dir`.
     fn make(dir: &Path) -> Result<Immutable, String> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| e.to_string())?
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .filter(|path| path.is_file())
-            .collect();
-        files.sort();
+        Immutable::only(files_in(dir))
+    }
+
+    fn only(files: Vec<PathBuf>) -> Result<Immutable, String> {
         let mut immutable = Immutable { files: Vec::new() };
         for file in files {
             chattr("+i", &file)?;
@@ -44,6 +43,16 @@ impl Drop for Immutable {
     fn drop(&mut self) {
         self.release();
     }
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    files
 }
 
 fn chattr(flag: &str, file: &Path) -> Result<(), String> {
@@ -135,5 +144,49 @@ async fn immutable_catalog_files_cost_the_writes_not_the_daemon() {
     assert_eq!(app.get("/admin/servers/after").await.0, 200);
     assert_eq!(app.get("/admin/servers/doomed").await.0, 404);
     assert_eq!(app.get("/admin/servers/refused").await.0, 404);
+    app.stop().await;
+}
+
+/// The same with one file at a time immutable (the database, its WAL, the lock or key file):
+/// whatever a write answers, it is never a 500, the daemon goes on serving, and once the file is
+/// writable again so is the catalog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_immutable_catalog_file_at_a_time_costs_at_most_the_writes() {
+    if on_postgres() {
+        return; // works on the SQLite catalog's own files
+    }
+    let app = spawn_app().await;
+    app.register(server("kept")).await;
+    let client = app.mcp("kept").await;
+    for (n, file) in files_in(app.data_dir.path()).into_iter().enumerate() {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let mut immutable = match Immutable::only(vec![file]) {
+            Ok(immutable) => immutable,
+            Err(reason) => {
+                eprintln!(
+                    "skipped: the unwritable-catalog test needs `chattr +i` on its temporary directory ({reason})"
+                );
+                break;
+            }
+        };
+        let id = format!("while-{n}");
+        let (status, body) = app.post("/admin/servers", &server(&id)).await;
+        assert!(status == 201 || status == 503, "{name} immutable: {status} {body}");
+        assert_eq!(text_of(&mcp_call(&client, "hi", json!({})).await), "hi from the handler", "{name} immutable");
+        assert_eq!(app.get("/admin/servers/kept").await.0, 200, "{name} immutable");
+
+        immutable.release();
+        let mut ready = false;
+        for _ in 0..100 {
+            if app.get("/readyz").await.0 == 200 {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(ready, "{name} writable again: /readyz turns ready");
+        app.register(server(&format!("after-{n}"))).await;
+    }
+    drop(client);
     app.stop().await;
 }

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod backup;
 pub mod code_mode;
 pub mod connections;
 pub mod console;
@@ -136,6 +137,7 @@ pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(code_mode::run_code))
         .routes(routes!(admin::list_calls))
         .routes(routes!(admin::export_server))
+        .routes(routes!(backup::backup))
         .routes(routes!(overview::overview))
         .routes(routes!(openapi::openapi))
         // Metrics name servers and tools, so they sit behind the admin token too.

@@ -63,7 +63,13 @@ pub enum CatalogError {
     #[error("a server with id {0:?} already exists")]
     Conflict(String),
     #[error("catalog error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
+    /// The catalog answers but refuses writes: its disk is full, its files or file system are
+    /// read-only, or writing them fails (SQLite's I/O errors; PostgreSQL's disk full, I/O
+    /// error and read-only transaction). Nothing of the write was stored; the message is the
+    /// cause.
+    #[error("the catalog cannot be written: {0}")]
+    Unwritable(String),
     #[error("catalog holds unreadable data: {0}")]
     Corrupt(String),
     /// A write shared with other requests (a batch) failed; the message is the cause.
@@ -72,6 +78,43 @@ pub enum CatalogError {
     /// A generation job's write after its lease passed to another replica (named).
     #[error("replica {0:?} took this generation over after its lease expired")]
     LeaseLost(String),
+}
+
+impl From<sqlx::Error> for CatalogError {
+    fn from(error: sqlx::Error) -> CatalogError {
+        if refuses_writes(&error) { CatalogError::Unwritable(error.to_string()) } else { CatalogError::Database(error) }
+    }
+}
+
+impl CatalogError {
+    /// This error once more, for each of the writes that shared a failed transaction (a batch).
+    pub(crate) fn shared(&self) -> CatalogError {
+        match self {
+            CatalogError::Unwritable(cause) => CatalogError::Unwritable(cause.clone()),
+            other => CatalogError::WriteFailed(other.to_string()),
+        }
+    }
+}
+
+/// Whether a database error says that the catalog's storage refuses writes, as opposed to a
+/// mistake in the statement or a conflict: the error the API answers with 503 and `/readyz`
+/// reports.
+fn refuses_writes(error: &sqlx::Error) -> bool {
+    use sqlx::error::DatabaseError;
+    let Some(error) = error.as_database_error() else {
+        return false;
+    };
+    if let Some(error) = error.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+        // The primary result code is the low byte of the extended one sqlx reports.
+        let code = error.code().and_then(|code| code.parse::<i32>().ok()).unwrap_or(0) & 0xff;
+        const SQLITE_READONLY: i32 = 8;
+        const SQLITE_IOERR: i32 = 10;
+        const SQLITE_FULL: i32 = 13;
+        return matches!(code, SQLITE_READONLY | SQLITE_IOERR | SQLITE_FULL);
+    }
+    // PostgreSQL's SQLSTATEs: read_only_sql_transaction (a standby, or
+    // default_transaction_read_only), disk_full, io_error.
+    matches!(error.code().as_deref(), Some("25006" | "53100" | "58030"))
 }
 
 /// Which engine holds the catalog.
@@ -108,6 +151,8 @@ pub struct Catalog {
     /// The exclusive lock on `<catalog>.lock` (SQLite only), held until [`Catalog::close`]: a
     /// second daemon on the same file is refused instead of sharing it unawares.
     lock: Arc<Mutex<Option<std::fs::File>>>,
+    /// The SQLite file; `None` on PostgreSQL.
+    file: Option<Arc<Path>>,
 }
 
 /// This daemon among the replicas sharing a catalog.
@@ -152,6 +197,10 @@ impl Catalog {
             writer,
             registrations,
             lock: Arc::new(Mutex::new(lock)),
+            file: match location {
+                CatalogLocation::Sqlite(path) => Some(Arc::from(path.as_path())),
+                CatalogLocation::Postgres { .. } => None,
+            },
         })
     }
 
@@ -211,6 +260,27 @@ impl Catalog {
         }
     }
 
+    /// A consistent copy of a SQLite catalog, taken while the daemon serves: `VACUUM INTO` writes
+    /// one snapshot of it to a new file beside it, which is opened and then unlinked, so the open
+    /// file is all that is left of it and nothing stays behind however the download ends. Other
+    /// processes cannot read the catalog while the daemon has it open (see [`SQLITE_VFS`]), so
+    /// this is how it is backed up online. `None` on PostgreSQL, which its own tools back up.
+    pub async fn backup(&self) -> Result<Option<std::fs::File>, CatalogError> {
+        let Some(catalog) = &self.file else {
+            return Ok(None);
+        };
+        let copy = PathBuf::from(format!("{}.backup-{}-{}", catalog.display(), std::process::id(), now_millis()));
+        let written =
+            sqlx::query("VACUUM INTO $1").bind(copy.to_string_lossy().into_owned()).execute(&self.reader).await;
+        let opened = written.map_err(CatalogError::from).and_then(|_| {
+            std::fs::File::open(&copy)
+                .map_err(|error| CatalogError::Unwritable(format!("cannot open the copy {}: {error}", copy.display())))
+        });
+        // Whether the copy was written, half written or not at all, its name goes now.
+        let _ = std::fs::remove_file(&copy);
+        opened.map(Some)
+    }
+
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
@@ -219,6 +289,20 @@ impl Catalog {
     }
 }
 
+/// The SQLite VFS the catalog is opened with: `unix-excl` keeps WAL's index (the `-shm` file
+/// other processes would share) in this process's heap, shared by its connections, which still
+/// lock each other in memory so readers and the writer work side by side as with `unix`. The
+/// usual `-shm` is a file mapped into memory, and every transaction writes into that mapping; if
+/// the file turns unwritable under the daemon (`chattr +i`, a file system remounted read-only
+/// after disk errors), the kernel answers the next such write with SIGBUS, which kills the
+/// process. On the heap a catalog that cannot be written costs the writes that fail. The VFS
+/// also holds a POSIX lock on the database file for the life of the connections, so no other
+/// process opens the catalog meanwhile: the daemon's lock file (`lock_catalog`) already keeps
+/// other daemons out, and no other process could share a heap index. Backups taken while the
+/// daemon runs therefore go through it ([`Catalog::backup`], `GET /admin/backup`) instead of
+/// `sqlite3 .backup`, which is told the database is locked.
+const SQLITE_VFS: &str = "unix-excl";
+
 async fn open_sqlite(path: &Path) -> anyhow::Result<(AnyPool, AnyPool, std::fs::File)> {
     use anyhow::Context;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -226,8 +310,8 @@ async fn open_sqlite(path: &Path) -> anyhow::Result<(AnyPool, AnyPool, std::fs::
             .with_context(|| format!("cannot create the catalog directory {}", dir.display()))?;
     }
     let lock = lock_catalog(path)?;
-    // `mode=rwc`: create the file when missing.
-    let url = format!("sqlite://{}?mode=rwc", path.display());
+    // `mode=rwc`: create the file when missing. `vfs=unix-excl`: see [`SQLITE_VFS`].
+    let url = format!("sqlite://{}?mode=rwc&vfs={SQLITE_VFS}", path.display());
     let open = |connections: u32, writer: bool| {
         let pool = AnyPoolOptions::new().max_connections(connections).after_connect(|connection, _| {
             Box::pin(async move {
@@ -247,9 +331,12 @@ async fn open_sqlite(path: &Path) -> anyhow::Result<(AnyPool, AnyPool, std::fs::
         let pool = if writer {
             // A statement that fails inside a transaction (SQLITE_FULL, an I/O error) can leave
             // SQLite rolled back while the connection still holds an open transaction, and every
-            // later write on it would sit in that transaction and never commit. Such a connection
-            // is discarded instead of going back to the pool; a fresh one replaces it.
-            pool.after_release(|connection, _| Box::pin(async move { Ok(outside_transaction(connection).await) }))
+            // later write on it would sit in that transaction and never commit. And SQLite opens
+            // a file it may not write (immutable, on a file system remounted read-only) read-only
+            // instead of failing, so a connection opened then would refuse every write for the
+            // rest of its life, even once the file is writable again. Such connections are
+            // discarded instead of going back to the pool; a fresh one replaces them.
+            pool.after_release(|connection, _| Box::pin(async move { Ok(ready_to_write(connection).await) }))
         } else {
             pool
         };
@@ -263,9 +350,10 @@ async fn open_sqlite(path: &Path) -> anyhow::Result<(AnyPool, AnyPool, std::fs::
     Ok((reader, writer, lock))
 }
 
-/// Whether a SQLite connection is outside any transaction: `BEGIN` succeeds only there.
-async fn outside_transaction(connection: &mut sqlx::AnyConnection) -> bool {
-    if connection.execute("BEGIN").await.is_err() {
+/// Whether a SQLite connection can take the next write: `BEGIN IMMEDIATE` succeeds only outside
+/// a transaction, and takes the write lock, which a connection opened read-only is refused.
+async fn ready_to_write(connection: &mut sqlx::AnyConnection) -> bool {
+    if connection.execute("BEGIN IMMEDIATE").await.is_err() {
         return false;
     }
     connection.execute("ROLLBACK").await.is_ok()
@@ -406,6 +494,16 @@ pub fn format_millis(millis: i64) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
+/// Text the daemon did not write itself (a handler's console and errors, fetched documents, a
+/// script, an upstream's answer, a token's claims) as the catalog stores it: each NUL character
+/// replaced by U+FFFD. PostgreSQL's `TEXT` cannot hold NUL and refuses the whole statement (a
+/// call-log batch, a generation's documents) over one; SQLite gets the same text, so a catalog
+/// holds the same whichever engine it is on, and `mcpbootd migrate` copies it as it is. Owned,
+/// because the `Any` driver copies a borrowed string when it is bound anyway.
+pub(crate) fn stored_text(text: &str) -> String {
+    if text.contains('\0') { text.replace('\0', "\u{FFFD}") } else { text.to_owned() }
+}
+
 pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).expect("catalog values serialise")
 }
@@ -413,6 +511,11 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, CatalogError> {
     serde_json::from_str(text).map_err(|e| CatalogError::Corrupt(e.to_string()))
 }
+
+/// PostgreSQL for the catalog's tests (shared with the integration tests).
+#[cfg(test)]
+#[path = "../tests/support/postgres.rs"]
+mod postgres_support;
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,9 @@ pub const MAX_HANDLER_BYTES: usize = 256 * 1024;
 pub const MAX_TOOLS: usize = 128;
 const MAX_DESCRIPTION_CHARS: usize = 8 * 1024;
 const MAX_TITLE_CHARS: usize = 200;
+/// Why a text field holding NUL is refused: the catalog cannot store it on PostgreSQL, and MCP
+/// hosts would show it to the model.
+pub const NUL_REFUSED: &str = "contains a NUL character (\\u0000), which the catalog cannot store; remove it";
 const ANNOTATION_BOOL_KEYS: &[&str] = &["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
 
 /// A server's code-mode settings: `"code_mode"` at registration, `PUT /admin/servers/{id}/code-mode`
@@ -298,11 +301,21 @@ fn check_tool(tool: &ToolSpec, at: &str) -> Result<(), ToolsetError> {
     if tool.description.chars().count() > MAX_DESCRIPTION_CHARS {
         return Err(err(&format!("{at}.description"), &format!("is longer than {MAX_DESCRIPTION_CHARS} characters")));
     }
+    if tool.description.contains('\0') {
+        return Err(err(&format!("{at}.description"), NUL_REFUSED));
+    }
     if tool.handler.trim().is_empty() {
         return Err(err(&format!("{at}.handler"), "must not be empty"));
     }
     if tool.handler.len() > MAX_HANDLER_BYTES {
         return Err(err(&format!("{at}.handler"), &format!("is larger than {MAX_HANDLER_BYTES} bytes")));
+    }
+    if tool.handler.contains('\0') {
+        return Err(err(
+            &format!("{at}.handler"),
+            "contains a NUL character, which the catalog cannot store; in a string literal write it as the \
+             escape \\0 or \\u0000 instead",
+        ));
     }
     if let Some(title) = &tool.title {
         check_title(title).map_err(|m| err(&format!("{at}.title"), &m))?;
@@ -336,6 +349,9 @@ pub fn check_title(title: &str) -> Result<(), String> {
     }
     if title.chars().count() > MAX_TITLE_CHARS {
         return Err(format!("is longer than {MAX_TITLE_CHARS} characters"));
+    }
+    if title.contains('\0') {
+        return Err(NUL_REFUSED.into());
     }
     Ok(())
 }

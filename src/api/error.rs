@@ -67,6 +67,8 @@ text_enum! {
         /// The version is not in a status that allows the change (approve one that awaits
         /// approval, activate one that is ready).
         VersionConflict = "version_conflict",
+        /// `GET /admin/backup` on a catalog in PostgreSQL, which its own tools back up.
+        BackupNotSupported = "backup_not_supported",
         /// `POST .../code` on a server (or daemon) with code mode off.
         CodeModeDisabled = "code_mode_disabled",
         BodyTooLarge = "body_too_large",
@@ -91,6 +93,8 @@ text_enum! {
         ServerUnavailable = "server_unavailable",
         /// Admission refused a call: every slot taken and the queue full.
         Busy = "busy",
+        /// The catalog refuses writes (a full disk, read-only files): the change was not made.
+        CatalogUnwritable = "catalog_unwritable",
         ShuttingDown = "shutting_down",
         Internal = "internal",
     }
@@ -121,15 +125,16 @@ impl ErrorCode {
             | VersionNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-            ServerExists | NotGenerated | GenerationRunning | NothingToExport | CodeModeDisabled | VersionConflict => {
-                StatusCode::CONFLICT
-            }
+            ServerExists | NotGenerated | GenerationRunning | NothingToExport | CodeModeDisabled | VersionConflict
+            | BackupNotSupported => StatusCode::CONFLICT,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             InvalidBody | InvalidId | InvalidAccessToken | InvalidAuth | InvalidCredential | InvalidDomain
             | InvalidTool | HandlerCompileError | InvalidOpenapi | PromptTooLong | InvalidArguments
             | LlmNotConfigured => StatusCode::UNPROCESSABLE_ENTITY,
-            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown | CatalogUnwritable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -148,7 +153,7 @@ impl ErrorCode {
             InvalidParams => -32602,
             Unauthorized => -32001,
             Internal => -32603,
-            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown => -32000,
+            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown | CatalogUnwritable => -32000,
             _ => -32600,
         }
     }
@@ -287,6 +292,15 @@ impl From<CatalogError> for ApiError {
                     "a server with id {id:?} already exists; choose another id or DELETE /admin/servers/{id} first"
                 ),
             ),
+            CatalogError::Unwritable(cause) => {
+                tracing::error!(%cause, "a catalog write failed");
+                ApiError::new(
+                    ErrorCode::CatalogUnwritable,
+                    "the catalog cannot be written (its disk is full, or its files or file system are read-only), \
+                     so nothing was changed; the daemon log has the cause. Retry once GET /readyz reports \
+                     \"catalog\": \"ok\"",
+                )
+            }
             other => ApiError::internal(other),
         }
     }

@@ -33,11 +33,17 @@ const WRITE_PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 )]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let mounted = state.ready.load(Ordering::Acquire);
-    let catalog = state.catalog.ping().await && state.catalog.writable(WRITE_PROBE_WAIT).await;
-    let ready = mounted && (catalog || state.catalog.is_shared());
+    let catalog = if !state.catalog.ping().await {
+        CatalogHealth::Unavailable
+    } else if !state.catalog.writable(WRITE_PROBE_WAIT).await {
+        CatalogHealth::Unwritable
+    } else {
+        CatalogHealth::Ok
+    };
+    let ready = mounted && (catalog == CatalogHealth::Ok || state.catalog.is_shared());
     let body = Readiness {
         status: if ready { ReadyStatus::Ready } else { ReadyStatus::NotReady },
-        catalog: if catalog { CatalogHealth::Ok } else { CatalogHealth::Unavailable },
+        catalog,
         servers_mounted: mounted,
         mounted: state.registry.len(),
         oauth: state.oauth.as_ref().map(|validator| {

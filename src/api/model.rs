@@ -1266,8 +1266,17 @@ text_enum! {
     pub enum CatalogHealth ("catalog health") {
         Ok = "ok",
         Unavailable = "unavailable",
+        /// The catalog answers reads but refuses writes (a full disk, read-only files): servers
+        /// are served, changes are refused.
+        Unwritable = "unwritable",
     }
 }
+
+/// `GET /admin/backup`: the bytes of a SQLite database file. Only describes the response in the
+/// OpenAPI document; the handler streams the file.
+#[derive(Debug, Clone, ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct CatalogBackup(pub Vec<u8>);
 
 /// `GET /healthz`
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

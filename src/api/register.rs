@@ -25,7 +25,7 @@ use crate::credentials::MAX_PER_SERVER;
 use crate::generate::{Job, openapi};
 use crate::serve::isolate::{check_handler, handler_warnings};
 use crate::states::{Status, Trigger};
-use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, Toolset};
+use crate::toolset::{AuthSetting, CodeModeSettings, NUL_REFUSED, OpenApiSettings, ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
 const MAX_PROMPT_CHARS: usize = 32 * 1024;
@@ -296,6 +296,9 @@ fn check_prompt(prompt: &str) -> Result<(), ApiError> {
             ),
         ));
     }
+    if prompt.contains('\0') {
+        return Err(ApiError::new(ErrorCode::InvalidField, format!("prompt {NUL_REFUSED}")));
+    }
     if let Some(secret) = crate::credentials::pasted_secret(prompt) {
         return Err(ApiError::new(
             ErrorCode::InvalidCredential,
@@ -447,6 +450,9 @@ impl Checked {
                     ErrorCode::InvalidField,
                     format!("description is longer than {MAX_SERVER_DESCRIPTION_CHARS} characters"),
                 ));
+            }
+            if description.contains('\0') {
+                return Err(ApiError::new(ErrorCode::InvalidField, format!("description {NUL_REFUSED}")));
             }
         }
         let id = match id {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Catalog, CatalogError, flag};
+use super::{Catalog, CatalogError, flag, stored_text};
 use crate::states::{CallOutcome, Via};
 use crate::toolset::ServerId;
 
@@ -266,7 +266,8 @@ impl Catalog {
 
     /// Writes a batch of calls in one transaction. Calls of a server deleted meanwhile are dropped.
     /// A few statements per batch, not one per call and per outbound request: on PostgreSQL each
-    /// statement is a round trip.
+    /// statement is a round trip. Writing a batch again stores nothing twice: a call is its
+    /// execution id, and an egress row its call's id and position (see [`ON_CONFLICT_KEEP`]).
     async fn insert_calls(&self, batch: &[CallRecord]) -> Result<(), CatalogError> {
         let mut tx = self.writer.begin().await?;
         let servers: BTreeSet<&str> = batch.iter().map(|call| call.server_id.as_str()).collect();
@@ -287,27 +288,27 @@ impl Catalog {
                      error, fetches, console, parent_execution_id, code, is_error, arguments, subject, client_id)",
                 17,
                 chunk.len(),
-            );
+            ) + ON_CONFLICT_KEEP;
             let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
             for call in chunk {
                 insert = insert
                     .bind(&call.execution_id)
                     .bind(&call.server_id)
                     .bind(call.generation_id)
-                    .bind(&call.tool)
+                    .bind(stored_text(&call.tool))
                     .bind(call.via)
                     .bind(call.started_at)
                     .bind(call.duration_us)
                     .bind(call.outcome)
-                    .bind(&call.error)
+                    .bind(call.error.as_deref().map(stored_text))
                     .bind(call.fetches)
-                    .bind(&call.console)
+                    .bind(stored_text(&call.console))
                     .bind(&call.parent_execution_id)
-                    .bind(&call.code)
+                    .bind(call.code.as_deref().map(stored_text))
                     .bind(call.is_error)
                     .bind(call.arguments.as_ref().map(super::to_json))
-                    .bind(&call.subject)
-                    .bind(&call.client_id);
+                    .bind(call.subject.as_deref().map(stored_text))
+                    .bind(call.client_id.as_deref().map(stored_text));
             }
             insert.execute(&mut *tx).await?;
         }
@@ -321,20 +322,20 @@ impl Catalog {
                      credentials, scrubs)",
                 12,
                 chunk.len(),
-            );
+            ) + ON_CONFLICT_KEEP;
             let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (execution_id, seq, egress) in chunk {
                 insert = insert
                     .bind(*execution_id)
                     .bind(*seq)
-                    .bind(&egress.method)
-                    .bind(&egress.host)
-                    .bind(&egress.path)
+                    .bind(stored_text(&egress.method))
+                    .bind(stored_text(&egress.host))
+                    .bind(stored_text(&egress.path))
                     .bind(egress.allowed)
                     .bind(egress.status)
                     .bind(egress.bytes)
                     .bind(egress.duration_us)
-                    .bind(&egress.reason)
+                    .bind(egress.reason.as_deref().map(stored_text))
                     .bind((!egress.credentials.is_empty()).then(|| egress.credentials.join(",")))
                     .bind(egress.scrubs);
             }
@@ -344,6 +345,13 @@ impl Catalog {
         Ok(())
     }
 }
+
+/// Ends the call log's inserts: a row whose key is already stored is left as it is. The writer
+/// tries a batch again after an error, and a COMMIT that succeeded but whose answer was lost (a
+/// connection cut, a PostgreSQL failover) is an error too: without this, its retries would be
+/// refused for the stored keys until the writer gave up, holding up the queue for a minute and
+/// counting stored records as lost.
+const ON_CONFLICT_KEEP: &str = " ON CONFLICT DO NOTHING";
 
 impl Catalog {
     /// Rows per `INSERT` of the call log. On PostgreSQL many (each statement is a round trip;
@@ -573,11 +581,6 @@ async fn prune(catalog: &Catalog, servers: &mut BTreeSet<String>, keep: Retentio
     }
 }
 
-/// PostgreSQL for the tests below (shared with the integration tests).
-#[cfg(test)]
-#[path = "../../tests/support/postgres.rs"]
-mod postgres_support;
-
 #[cfg(test)]
 mod tests {
     use std::str::FromStr;
@@ -639,11 +642,88 @@ mod tests {
         }
     }
 
+    /// PostgreSQL's TEXT cannot hold NUL: a call whose handler printed or threw one, or whose
+    /// fetch was refused over one, is logged with U+FFFD in its place, the same on both backends.
+    #[tokio::test]
+    async fn a_call_whose_text_holds_nul_is_logged_on_both_backends() {
+        let dir = tempfile::tempdir().unwrap();
+        for catalog in catalogs_with_servers(dir.path(), &["a"]).await {
+            let (log, writer) = CallLog::new(catalog.clone(), Retention { calls: 100, bytes: u64::MAX });
+            tokio::spawn(writer);
+            let egress = EgressRecord {
+                method: "GET".into(),
+                host: "api.example.com".into(),
+                path: "/x".into(),
+                allowed: false,
+                status: None,
+                bytes: 0,
+                duration_us: 1,
+                reason: Some("refused: \0 in the query".into()),
+                credentials: Vec::new(),
+                scrubs: 0,
+            };
+            log.record(CallRecord {
+                console: "before\0after\n".into(),
+                error: Some("threw \u{0}".into()),
+                is_error: true,
+                outcome: CallOutcome::Error,
+                code: Some("return '\0';".into()),
+                subject: Some("user\0".into()),
+                egress: vec![egress],
+                ..call("nul", "a", 1)
+            });
+            log.flush().await;
+            assert_eq!(log.dropped(), 0, "{:?}", catalog.backend());
+            let calls = catalog.list_calls(&ServerId::parse("a").unwrap(), 10, &CallFilter::default()).await.unwrap();
+            assert_eq!(calls.len(), 1, "{:?}", catalog.backend());
+            let logged = &calls[0];
+            assert_eq!(logged.console, "before\u{FFFD}after\n");
+            assert_eq!(logged.error.as_deref(), Some("threw \u{FFFD}"));
+            assert_eq!(logged.code.as_deref(), Some("return '\u{FFFD}';"));
+            assert_eq!(logged.subject.as_deref(), Some("user\u{FFFD}"));
+            assert_eq!(logged.egress[0].reason.as_deref(), Some("refused: \u{FFFD} in the query"));
+        }
+    }
+
+    /// A batch whose COMMIT succeeded but whose answer was lost is written again by the retry:
+    /// it stores nothing twice, and the retry succeeds instead of being refused until the
+    /// writer gives up (and counts stored records as lost).
+    #[tokio::test]
+    async fn a_batch_written_twice_is_stored_once() {
+        let dir = tempfile::tempdir().unwrap();
+        for catalog in catalogs_with_servers(dir.path(), &["a"]).await {
+            let egress = |path: &str| EgressRecord {
+                method: "GET".into(),
+                host: "api.example.com".into(),
+                path: path.into(),
+                allowed: true,
+                status: Some(200),
+                bytes: 2,
+                duration_us: 1,
+                reason: None,
+                credentials: Vec::new(),
+                scrubs: 0,
+            };
+            let batch: Vec<CallRecord> = (0..3)
+                .map(|i| CallRecord { egress: vec![egress("/one"), egress("/two")], ..call(&format!("a{i}"), "a", i) })
+                .collect();
+            catalog.insert_calls(&batch).await.unwrap();
+            catalog.insert_calls(&batch).await.expect("the same batch again is no error");
+            let lost = Dropped::default();
+            write_batch(&catalog, &batch, &lost).await;
+            assert_eq!(lost.total.load(Ordering::Relaxed), 0, "{:?}", catalog.backend());
+            assert_eq!(ids(&catalog, "a").await, ["a0", "a1", "a2"], "{:?}", catalog.backend());
+            let egress_rows: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM egress").fetch_one(&catalog.reader).await.unwrap();
+            assert_eq!(egress_rows, 6, "{:?}", catalog.backend());
+        }
+    }
+
     /// A catalog of each backend (SQLite in `dir`, a fresh PostgreSQL database unless PostgreSQL
     /// tests are skipped), each holding `servers`: the tests below run on both.
     async fn catalogs_with_servers(dir: &std::path::Path, servers: &[&str]) -> Vec<Catalog> {
         let mut catalogs = vec![catalog_with_servers(dir, servers).await];
-        if let Some(url) = super::postgres_support::fresh_database().await {
+        if let Some(url) = crate::catalog::postgres_support::fresh_database().await {
             let location = crate::catalog::CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
             let catalog = Catalog::open(&location, crate::catalog::Replica::single()).await.unwrap();
             add_servers(&catalog, servers).await;

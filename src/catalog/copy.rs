@@ -9,7 +9,7 @@
 
 use sqlx::{Executor, Row};
 
-use super::{Backend, Catalog, CatalogError, flag};
+use super::{Backend, Catalog, CatalogError, flag, stored_text};
 
 /// Tables in the order their references allow. `calls` and `egress` only with the call log.
 const TABLES: [&str; 7] =
@@ -142,7 +142,8 @@ async fn copy_table(
                 read(&row, column)?
             };
             query = match value {
-                Value::Text(v) => query.bind(v),
+                // A SQLite catalog written before text was stored without NUL may hold some.
+                Value::Text(v) => query.bind(v.as_deref().map(stored_text)),
                 Value::Int(v) => query.bind(v),
                 Value::Flag(v) => query.bind(v),
                 Value::Bytes(v) => query.bind(v),

@@ -9,7 +9,8 @@ use sqlx::Row;
 use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools, tool_from_row};
 use super::{
-    Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, flag, from_json, now_millis, optional_flag, to_json,
+    Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, flag, from_json, now_millis, optional_flag, stored_text,
+    to_json,
 };
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status, Trigger};
 use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ToolSpec, Toolset};
@@ -196,7 +197,7 @@ impl Catalog {
                 "INSERT INTO documents (sha256, text, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
             )
             .bind(settings.sha256.as_deref().unwrap_or_default())
-            .bind(text)
+            .bind(stored_text(text))
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -310,8 +311,10 @@ impl Catalog {
     }
 
     /// Records that generation `to` was built from the same documents as `from` (a targeted
-    /// regeneration fetches nothing).
+    /// regeneration fetches nothing). `to` is a running job's: its lease is checked.
     pub async fn copy_documents(&self, from: i64, to: i64) -> Result<(), CatalogError> {
+        let mut tx = self.writer.begin().await?;
+        self.hold_lease(&mut tx, to).await?;
         sqlx::query(
             "INSERT INTO generation_documents (generation_id, position, url, source_url, final_url, content_type,
                  sha256, bytes, chars, truncated, summarised, discovered_urls, fetched_at)
@@ -321,8 +324,9 @@ impl Catalog {
         )
         .bind(to)
         .bind(from)
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -334,7 +338,8 @@ impl Catalog {
             .await?)
     }
 
-    /// Stores the documents a generation fetched; texts are deduplicated by hash.
+    /// Stores the documents a running generation fetched, if this replica still holds its lease;
+    /// texts are deduplicated by hash.
     pub async fn record_documents(
         &self,
         generation_id: i64,
@@ -342,12 +347,13 @@ impl Catalog {
     ) -> Result<(), CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
+        self.hold_lease(&mut tx, generation_id).await?;
         for (position, document) in documents.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO documents (sha256, text, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
             )
             .bind(document.sha256)
-            .bind(document.text)
+            .bind(stored_text(document.text))
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -481,7 +487,7 @@ impl Catalog {
              WHERE id = $17 AND (lease_owner IS NULL OR lease_owner = $18)",
         )
         .bind(status)
-        .bind(&finished.error)
+        .bind(finished.error.as_deref().map(stored_text))
         .bind(&finished.prompt_hash)
         .bind(&finished.content_hash)
         .bind(&finished.model)
@@ -565,6 +571,32 @@ impl Catalog {
 /// `'pending', 'fetching'`: statuses as an SQL list (constants from `states`, never user input).
 pub(super) fn status_list(statuses: &[Status]) -> String {
     statuses.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
+}
+
+impl Catalog {
+    /// Fails with [`CatalogError::LeaseLost`] unless this replica still holds the lease of the
+    /// running generation a job's transaction writes for. On PostgreSQL the generation's row stays
+    /// locked until the transaction ends, so a replica claiming the job waits for it (or skips
+    /// it) instead of slipping in between this check and the writes after it; SQLite has one
+    /// writer anyway.
+    async fn hold_lease(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        generation_id: i64,
+    ) -> Result<(), CatalogError> {
+        let held = sqlx::query(self.sql(
+            "SELECT 1 FROM generations WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2)",
+            "SELECT 1 FROM generations WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2) FOR NO KEY UPDATE",
+        ))
+        .bind(generation_id)
+        .bind(self.replica.id.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+        match held {
+            Some(_) => Ok(()),
+            None => Err(lease_lost(tx, generation_id).await),
+        }
+    }
 }
 
 /// Why a job's write matched no generation: another replica took it over (its lease expired), or

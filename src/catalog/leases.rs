@@ -161,3 +161,79 @@ impl Catalog {
         Ok(Some(claimed))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::catalog::{CatalogLocation, NewDocument, NewPromptServer, Replica};
+
+    fn document(text: &str) -> NewDocument<'_> {
+        NewDocument {
+            url: "https://docs.example.com/api",
+            source_url: "https://docs.example.com/api",
+            final_url: "https://docs.example.com/api",
+            content_type: "text/html",
+            sha256: "0000000000000000000000000000000000000000000000000000000000000000",
+            text,
+            bytes: text.len(),
+            truncated: false,
+            summarised: false,
+            discovered_urls: &[],
+        }
+    }
+
+    /// A replica whose job was taken over (it was slow, not dead) cannot store documents for it,
+    /// fetched or copied, any more than its other writes: the new owner's run would otherwise
+    /// meet them.
+    #[tokio::test]
+    async fn a_document_write_after_the_lease_passed_on_fails_with_lease_lost() {
+        let Some(url) = crate::catalog::postgres_support::fresh_database().await else {
+            eprintln!("skipped: PostgreSQL tests are off (MCPBOOTD_SKIP_POSTGRES_TESTS=1)");
+            return;
+        };
+        let location = CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
+        let replica = |id: &str| Replica { id: id.into(), lease_ttl: Duration::from_secs(15) };
+        let slow = Catalog::open(&location, replica("slow")).await.unwrap();
+        let other = Catalog::open(&location, replica("other")).await.unwrap();
+        let id = ServerId::parse("docs").unwrap();
+        let generation = slow
+            .create_prompt_server(NewPromptServer {
+                id: &id,
+                name: "docs",
+                description: None,
+                prompt: "the API at https://docs.example.com/api",
+                allow_domains: &[],
+                dry_run: false,
+                require_approval: None,
+                access_token_sha256: None,
+                auth: None,
+                credentials: &[],
+                code_mode: None,
+                openapi: None,
+                inline_spec: None,
+            })
+            .await
+            .unwrap();
+        slow.record_documents(generation, &[document("while the lease is held")]).await.unwrap();
+
+        // The lease runs out (released here, as an expired one would be) and the other replica
+        // claims the job.
+        slow.release_lease(generation).await.unwrap();
+        let claimed = other.claim_abandoned_generation().await.unwrap().expect("the job is claimed");
+        assert_eq!(claimed.generation_id, generation);
+
+        let fetched = slow.record_documents(generation, &[document("too late")]).await.unwrap_err();
+        assert!(matches!(&fetched, CatalogError::LeaseLost(owner) if owner == "other"), "{fetched:?}");
+        let copied = slow.copy_documents(generation, generation).await.unwrap_err();
+        assert!(matches!(&copied, CatalogError::LeaseLost(owner) if owner == "other"), "{copied:?}");
+        other.record_documents(generation, &[document("the new owner's")]).await.expect("the owner writes");
+        let stored: Vec<String> = sqlx::query_scalar("SELECT url FROM generation_documents WHERE generation_id = $1")
+            .bind(generation)
+            .fetch_all(&other.reader)
+            .await
+            .unwrap();
+        assert_eq!(stored.len(), 1, "only the new owner's documents: {stored:?}");
+    }
+}

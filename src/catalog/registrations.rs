@@ -88,9 +88,8 @@ pub(super) async fn write(writer: AnyPool, mut queue: mpsc::Receiver<Pending>) {
                 }
             }
             Err(error) => {
-                let message = error.to_string();
                 for pending in batch.drain(..) {
-                    let _ = pending.done.send(Err(CatalogError::WriteFailed(message.clone())));
+                    let _ = pending.done.send(Err(error.shared()));
                 }
             }
         }

@@ -588,9 +588,15 @@ fn regex_compiles(pattern: &str) -> bool {
     crate::toolset::validator(&json!({"type": "string", "pattern": pattern})).is_ok()
 }
 
-/// Whitespace collapsed and cut at `max` characters.
+/// Whitespace and control characters collapsed to single spaces, and cut at `max` characters.
+/// A description's text is shown to models on one line, and a NUL in it is refused by the
+/// toolset check (the catalog cannot store one), which would fail the whole server over it.
 fn trim(text: &str, max: usize) -> String {
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let collapsed = text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
     if collapsed.chars().count() <= max {
         return collapsed;
     }
@@ -601,6 +607,12 @@ fn trim(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descriptions_lose_control_characters_and_nul() {
+        assert_eq!(trim("List\u{0}the\tpets.\r\n Fast\u{7}.", 100), "List the pets. Fast .");
+        assert_eq!(trim("abcdef", 4), "abc…");
+    }
 
     fn petstore() -> Spec {
         Spec::from_value(json!({

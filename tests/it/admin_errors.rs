@@ -44,6 +44,24 @@ async fn malformed_registrations_are_refused_precisely() {
             "tools[2].input_schema: invalid type",
         ),
         (json!({"tools": [{"name": "a"}]}), 422, "tools[0]: missing field `description`"),
+        // NUL, which PostgreSQL's TEXT cannot hold (a 500 there before), is refused on both backends.
+        (
+            json!({"tools": [{"name": "a", "description": "d\u{0}", "input_schema": {"type": "object"}, "handler": "return 1;"}]}),
+            422,
+            "tools[0].description: contains a NUL character",
+        ),
+        (
+            json!({"tools": [{"name": "a", "title": "t\u{0}", "description": "d", "input_schema": {"type": "object"}, "handler": "return 1;"}]}),
+            422,
+            "tools[0].title: contains a NUL character",
+        ),
+        (json!({"tools": [tool("a", "return '\u{0}';")]}), 422, "tools[0].handler: contains a NUL character"),
+        (
+            json!({"tools": [tool("a", "return 1;")], "description": "nul\u{0}"}),
+            400,
+            "description contains a NUL character",
+        ),
+        (json!({"prompt": "the API at https://api.example.com\u{0}"}), 400, "prompt contains a NUL character"),
         (json!([1, 2]), 400, "JSON object"),
     ];
     for (body, status, needle) in cases {

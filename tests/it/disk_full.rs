@@ -85,13 +85,14 @@ async fn a_full_disk_loses_no_acknowledged_write_and_the_daemon_recovers() {
         if status == 201 {
             acknowledged.push(id);
         } else {
-            assert_eq!(status, 500, "{body}");
-            assert_eq!(body["error"]["code"], "internal", "{body}");
+            assert_eq!(status, 503, "{body}");
+            assert_eq!(body["error"]["code"], "catalog_unwritable", "{body}");
         }
     }
     eprintln!("while full: {} of 20 registrations acknowledged", acknowledged.len());
-    let (status, _) = app.get("/readyz").await;
+    let (status, ready) = app.get("/readyz").await;
     assert_eq!(status, 503, "a catalog that cannot be written is not ready");
+    assert_eq!(ready["catalog"], "unwritable", "{ready}");
     let token = app
         .http
         .put(app.url("/admin/servers/before/access-token"))

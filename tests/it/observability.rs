@@ -310,3 +310,25 @@ async fn the_call_log_filters_by_tool_outcome_time_and_execution() {
         assert!(error_message(&body).contains(says), "{query}: {body}");
     }
 }
+
+/// A handler's console and error may hold NUL characters, which PostgreSQL's TEXT cannot: the
+/// call is logged all the same (each NUL shown as U+FFFD), on either catalog backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_console_and_error_hold_nul_is_logged() {
+    let app = spawn_app().await;
+    app.register(
+        json!({"id": "nul", "tools": [tool("nul", "console.log('before\\0after'); throw new Error('bad\\0byte');")]}),
+    )
+    .await;
+    let (status, result) = app.admin_call("nul", "nul", json!({})).await;
+    assert_eq!(status, 200, "{result}");
+    let execution = result["execution_id"].as_str().unwrap().to_string();
+    let (status, body) = app.get(&format!("/admin/servers/nul/calls?execution_id={execution}")).await;
+    assert_eq!(status, 200, "{body}");
+    let call = &body["calls"][0];
+    assert_eq!(call["outcome"], "error", "{body}");
+    assert!(call["console"].as_str().unwrap().contains("before\u{FFFD}after"), "{body}");
+    assert!(call["error"].as_str().unwrap().contains("bad\u{FFFD}byte"), "{body}");
+    let metrics = metrics_text(&app).await;
+    assert_eq!(metrics.get("mcpbootd_call_log_dropped_records_total").copied().unwrap_or(0.0), 0.0);
+}

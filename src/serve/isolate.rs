@@ -84,11 +84,14 @@
 //! # What handlers see
 //!
 //! The ECMAScript built-ins plus `fetch`, `Headers`, `Response`, `URL`, `URLSearchParams`,
-//! `TextEncoder`, `TextDecoder`, `atob`, `btoa`, `console`, `structuredClone` and
-//! `setTimeout`/`clearTimeout` (QuickJS also keeps its `InternalError` and the
-//! `DOMException` that `atob` throws). No `require`, module loader (`import()` rejects),
-//! `process`, `Deno`, `queueMicrotask`, `performance`, filesystem or sockets. `eval` and
-//! `Function` stay: they only reach the same sandbox. Deliberate deviations from the web:
+//! `TextEncoder`, `TextDecoder`, `atob`, `btoa`, `console`, `structuredClone`,
+//! `setTimeout`/`clearTimeout` and the daemon's `pathSegment` (QuickJS also keeps its
+//! `InternalError` and the `DOMException` that `atob` throws). `pathSegment(value)`
+//! percent-encodes a value as one URL path segment and throws for one that is empty, `.` or
+//! `..` in any encoding, which URL normalisation would turn into another path. No `require`,
+//! module loader (`import()` rejects), `process`, `Deno`, `queueMicrotask`, `performance`,
+//! filesystem or sockets. `eval` and `Function` stay: they only reach the same sandbox.
+//! Deliberate deviations from the web:
 //! a plain object or array `fetch` body is sent as JSON with `content-type:
 //! application/json` (instead of `"[object Object]"`); `PATCH` is upper-cased like the other
 //! standard methods; bodies are fully buffered (`Response.body` is `null`); only UTF-8 is

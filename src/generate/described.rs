@@ -217,14 +217,12 @@ impl Inner {
         Ok(Described { spec, url })
     }
 
-    /// Fetches the files the description's `$ref`s name, from its own host and the operator's
+    /// Fetches the files the description's `$ref`s name, from its own origin and the operator's
     /// domains only, and makes the description one document.
     async fn inline_external_refs(&self, job: &Job, root: &mut Value, source: &url::Url) -> Vec<String> {
         let operator = Whitelist::from_operator_domains(&job.allow_domains).unwrap_or_default();
-        let allowed = |url: &url::Url| {
-            url.host_str() == source.host_str()
-                || crate::whitelist::CanonicalHost::of_url(url).is_some_and(|host| operator.allows(&host))
-        };
+        let allowed =
+            |url: &url::Url| crate::whitelist::CanonicalHost::of_url(url).is_some_and(|host| operator.allows(&host));
         let fetch = |url: url::Url| async move { self.fetch_description(url.as_str()).await.map(|(text, _, _)| text) };
         openapi::external::inline(root, source, allowed, fetch).await
     }

@@ -133,6 +133,10 @@ mod stack_guard;
 mod tests;
 pub mod worker_process;
 
+/// The CPU time the current thread has used, which budgets work on blocking threads too (the
+/// reading of an API description) without charging it for time the OS gave other processes.
+pub(crate) use quickjs::thread_cpu_time;
+
 pub use admission::{AdmissionLimits, Blocked, Busy};
 pub use engine::{Engine, HostContext};
 pub use pool::{IsolatePool, OVERRUN_GRACE, Overrun, PoolError, PoolSettings, PoolStats};

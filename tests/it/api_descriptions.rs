@@ -592,3 +592,56 @@ async fn path_parameters_that_would_move_the_request_to_another_path_are_refused
     client.cancel().await.unwrap();
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deeply_nested_description_is_refused_at_once_inline_and_by_url() {
+    let api = PetsApi::start().await;
+    let app = app_for(&[]).await;
+    // 200,000 nested flow sequences (390 KiB): libyaml's time grows with the square of the
+    // depth, so a parser would be busy for minutes before its own recursion limit stopped it.
+    let deep = format!("openapi: 3.0.0\npaths: {}{}", "[".repeat(200_000), "]".repeat(200_000));
+    let started = std::time::Instant::now();
+    let response = app
+        .http
+        .post(app.url("/admin/servers"))
+        .json(&json!({"id": "deep", "openapi_spec": deep}))
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .expect("the daemon answers within 10 s");
+    let elapsed = started.elapsed();
+    assert_eq!(response.status(), 422);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_openapi", "{body}");
+    let message = error_message(&body);
+    assert!(message.contains("more than 64 levels deep (line 2, column 71)"), "{message}");
+    assert!(elapsed < std::time::Duration::from_secs(2), "refused after {elapsed:?}");
+
+    // The same as JSON text, and a few kilobytes of YAML aliases that expand to millions of values.
+    let json_text = format!("{{\"openapi\": \"3.0.0\", \"paths\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    let items = vec!["1"; 3000].join(", ");
+    let copies = vec!["*a"; 3000].join(", ");
+    let aliases = format!("openapi: 3.0.0\nx: &a [{items}]\npaths: {{/a: {{get: {{responses: [{copies}]}}}}}}\n");
+    for (text, expected) in [(json_text, "more than 64 levels deep"), (aliases, "YAML alias")] {
+        let started = std::time::Instant::now();
+        let (status, body) = app.post("/admin/servers", &json!({"id": "deep", "openapi_spec": text})).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_openapi")), "{body}");
+        assert!(error_message(&body).contains(expected), "{body}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "refused after {:?}", started.elapsed());
+    }
+    let (_, servers) = app.get("/admin/servers").await;
+    assert_eq!(servers["servers"], json!([]), "nothing was stored: {servers}");
+
+    // Fetched by URL, the generation fails at once with the same reason.
+    *api.spec_yaml.lock().unwrap() = deep;
+    let body = json!({"id": "deep-url", "openapi": format!("http://{PETS_HOST}:{}/spec.yaml", api.port)});
+    let started = std::time::Instant::now();
+    let (status, _) = app.post("/admin/servers", &body).await;
+    assert_eq!(status, 202);
+    let view = wait_finished(&app, "deep-url").await;
+    assert_eq!(view["status"], "failed");
+    let error = view["latest_generation"]["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("fetching failed") && error.contains("more than 64 levels deep"), "{error}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "failed after {:?}", started.elapsed());
+    app.stop().await;
+}

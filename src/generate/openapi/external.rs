@@ -48,7 +48,11 @@ where
             ));
             Value::Object(Map::new())
         } else {
-            match fetch(url.clone()).await.and_then(|text| super::spec::parse_document(&text)) {
+            let document = match fetch(url.clone()).await {
+                Ok(text) => super::document::read(text).await,
+                Err(error) => Err(error),
+            };
+            match document {
                 Ok(mut document) => {
                     rewrite(&mut document, &url, Some(index), &mut found);
                     document

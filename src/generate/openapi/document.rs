@@ -5,10 +5,10 @@
 //! * **Nesting**: at most [`MAX_NESTING`] levels, checked by a linear scan before any parser
 //!   runs ([`shape`]): libyaml's time grows with the square of the depth of flow collections.
 //! * **Values**: at most one per [`BYTES_PER_VALUE`] bytes of text, beyond the first
-//!   [`FREE_VALUES`] (real descriptions hold one per 10 to 30 bytes). Counted by the same scan,
-//!   since libyaml keeps an event of a few hundred bytes per value before the first value is
-//!   built, and again while values are built, with YAML aliases expanded: aliases let a few
-//!   kilobytes expand into gigabytes (`[*a, *a, …]`, each `*a` a copy of a long list).
+//!   [`FREE_VALUES`] (real descriptions have 10 bytes or more per value). Counted by the same
+//!   scan, since libyaml keeps an event of well over a hundred bytes per value before the first
+//!   value is built, and again while values are built, with YAML aliases expanded: aliases let a
+//!   few kilobytes expand into gigabytes (`[*a, *a, …]`, each `*a` a copy of a long list).
 //! * **Time**: [`read`] parses on a blocking thread, never on the async threads, for at most
 //!   [`CPU_BUDGET`] of that thread's CPU time, and stops when its future is dropped (the
 //!   request or the generation job is gone). Only the building of values can be stopped: the

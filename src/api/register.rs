@@ -250,10 +250,13 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
     }
     let mut name = body.name;
     if let Some(text) = &inline {
-        let (text, filter, base_url, max_tools) =
-            (text.clone(), body.operations.clone(), base_url.clone(), state.config.generation.max_tools);
+        // Parsing is bounded and stops if this request is dropped; deriving is bounded by the
+        // schema budgets of `openapi::spec`.
+        let root = openapi::document::read(text.clone()).await.map_err(|e| invalid(format!("openapi_spec: {e}")))?;
+        let (filter, base_url, max_tools) =
+            (body.operations.clone(), base_url.clone(), state.config.generation.max_tools);
         let title = tokio::task::spawn_blocking(move || {
-            let spec = openapi::Spec::parse(&text)?;
+            let spec = openapi::Spec::from_value(root)?;
             openapi::derive(&spec, None, base_url.as_deref(), &filter, max_tools)?;
             Ok::<_, String>(spec.title().map(str::to_owned))
         })

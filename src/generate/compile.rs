@@ -290,7 +290,7 @@ mod tests {
         }
     }
 
-    const GOOD: &str = "```javascript\nconst res = await fetch(`https://api.example.com/items/${args.id}`);\n\
+    const GOOD: &str = "```javascript\nconst res = await fetch(`https://api.example.com/items/${pathSegment(args.id)}`);\n\
                         if (!res.ok) throw new Error(`failed: ${res.status}`);\nreturn await res.json();\n```";
 
     fn domains() -> Vec<String> {
@@ -304,6 +304,13 @@ mod tests {
             whitelist_domains: domains,
             credentials: "",
         }
+    }
+
+    #[test]
+    fn the_compiler_is_told_to_put_path_arguments_through_path_segment() {
+        // A handler that concatenates an argument into a path lets `..` reach another resource.
+        assert!(COMPILER_PROMPT.contains("Put every argument that goes into a URL path through `pathSegment(value)`"));
+        assert!(COMPILER_PROMPT.contains("`pathSegment`."), "it is listed with the globals");
     }
 
     #[tokio::test]

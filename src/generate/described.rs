@@ -106,10 +106,10 @@ impl Inner {
     ) -> Option<Described> {
         for document in documents.iter().filter(|d| openapi::looks_like_spec(&d.text)) {
             let read = match self.fetch_description(&document.final_url).await {
-                Ok((text, url, _)) => tokio::task::spawn_blocking(move || Spec::parse(&text))
+                Ok((text, url, _)) => openapi::document::read(text)
                     .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|parsed| parsed.map(|spec| Described { spec, url: Some(url) })),
+                    .and_then(Spec::from_value)
+                    .map(|spec| Described { spec, url: Some(url) }),
                 Err(error) => Err(error),
             };
             match read {
@@ -206,10 +206,7 @@ impl Inner {
             .await
             .map_err(|e| StageError::internal(Stage::Fetching, e))?;
         finished.content_hash = Some(sha256);
-        let mut root = tokio::task::spawn_blocking(move || openapi::spec::parse_document(&text))
-            .await
-            .map_err(|e| fail(e.to_string()))?
-            .map_err(|e| fail(format!("{shown_url}: {e}")))?;
+        let mut root = openapi::document::read(text).await.map_err(|e| fail(format!("{shown_url}: {e}")))?;
         if let Some(source) = &url {
             finished.warnings.extend(self.inline_external_refs(job, &mut root, source).await);
         }
@@ -217,14 +214,12 @@ impl Inner {
         Ok(Described { spec, url })
     }
 
-    /// Fetches the files the description's `$ref`s name, from its own host and the operator's
+    /// Fetches the files the description's `$ref`s name, from its own origin and the operator's
     /// domains only, and makes the description one document.
     async fn inline_external_refs(&self, job: &Job, root: &mut Value, source: &url::Url) -> Vec<String> {
         let operator = Whitelist::from_operator_domains(&job.allow_domains).unwrap_or_default();
-        let allowed = |url: &url::Url| {
-            url.host_str() == source.host_str()
-                || crate::whitelist::CanonicalHost::of_url(url).is_some_and(|host| operator.allows(&host))
-        };
+        let allowed =
+            |url: &url::Url| crate::whitelist::CanonicalHost::of_url(url).is_some_and(|host| operator.allows(&host));
         let fetch = |url: url::Url| async move { self.fetch_description(url.as_str()).await.map(|(text, _, _)| text) };
         openapi::external::inline(root, source, allowed, fetch).await
     }

@@ -17,11 +17,13 @@ use serde_json::{Map, Value, json};
 pub use crate::toolset::OperationFilter;
 use crate::toolset::ToolSpec;
 
+pub mod document;
 pub mod external;
 pub mod select;
 pub mod spec;
 
-pub use spec::{Flavour, MAX_SPEC_BYTES, Operation, Spec, looks_like_spec};
+pub use document::MAX_SPEC_BYTES;
+pub use spec::{Flavour, Operation, Spec, looks_like_spec};
 
 const EXECUTOR: &str = include_str!("openapi/executor.js");
 /// Longest tool description taken from a summary or description.

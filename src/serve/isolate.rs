@@ -85,11 +85,14 @@
 //! # What handlers see
 //!
 //! The ECMAScript built-ins plus `fetch`, `Headers`, `Response`, `URL`, `URLSearchParams`,
-//! `TextEncoder`, `TextDecoder`, `atob`, `btoa`, `console`, `structuredClone` and
-//! `setTimeout`/`clearTimeout` (QuickJS also keeps its `InternalError` and the
-//! `DOMException` that `atob` throws). No `require`, module loader (`import()` rejects),
-//! `process`, `Deno`, `queueMicrotask`, `performance`, filesystem or sockets. `eval` and
-//! `Function` stay: they only reach the same sandbox. Deliberate deviations from the web:
+//! `TextEncoder`, `TextDecoder`, `atob`, `btoa`, `console`, `structuredClone`,
+//! `setTimeout`/`clearTimeout` and the daemon's `pathSegment` (QuickJS also keeps its
+//! `InternalError` and the `DOMException` that `atob` throws). `pathSegment(value)`
+//! percent-encodes a value as one URL path segment and throws for one that is empty, `.` or
+//! `..` in any encoding, which URL normalisation would turn into another path. No `require`,
+//! module loader (`import()` rejects), `process`, `Deno`, `queueMicrotask`, `performance`,
+//! filesystem or sockets. `eval` and `Function` stay: they only reach the same sandbox.
+//! Deliberate deviations from the web:
 //! a plain object or array `fetch` body is sent as JSON with `content-type:
 //! application/json` (instead of `"[object Object]"`); `PATCH` is upper-cased like the other
 //! standard methods; bodies are fully buffered (`Response.body` is `null`); only UTF-8 is
@@ -132,6 +135,10 @@ mod tests;
 pub mod worker_process;
 
 pub(in crate::serve) use admission::{Admission, Refused};
+/// The CPU time the current thread has used, which budgets work on blocking threads too (the
+/// reading of an API description) without charging it for time the OS gave other processes.
+pub(crate) use quickjs::thread_cpu_time;
+
 pub use admission::{AdmissionLimits, Blocked, Busy};
 pub use engine::{Engine, HostContext};
 pub use pool::{IsolatePool, OVERRUN_GRACE, Overrun, PoolError, PoolSettings, PoolStats};

@@ -511,3 +511,137 @@ async fn with_an_llm_a_prompt_chooses_operations_of_a_linked_description_and_nev
     client.cancel().await.unwrap();
     app.stop().await;
 }
+
+/// An API whose paths end in parameters, as GitHub's organisation membership does.
+fn members_api(port: u16) -> Value {
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "Orgs", "version": "1"},
+        "servers": [{"url": format!("http://{PETS_HOST}:{port}/v1")}],
+        "paths": {
+            "/orgs/{org}/members/{username}": {
+                "parameters": [
+                    {"name": "org", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "username", "in": "path", "required": true, "schema": {"type": "string"}}
+                ],
+                "delete": {"operationId": "removeMember", "responses": {"204": {"description": "removed"}}}
+            },
+            "/items/{id}{suffix}": {
+                "get": {
+                    "operationId": "getItem",
+                    "parameters": [
+                        {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+                        {"name": "suffix", "in": "path", "required": true, "schema": {"type": "string"}}
+                    ],
+                    "responses": {"200": {"description": "ok"}}
+                }
+            },
+            "/labels/{tag}": {
+                "get": {
+                    "operationId": "getLabel",
+                    "parameters": [{"name": "tag", "in": "path", "required": true, "style": "label", "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "ok"}}
+                }
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_parameters_that_would_move_the_request_to_another_path_are_refused() {
+    let api = PetsApi::start().await;
+    let app = app_for(&[]).await;
+    let (status, started) =
+        app.post("/admin/servers", &json!({"id": "orgs", "openapi_spec": members_api(api.port)})).await;
+    assert_eq!(status, 202, "{started}");
+    assert_eq!(wait_finished(&app, "orgs").await["status"], "ready");
+    api.take();
+    let client = app.mcp("orgs").await;
+
+    // Each of these would send the DELETE (with the server's credentials) to another path:
+    // URL normalisation drops `.` segments and climbs on `..` ones, in any encoding, and a
+    // server that decodes `%2F` before normalising sees the segments inside a value.
+    for username in ["..", ".", "%2E%2e", "%2e", ".%2E", "%252e%252E", "．．", "", "../../admin", "a/./b", "..\\x"] {
+        let result = mcp_call(&client, "remove_member", json!({"org": "acme", "username": username})).await;
+        assert_eq!(result.is_error, Some(true), "{username:?} was sent: {}", text_of(&result));
+        let message = text_of(&result);
+        assert!(message.contains("username") && message.contains("path segment"), "{username:?}: {message}");
+        assert!(api.take().is_empty(), "{username:?} reached the API");
+    }
+    let result = mcp_call(&client, "remove_member", json!({"org": "..", "username": "octocat"})).await;
+    assert!(text_of(&result).contains("org"), "{}", text_of(&result));
+    assert!(api.take().is_empty(), "a dot segment in the middle of the path reached the API");
+    // Two parameters in one segment are judged together; a label is judged with its prefix.
+    let result = mcp_call(&client, "get_item", json!({"id": ".", "suffix": "."})).await;
+    assert_eq!(result.is_error, Some(true), "{}", text_of(&result));
+    let result = mcp_call(&client, "get_label", json!({"tag": "."})).await;
+    assert_eq!(result.is_error, Some(true), "a label `.` prefix makes `..`: {}", text_of(&result));
+    assert!(api.take().is_empty(), "a refused segment reached the API");
+
+    // Dots inside a value, or next to other text, stay one ordinary segment.
+    for (tool, arguments, path) in [
+        ("remove_member", json!({"org": "acme", "username": "a..b"}), "/v1/orgs/acme/members/a..b"),
+        ("remove_member", json!({"org": "acme", "username": "..."}), "/v1/orgs/acme/members/..."),
+        ("get_item", json!({"id": ".", "suffix": ".json"}), "/v1/items/..json"),
+        ("get_label", json!({"tag": "v1.2"}), "/v1/labels/.v1.2"),
+    ] {
+        let result = mcp_call(&client, tool, arguments.clone()).await;
+        assert_ne!(result.is_error, Some(true), "{arguments}: {}", text_of(&result));
+        assert_eq!(api.take().pop().map(|seen| seen.path), Some(path.to_string()), "{arguments}");
+    }
+    client.cancel().await.unwrap();
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deeply_nested_description_is_refused_at_once_inline_and_by_url() {
+    let api = PetsApi::start().await;
+    let app = app_for(&[]).await;
+    // 200,000 nested flow sequences (390 KiB): libyaml's time grows with the square of the
+    // depth, so a parser would be busy for minutes before its own recursion limit stopped it.
+    let deep = format!("openapi: 3.0.0\npaths: {}{}", "[".repeat(200_000), "]".repeat(200_000));
+    let started = std::time::Instant::now();
+    let response = app
+        .http
+        .post(app.url("/admin/servers"))
+        .json(&json!({"id": "deep", "openapi_spec": deep}))
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .expect("the daemon answers within 10 s");
+    let elapsed = started.elapsed();
+    assert_eq!(response.status(), 422);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_openapi", "{body}");
+    let message = error_message(&body);
+    assert!(message.contains("more than 64 levels deep (line 2, column 71)"), "{message}");
+    assert!(elapsed < std::time::Duration::from_secs(2), "refused after {elapsed:?}");
+
+    // The same as JSON text, and a few kilobytes of YAML aliases that expand to millions of values.
+    let json_text = format!("{{\"openapi\": \"3.0.0\", \"paths\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    let items = vec!["1"; 3000].join(", ");
+    let copies = vec!["*a"; 3000].join(", ");
+    let aliases = format!("openapi: 3.0.0\nx: &a [{items}]\npaths: {{/a: {{get: {{responses: [{copies}]}}}}}}\n");
+    for (text, expected) in [(json_text, "more than 64 levels deep"), (aliases, "YAML alias")] {
+        let started = std::time::Instant::now();
+        let (status, body) = app.post("/admin/servers", &json!({"id": "deep", "openapi_spec": text})).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (422, Some("invalid_openapi")), "{body}");
+        assert!(error_message(&body).contains(expected), "{body}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "refused after {:?}", started.elapsed());
+    }
+    let (_, servers) = app.get("/admin/servers").await;
+    assert_eq!(servers["servers"], json!([]), "nothing was stored: {servers}");
+
+    // Fetched by URL, the generation fails at once with the same reason.
+    *api.spec_yaml.lock().unwrap() = deep;
+    let body = json!({"id": "deep-url", "openapi": format!("http://{PETS_HOST}:{}/spec.yaml", api.port)});
+    let started = std::time::Instant::now();
+    let (status, _) = app.post("/admin/servers", &body).await;
+    assert_eq!(status, 202);
+    let view = wait_finished(&app, "deep-url").await;
+    assert_eq!(view["status"], "failed");
+    let error = view["latest_generation"]["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("fetching failed") && error.contains("more than 64 levels deep"), "{error}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "failed after {:?}", started.elapsed());
+    app.stop().await;
+}

@@ -20,6 +20,8 @@ const WEB_GLOBALS: &[&str] = &[
     "setTimeout",
     "clearTimeout",
     "DOMException",
+    // The daemon's own: a value encoded as one URL path segment, refused if it would change the path.
+    "pathSegment",
 ];
 
 const ECMASCRIPT_GLOBALS: &[&str] = &[

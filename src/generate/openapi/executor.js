@@ -3,6 +3,13 @@
 // Serialisation follows OpenAPI 3: path `simple`/`label`/`matrix`, query `form` (exploded or
 // not), `spaceDelimited`, `pipeDelimited` and `deepObject`, headers and cookies `simple`/`form`;
 // bodies as JSON, form-urlencoded or text.
+//
+// Every path segment that holds a parameter must stay one ordinary segment. URL normalisation
+// removes a `.` segment and climbs one level on `..`, also when they are percent-encoded, and
+// some servers decode a path more than once or fold `．` into `.`; an empty segment changes the
+// path too. A value that would do any of that would send the request, with the server's
+// credentials, to another resource, so it is refused (the prelude's `pathSegment` applies the
+// same rule to handlers written by the compiler).
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 const text = (v) => (typeof v === 'string' ? v : isObject(v) || Array.isArray(v) ? JSON.stringify(v) : String(v));
 const enc = (v) => encodeURIComponent(text(v));
@@ -17,6 +24,34 @@ function pathValue(p, v) {
     return prefix + pairs.flatMap(([k, x]) => [enc(k), enc(x)]).join(',');
   }
   return prefix + enc(v);
+}
+// What a server may take a segment to mean: decoded as often as it decodes, compatibility
+// characters folded, and read as a path of its own (a decoded `/` or `\` separates).
+function meanings(segment) {
+  let s = segment;
+  for (let i = 0; i < 4; i++) {
+    let next;
+    try { next = decodeURIComponent(s); } catch { break; }
+    if (next === s) break;
+    s = next;
+  }
+  return s.normalize('NFKC').split(/[\\/]/);
+}
+function expandSegment(template) {
+  const used = plan.params.filter((p) => p.in === 'path' && template.includes(`{${p.name}}`));
+  let segment = template;
+  for (const p of used) segment = segment.split(`{${p.name}}`).join(pathValue(p, args[p.arg]));
+  if (!used.length) return segment;
+  const names = used.map((p) => p.arg).join(' and ');
+  const shown = used.map((p) => JSON.stringify(text(args[p.arg]))).join(' and ');
+  const operation = `${plan.method} ${plan.path}`;
+  if (segment === '') {
+    throw new Error(`the path parameter ${names} is empty, which would leave an empty path segment in ${operation} and address another resource; pass a non-empty value`);
+  }
+  if (meanings(segment).some((part) => part === '.' || part === '..')) {
+    throw new Error(`the path parameter ${names} (${shown}) would make a "." or ".." path segment, which URL normalisation removes or climbs (also when percent-encoded), so ${operation} would reach another resource; pass the value itself, without "." or ".." segments`);
+  }
+  return segment;
 }
 function queryPairs(p, v) {
   const name = enc(p.name);
@@ -38,7 +73,6 @@ function headerValue(p, v) {
   if (isObject(v)) return entries(v).map(([k, x]) => (p.explode ? `${k}=${text(x)}` : `${k},${text(x)}`)).join(',');
   return text(v);
 }
-let path = plan.path;
 const query = [], headers = {}, cookies = [];
 for (const p of plan.params) {
   const v = args[p.arg];
@@ -46,11 +80,11 @@ for (const p of plan.params) {
     if (p.in === 'path') throw new Error(`the path parameter ${p.arg} is required`);
     continue;
   }
-  if (p.in === 'path') path = path.split(`{${p.name}}`).join(pathValue(p, v));
-  else if (p.in === 'query') query.push(...queryPairs(p, v));
+  if (p.in === 'query') query.push(...queryPairs(p, v));
   else if (p.in === 'header') headers[p.name] = headerValue(p, v);
   else if (p.in === 'cookie') cookies.push(`${p.name}=${enc(headerValue(p, v))}`);
 }
+const path = plan.path.split('/').map(expandSegment).join('/');
 if (cookies.length) headers.cookie = cookies.join('; ');
 if (plan.accept && !Object.keys(headers).some((h) => h.toLowerCase() === 'accept')) headers.accept = plan.accept;
 let body;

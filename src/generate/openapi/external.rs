@@ -1,7 +1,8 @@
 //! External `$ref`s: a description split over several files (`$ref: "schemas/pet.yaml#/Pet"`).
 //!
-//! Every document a reference names is fetched (only from hosts the caller allows: the
-//! description's own host and the whitelist), its own references followed in turn, and all of
+//! Every document a reference names is fetched (only from the description's own origin, its
+//! scheme, host and port, and from hosts the caller allows besides: the operator's domains), its
+//! own references followed in turn, and all of
 //! them are placed under one key of the root document, with every reference rewritten to a local
 //! pointer. After that the description is one document and [`super::Spec`] resolves it as usual.
 //! A document that cannot be fetched leaves its references open (`{}`), with a warning.
@@ -18,9 +19,9 @@ pub const EXTERNAL_KEY: &str = "x-mcpbootd-external";
 const MAX_DOCUMENTS: usize = 64;
 
 /// Fetches the documents `root` (read from `base`) refers to and rewrites every reference to a
-/// local one. `fetch` returns a document's text; `allowed` says which URLs may be fetched.
-/// Returns warnings for documents that were not used.
-pub async fn inline<F, Fut>(root: &mut Value, base: &Url, allowed: impl Fn(&Url) -> bool, fetch: F) -> Vec<String>
+/// local one. `fetch` returns a document's text. Documents of `base`'s origin may be fetched,
+/// and those `also_allowed` accepts. Returns warnings for documents that were not used.
+pub async fn inline<F, Fut>(root: &mut Value, base: &Url, also_allowed: impl Fn(&Url) -> bool, fetch: F) -> Vec<String>
 where
     F: Fn(Url) -> Fut,
     Fut: Future<Output = Result<String, String>>,
@@ -39,14 +40,19 @@ where
             warnings
                 .push(format!("{url}: more than {MAX_DOCUMENTS} referenced documents; its references are left open"));
             Value::Object(Map::new())
-        } else if !allowed(&url) {
+        } else if !may_fetch(&url, base, &also_allowed) {
             warnings.push(format!(
-                "{url}: referenced by the description but its host is not on the whitelist; its references are left \
-                 open (list the host in allow_domains to use it)"
+                "{url}: referenced by the description but neither of its origin ({}) nor on allow_domains; its \
+                 references are left open (list the host in allow_domains to use it)",
+                base.origin().ascii_serialization()
             ));
             Value::Object(Map::new())
         } else {
-            match fetch(url.clone()).await.and_then(|text| super::spec::parse_document(&text)) {
+            let document = match fetch(url.clone()).await {
+                Ok(text) => super::document::read(text).await,
+                Err(error) => Err(error),
+            };
+            match document {
                 Ok(mut document) => {
                     rewrite(&mut document, &url, Some(index), &mut found);
                     document
@@ -65,6 +71,13 @@ where
         map.insert(EXTERNAL_KEY.into(), Value::Array(documents));
     }
     warnings
+}
+
+/// Whether a referenced document may be fetched: one of the description's own origin, or one
+/// `also_allowed` accepts. The origin is compared whole: another port of the description's host
+/// is another service (an admin interface, a database), which a description must not reach.
+fn may_fetch(url: &Url, description: &Url, also_allowed: impl Fn(&Url) -> bool) -> bool {
+    url.origin() == description.origin() || also_allowed(url)
 }
 
 /// The documents referenced so far, by URL (without fragment), in the order they were met.
@@ -139,7 +152,7 @@ mod tests {
         let warnings = inline(
             &mut root,
             &base,
-            |url| url.host_str() == Some("api.test"),
+            |_| false,
             |url: Url| {
                 let text = files.get(url.as_str()).map(|t| t.to_string()).ok_or_else(|| "404".to_string());
                 async move { text }
@@ -147,7 +160,7 @@ mod tests {
         )
         .await;
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("elsewhere.test") && warnings[0].contains("not on the whitelist"));
+        assert!(warnings[0].contains("elsewhere.test") && warnings[0].contains("allow_domains"), "{warnings:?}");
         let spec = Spec::from_value(root).unwrap();
         let operation = &spec.operations()[0];
         let pet = operation.response.as_ref().unwrap();
@@ -158,5 +171,25 @@ mod tests {
             "the cycle across files is cut"
         );
         assert!(operation.parameters.is_empty(), "the refused parameter is left out");
+    }
+
+    #[test]
+    fn only_the_description_origin_or_an_allowed_host_may_be_fetched() {
+        let description = Url::parse("https://api.test/v1/openapi.yaml").unwrap();
+        let operator = |url: &Url| url.host_str() == Some("schemas.test");
+        let cases = [
+            ("https://api.test/v1/schemas/pet.yaml", true),
+            ("https://api.test:443/other/pet.yaml", true),
+            ("https://schemas.test:8443/pet.yaml", true),
+            // Another port or scheme of the description's host is another service.
+            ("https://api.test:8443/pet.yaml", false),
+            ("http://api.test/pet.yaml", false),
+            ("http://api.test:6379/", false),
+            ("https://elsewhere.test/pet.yaml", false),
+            ("file:///etc/passwd", false),
+        ];
+        for (url, expected) in cases {
+            assert_eq!(may_fetch(&Url::parse(url).unwrap(), &description, operator), expected, "{url}");
+        }
     }
 }

@@ -1,11 +1,9 @@
-//! Reading an API description: JSON or YAML, OpenAPI 3.0/3.1 or Swagger 2.0, recognised by its
-//! content; local `$ref`s resolved with cycles cut; the operations it describes, in one shape
-//! for both versions.
+//! Understanding an API description (its text is read by [`super::document`]): OpenAPI 3.0/3.1
+//! or Swagger 2.0, recognised by its content; local `$ref`s resolved with cycles cut; the
+//! operations it describes, in one shape for both versions.
 
 use serde_json::{Map, Value};
 
-/// Largest description accepted (GitHub's is about 10 MB).
-pub const MAX_SPEC_BYTES: usize = 32 * 1024 * 1024;
 /// How deep `$ref`s are followed inside one schema before the rest is left open (`{}`).
 const MAX_REF_DEPTH: usize = 12;
 /// How deep a resolved schema may nest (counting every keyword level).
@@ -110,9 +108,10 @@ impl std::fmt::Debug for Spec {
 }
 
 impl Spec {
-    /// Parses a description from JSON or YAML text and recognises its version.
+    /// Parses a description from JSON or YAML text and recognises its version, on this thread
+    /// (see [`super::document::read`] for the async threads).
     pub fn parse(text: &str) -> Result<Spec, String> {
-        Spec::from_value(parse_document(text)?)
+        Spec::from_value(super::document::parse(text)?)
     }
 
     pub fn from_value(root: Value) -> Result<Spec, String> {
@@ -511,101 +510,6 @@ impl Spec {
             .and_then(Value::as_object);
         schemes.into_iter().flatten().map(|(name, scheme)| (name.clone(), self.deref(scheme).clone())).collect()
     }
-}
-
-/// A JSON or YAML document (a description, or a file one refers to) as JSON.
-pub fn parse_document(text: &str) -> Result<Value, String> {
-    if text.len() > MAX_SPEC_BYTES {
-        return Err(format!("the API description is {} bytes; at most {MAX_SPEC_BYTES} are read", text.len()));
-    }
-    let trimmed = text.trim_start();
-    if trimmed.starts_with('{') {
-        return serde_json::from_str(trimmed).map_err(|e| format!("the API description is not valid JSON: {e}"));
-    }
-    let Lenient(value) =
-        yaml_serde::from_str(text).map_err(|e| format!("the API description is not valid JSON or YAML: {e}"))?;
-    Ok(value)
-}
-
-/// A YAML document read as JSON, leniently: real descriptions have integer keys (`200:`
-/// response codes, kept as strings), integers beyond 64 bits (kept as the nearest float) and
-/// tags (their value is kept), which a plain `serde_json::Value` refuses.
-struct Lenient(Value);
-
-impl<'de> serde::Deserialize<'de> for Lenient {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Lenient, D::Error> {
-        deserializer.deserialize_any(LenientVisitor).map(Lenient)
-    }
-}
-
-struct LenientVisitor;
-
-impl<'de> serde::de::Visitor<'de> for LenientVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any YAML value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_i128<E>(self, v: i128) -> Result<Value, E> {
-        Ok(i64::try_from(v).map(Value::from).unwrap_or_else(|_| float(v as f64)))
-    }
-    fn visit_u128<E>(self, v: u128) -> Result<Value, E> {
-        Ok(u64::try_from(v).map(Value::from).unwrap_or_else(|_| float(v as f64)))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(float(v))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(LenientVisitor)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Lenient(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some((Lenient(key), Lenient(value))) = map.next_entry()? {
-            let key = match key {
-                Value::String(text) => text,
-                other => other.to_string(),
-            };
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
-    }
-    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
-        use serde::de::VariantAccess;
-        let (_tag, variant): (String, _) = data.variant()?;
-        variant.newtype_variant::<Lenient>().map(|Lenient(value)| value)
-    }
-}
-
-fn float(v: f64) -> Value {
-    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
 }
 
 /// An example for a parameter or media object: its own `example`, the first of its `examples`

@@ -313,6 +313,33 @@
   def(G, 'URLSearchParams', URLSearchParams);
   def(G, 'URL', URL);
 
+  // ---- pathSegment -----------------------------------------------------------------------
+  // A value placed in a URL path must stay one ordinary segment. `encodeURIComponent` keeps `/`
+  // out, but URL normalisation removes a `.` segment and climbs one level on `..`, also when
+  // they are percent-encoded, some servers decode a path more than once (and then see the
+  // segments inside a value) or fold `．` into `.`, and an empty segment changes the path too:
+  // each would send the request, with the server's credentials, to another resource. The OpenAPI
+  // executor applies the same rule to the paths it builds.
+  def(G, 'pathSegment', function pathSegment(value) {
+    const kind = value === null ? 'null' : typeof value;
+    if (!['string', 'number', 'bigint', 'boolean'].includes(kind)) {
+      throw new TE(`pathSegment(value): the value must be a string or a number, not ${kind}`);
+    }
+    const segment = encodeURIComponent(usv(value));
+    if (segment === '') throw new RangeError('pathSegment(value): the value is empty, which would leave an empty path segment; pass a non-empty value');
+    let meaning = segment;
+    for (let i = 0; i < 4; i++) {
+      let next;
+      try { next = decodeURIComponent(meaning); } catch { break; }
+      if (next === meaning) break;
+      meaning = next;
+    }
+    if (meaning.normalize('NFKC').split(/[\\/]/).some((part) => part === '.' || part === '..')) {
+      throw new RangeError(`pathSegment(value): ${JSON.stringify(usv(value))} would make a "." or ".." path segment, which URL normalisation removes or climbs (also when percent-encoded), so the request would reach another resource; pass the value itself, without "." or ".." segments`);
+    }
+    return segment;
+  });
+
   // ---- Headers -------------------------------------------------------------------------
   const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
   function hname(n) {

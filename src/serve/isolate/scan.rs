@@ -227,7 +227,7 @@ impl<'a> Scanner<'a> {
                 line,
                 "require() is not available: handlers run in an isolate without modules; \
                  fetch, URL, URLSearchParams, Headers, Response, TextEncoder, TextDecoder, \
-                 atob/btoa, structuredClone, setTimeout and console are globals",
+                 atob/btoa, structuredClone, setTimeout, console and pathSegment are globals",
             )),
             "import" if next == b'(' => Err(self.error(
                 line,

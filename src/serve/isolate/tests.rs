@@ -659,7 +659,7 @@ fn only_the_documented_globals_exist() {
     let c = run(r#"
         const absent = ['require', 'process', 'Deno', 'module', 'exports', 'queueMicrotask', 'performance', 'Bun', 'std', 'os'];
         const present = ['fetch', 'Headers', 'Response', 'URL', 'URLSearchParams', 'TextEncoder', 'TextDecoder',
-                         'atob', 'btoa', 'console', 'structuredClone', 'setTimeout', 'clearTimeout', 'JSON', 'Promise'];
+                         'atob', 'btoa', 'console', 'structuredClone', 'setTimeout', 'clearTimeout', 'pathSegment', 'JSON', 'Promise'];
         let imported;
         try { await import('data:text/javascript,export default 1'); imported = 'loaded'; } catch (e) { imported = 'rejected'; }
         return {
@@ -750,6 +750,30 @@ fn web_apis_behave() {
     assert_eq!(s["clone"], json!([true, true, 2]));
     assert_eq!(s["cloneErr"], "DataCloneError");
     assert_eq!(s["resp"], json!([202, true, "y", "text/plain;charset=UTF-8", 1, true]));
+}
+
+#[test]
+fn path_segment_encodes_one_segment_and_refuses_values_that_would_change_the_path() {
+    let c = run(r#"
+        const refusal = (value) => {
+            try { return `accepted as ${pathSegment(value)}`; } catch (e) { return `${e.name}: ${e.message}`; }
+        };
+        return {
+            encoded: [pathSegment('a b/c?d#e'), pathSegment(42), pathSegment('a..b'), pathSegment('...'), pathSegment('.json')],
+            refused: ['..', '.', '%2E%2e', '%2e', '.%2E', '%252e%252E', '．．', '../../admin', 'a/./b', '..\\x']
+                .map(refusal).filter((r) => !r.startsWith('RangeError') || !r.includes('path segment')),
+            empty: refusal(''),
+            missing: refusal(undefined),
+            object: refusal({ id: 1 }),
+        };
+    "#);
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    let s = c.result.structured_content.unwrap();
+    assert_eq!(s["encoded"], json!(["a%20b%2Fc%3Fd%23e", "42", "a..b", "...", ".json"]));
+    assert_eq!(s["refused"], json!([]), "each of these would reach another path");
+    assert!(s["empty"].as_str().unwrap().starts_with("RangeError: pathSegment(value): the value is empty"), "{s}");
+    assert_eq!(s["missing"], "TypeError: pathSegment(value): the value must be a string or a number, not undefined");
+    assert!(s["object"].as_str().unwrap().ends_with("not object"), "{s}");
 }
 
 #[test]

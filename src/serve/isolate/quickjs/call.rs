@@ -671,7 +671,7 @@ impl Drop for Isolate {
 /// so the difference across a turn is what the call itself used, however busy the machine
 /// is (a wall-clock measure would charge a handler for time the OS gave other processes).
 #[cfg(unix)]
-fn thread_cpu_time() -> Duration {
+pub(crate) fn thread_cpu_time() -> Duration {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime only writes the timespec it is given.
     let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
@@ -683,7 +683,7 @@ fn thread_cpu_time() -> Duration {
 
 /// Elsewhere, the monotonic clock since an arbitrary origin (wall time inside turns).
 #[cfg(not(unix))]
-fn thread_cpu_time() -> Duration {
+pub(crate) fn thread_cpu_time() -> Duration {
     static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     ORIGIN.get_or_init(Instant::now).elapsed()
 }

@@ -108,6 +108,28 @@ fn rows(port: u16) -> Vec<Row> {
             none.clone(),
             Denied,
         ),
+        // Dot segments a handler wrote into a path (an argument like ".." in a template): URL
+        // parsing would resolve them and send the request, with the server's credentials, to
+        // another resource, so they are refused in every spelling the parser resolves.
+        row(
+            "dot-dot segment climbs the path",
+            Open,
+            w("/items/1/../../admin"),
+            none.clone(),
+            ErrorContaining("\"..\" segment"),
+        ),
+        row("dot segment at the end", Open, w("/items/1/."), none.clone(), Denied),
+        row("percent-encoded dot-dot, mixed case", Open, w("/items/%2E%2e/1"), none.clone(), Denied),
+        row("double-encoded dot-dot", Open, w("/items/%252e%252E/1"), none.clone(), Denied),
+        row("dot-dot split by a tab the parser drops", Open, w("/items/.\t./1"), none.clone(), Denied),
+        row("dot-dot after a backslash separator", Open, w("/items\\..\\1"), none.clone(), Denied),
+        row(
+            "dots inside a segment and in the query are plain text",
+            Open,
+            w("/items/1?q=../..&v=1.2.."),
+            none.clone(),
+            Status(200),
+        ),
         row(
             "full-width dot before an evil suffix",
             Open,

@@ -3,7 +3,11 @@
 //! Every `fetch` from an isolate arrives at `CallEgress::fetch` (in the parent module), which applies this policy:
 //!
 //! 1. The URL is parsed once (WHATWG, the `url` crate) and exactly that parsed URL is sent. Only
-//!    `http` and `https`; no userinfo; port 0 refused; longer than [`MAX_URL_BYTES`] refused.
+//!    `http` and `https`; no userinfo; port 0 refused; longer than [`MAX_URL_BYTES`] refused. A
+//!    URL whose path, as the handler wrote it, holds a `.` or `..` segment (also percent-encoded,
+//!    in any case, or encoded more than once) is refused before it is parsed: parsing would
+//!    resolve it, so an argument a handler put into a path could climb to another resource and
+//!    reach it with the server's credentials (see `dot_segment`).
 //! 2. The canonical host (IDNA, lowercase, one trailing dot stripped) must equal a domain on the
 //!    server's whitelist or end with `.` + that domain (see [`crate::whitelist`]). IP-literal hosts
 //!    must be whitelisted as that exact IP.
@@ -172,7 +176,42 @@ pub fn prepare(request: &FetchRequest, read_only: bool) -> Result<(reqwest::Meth
     if request.body.as_ref().is_some_and(|b| b.len() > MAX_REQUEST_BODY_BYTES) {
         return Err(Failure::Limit(format!("request body is larger than {MAX_REQUEST_BODY_BYTES} bytes")));
     }
+    if let Some(segment) = dot_segment(&request.url) {
+        return Err(Failure::Refused(format!(
+            "the URL's path has a {segment:?} segment, which URL parsing would resolve away, sending the request \
+             to another resource; put values into a path with pathSegment(value), or resolve a relative \
+             reference first with new URL(reference, base)"
+        )));
+    }
     Ok((method, headers, parse_url(&request.url)?))
+}
+
+/// The first `.` or `..` segment in the path of `raw`, a URL as a handler wrote it, if any.
+///
+/// WHATWG parsing removes `.` segments and climbs on `..`, also spelled `%2e` in any case, and it
+/// drops tabs and line breaks first and reads `\` as `/` in http(s) URLs; so does this check. A
+/// segment encoded more than once (`%252e`) is refused too, since servers that decode a path twice
+/// would resolve it themselves. The check reads the raw text because after parsing there is
+/// nothing left to see; it over-approximates where the path starts (a URL without `//` is read
+/// from its first slash), which can only refuse more.
+fn dot_segment(raw: &str) -> Option<String> {
+    let cleaned: String = raw.chars().filter(|c| !matches!(c, '\t' | '\n' | '\r')).collect();
+    let after_scheme = cleaned.split_once("://").map_or(cleaned.as_str(), |(_, rest)| rest);
+    let end = after_scheme.find(['?', '#']).unwrap_or(after_scheme.len());
+    let before_query = &after_scheme[..end];
+    let path = &before_query[before_query.find(['/', '\\'])?..];
+    path.split(['/', '\\']).skip(1).find_map(|segment| {
+        let mut decoded = segment.to_ascii_lowercase();
+        for _ in 0..4 {
+            let next = decoded.replace("%25", "%");
+            if next == decoded {
+                break;
+            }
+            decoded = next;
+        }
+        let decoded = decoded.replace("%2e", ".");
+        matches!(decoded.as_str(), "." | "..").then(|| segment.to_string())
+    })
 }
 
 fn parse_url(raw: &str) -> Result<url::Url, Failure> {
@@ -282,6 +321,36 @@ mod tests {
             Failure::Denied { host, reason } => format!("denied {host}: {reason}"),
             other => format!("refused: {}", other.reason()),
         })
+    }
+
+    #[test]
+    fn dot_segments_are_found_in_every_spelling_url_parsing_resolves() {
+        for raw in [
+            "https://api.example.com/orgs/acme/members/..",
+            "https://api.example.com/orgs/acme/members/../x?q=1",
+            "https://api.example.com/a/./b",
+            "https://api.example.com/a/%2e%2E/b",
+            "https://api.example.com/a/%2E/b",
+            "https://api.example.com/a/.%2e",
+            "https://api.example.com/a/%252e%252e/b",
+            "https://api.example.com/a/.\t./b",
+            "https://api.example.com/a\\..\\b",
+            "https:api.example.com/a/../b",
+        ] {
+            assert!(dot_segment(raw).is_some(), "{raw}");
+        }
+        for raw in [
+            "https://api.example.com/",
+            "https://api.example.com",
+            "https://api.example.com/a/...",
+            "https://api.example.com/a/.b/c.",
+            "https://api.example.com/v1.2/items/x..y",
+            "https://api.example.com/search?q=../..&r=./x",
+            "https://api.example.com/a#/../b",
+            "https://1.2.3.4:8080/a/b",
+        ] {
+            assert_eq!(dot_segment(raw), None, "{raw}");
+        }
     }
 
     #[test]

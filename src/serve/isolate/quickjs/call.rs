@@ -20,7 +20,6 @@ use rquickjs::{
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use url::Url;
 
 use super::super::engine::HostContext;
 use super::super::normalize::{normalise, preview};
@@ -425,9 +424,9 @@ fn build_request<'js>(
     let mut charges = Vec::new();
     let (url, charge) = copies.string(ctx, url)?.ok_or_else(|| type_error("fetch: the URL must be a string".into()))?;
     charges.push(charge);
-    // Normalised when it parses; otherwise passed on as given, so that the host (the
-    // egress policy) refuses and logs it like any other disallowed destination.
-    let url = Url::parse(&url).map(String::from).unwrap_or(url);
+    // Passed on as the handler wrote it: the host (the egress policy) parses it once and sends
+    // exactly that, and it must see the raw text to refuse what parsing would resolve away (a
+    // `..` segment an argument put into a path) and to log what it refuses.
     let method = value_to_string(ctx, method)
         .filter(|m| is_token(m))
         .ok_or_else(|| type_error("fetch: invalid method".into()))?;

@@ -600,7 +600,7 @@ async fn code_exec_prints_the_result_and_exits_non_zero_when_not_ok() {
     run.assert_ok();
     assert_eq!(run.json()["value"], "SERVER_NOT_ALLOWED");
     let run = crate::cli::run(
-        &["code", "exec", "news", "--code", "return 1;", "--timeout-ms", "5", "--max-tool-calls", "1", "--json"],
+        &["code", "exec", "news", "--code", "return 1;", "--timeout-ms", "5000", "--max-tool-calls", "1", "--json"],
         &env,
     )
     .await;

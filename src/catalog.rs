@@ -351,12 +351,21 @@ async fn open_sqlite(path: &Path) -> anyhow::Result<(AnyPool, AnyPool, std::fs::
 }
 
 /// Whether a SQLite connection can take the next write: `BEGIN IMMEDIATE` succeeds only outside
-/// a transaction, and takes the write lock, which a connection opened read-only is refused.
+/// a transaction, and rewriting the header's `user_version` with its own value, rolled back, is
+/// a write that a connection holding a read-only file refuses. `BEGIN IMMEDIATE` alone is not
+/// enough: with WAL's index on the heap it takes the write lock in memory and succeeds on such a
+/// connection, whose first real write then fails.
 async fn ready_to_write(connection: &mut sqlx::AnyConnection) -> bool {
     if connection.execute("BEGIN IMMEDIATE").await.is_err() {
         return false;
     }
-    connection.execute("ROLLBACK").await.is_ok()
+    let rewritten = match sqlx::query_scalar::<_, i64>("PRAGMA user_version").fetch_one(&mut *connection).await {
+        Ok(version) => {
+            connection.execute(sqlx::AssertSqlSafe(format!("PRAGMA user_version = {version}"))).await.is_ok()
+        }
+        Err(_) => false,
+    };
+    connection.execute("ROLLBACK").await.is_ok() && rewritten
 }
 
 /// The URL connections open: the configured one with the password from `password_file` and

@@ -125,7 +125,7 @@ async fn immutable_catalog_files_cost_the_writes_not_the_daemon() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(recovered, "/readyz turns ready again once the files can be written");
+    assert!(recovered, "/readyz turns ready again once the files can be written: {:?}", app.get("/readyz").await);
     let (status, body) = app.delete("/admin/servers/doomed").await;
     assert_eq!(status, 204, "{body}");
     app.register(server("after")).await;

@@ -70,6 +70,11 @@ pub enum CatalogError {
     /// cause.
     #[error("the catalog cannot be written: {0}")]
     Unwritable(String),
+    /// The catalog cannot be reached: its database server is down, restarting or refusing
+    /// connections, or no connection came free in time. Nothing of the write was stored; the
+    /// message is the cause.
+    #[error("the catalog cannot be reached: {0}")]
+    Unavailable(String),
     #[error("catalog holds unreadable data: {0}")]
     Corrupt(String),
     /// A write shared with other requests (a batch) failed; the message is the cause.
@@ -82,7 +87,13 @@ pub enum CatalogError {
 
 impl From<sqlx::Error> for CatalogError {
     fn from(error: sqlx::Error) -> CatalogError {
-        if refuses_writes(&error) { CatalogError::Unwritable(error.to_string()) } else { CatalogError::Database(error) }
+        if refuses_writes(&error) {
+            CatalogError::Unwritable(error.to_string())
+        } else if is_unreachable(&error) {
+            CatalogError::Unavailable(error.to_string())
+        } else {
+            CatalogError::Database(error)
+        }
     }
 }
 
@@ -91,6 +102,7 @@ impl CatalogError {
     pub(crate) fn shared(&self) -> CatalogError {
         match self {
             CatalogError::Unwritable(cause) => CatalogError::Unwritable(cause.clone()),
+            CatalogError::Unavailable(cause) => CatalogError::Unavailable(cause.clone()),
             other => CatalogError::WriteFailed(other.to_string()),
         }
     }
@@ -115,6 +127,20 @@ fn refuses_writes(error: &sqlx::Error) -> bool {
     // PostgreSQL's SQLSTATEs: read_only_sql_transaction (a standby, or
     // default_transaction_read_only), disk_full, io_error.
     matches!(error.code().as_deref(), Some("25006" | "53100" | "58030"))
+}
+
+/// Whether an error says the catalog's database could not be reached (as opposed to refusing
+/// the statement): the connection failed or broke, the pool found none in time, or PostgreSQL
+/// reports a connection exception (SQLSTATE class 08) or is shutting down or starting
+/// (57P01–57P03). The API answers it with 503, as it does an unwritable catalog.
+fn is_unreachable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => true,
+        sqlx::Error::Database(error) => {
+            error.code().is_some_and(|code| code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03"))
+        }
+        _ => false,
+    }
 }
 
 /// Which engine holds the catalog.

@@ -95,6 +95,8 @@ text_enum! {
         Busy = "busy",
         /// The catalog refuses writes (a full disk, read-only files): the change was not made.
         CatalogUnwritable = "catalog_unwritable",
+        /// The catalog's database cannot be reached: the change was not made.
+        CatalogUnavailable = "catalog_unavailable",
         ShuttingDown = "shutting_down",
         Internal = "internal",
     }
@@ -132,9 +134,8 @@ impl ErrorCode {
             InvalidBody | InvalidId | InvalidAccessToken | InvalidAuth | InvalidCredential | InvalidDomain
             | InvalidTool | HandlerCompileError | InvalidOpenapi | PromptTooLong | InvalidArguments
             | LlmNotConfigured => StatusCode::UNPROCESSABLE_ENTITY,
-            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown | CatalogUnwritable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown | CatalogUnwritable
+            | CatalogUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -153,7 +154,8 @@ impl ErrorCode {
             InvalidParams => -32602,
             Unauthorized => -32001,
             Internal => -32603,
-            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown | CatalogUnwritable => -32000,
+            Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown | CatalogUnwritable
+            | CatalogUnavailable => -32000,
             _ => -32600,
         }
     }
@@ -299,6 +301,14 @@ impl From<CatalogError> for ApiError {
                     "the catalog cannot be written (its disk is full, or its files or file system are read-only), \
                      so nothing was changed; the daemon log has the cause. Retry once GET /readyz reports \
                      \"catalog\": \"ok\"",
+                )
+            }
+            CatalogError::Unavailable(cause) => {
+                tracing::error!(%cause, "the catalog could not be reached");
+                ApiError::new(
+                    ErrorCode::CatalogUnavailable,
+                    "the catalog's database cannot be reached, so nothing was changed; the daemon log has the \
+                     cause. Retry once GET /readyz reports \"catalog\": \"ok\"",
                 )
             }
             other => ApiError::internal(other),

@@ -360,6 +360,14 @@ async fn calls_keep_working_through_a_postgres_restart_and_the_call_log_catches_
         (200, &json!("unavailable")),
         "still serving, and says why not all is well"
     );
+    // Changes are refused with an answer that says why (clients drop a 500's body), once the
+    // catalog's pool has given up finding a connection.
+    let started = std::time::Instant::now();
+    let (status, body) =
+        app.post("/admin/servers", &json!({"id": "while-down", "tools": [tool("hi", "return 'hi';")]})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("catalog_unavailable")), "{body}");
+    assert!(crate::helpers::error_message(&body).contains("cannot be reached"), "{body}");
+    println!("changes refused while PostgreSQL is down within {:?}", started.elapsed());
 
     // It comes back: the call log catches up, and changes work again.
     cluster.start_again();

@@ -278,7 +278,8 @@ text_enum! {
         Busy = "busy",
         /// The daemon was shutting down and did not start the call.
         ShuttingDown = "shutting_down",
-        /// The client went away before the call finished.
+        /// The call was stopped before it finished: its client went away, its server was
+        /// deleted, or the script that made it ended.
         Cancelled = "cancelled",
     }
 }

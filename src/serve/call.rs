@@ -382,7 +382,14 @@ impl CallEntry<'_> {
 impl Drop for CallEntry<'_> {
     fn drop(&mut self) {
         if !self.written {
-            let cancelled = "cancelled: the client went away before the call finished";
+            // Dropped unfinished: a script's tool call when the script ended without awaiting it
+            // (or was stopped), any other call when its client went away or its server was
+            // deleted, which stops the calls in flight on it.
+            let cancelled = if self.parent_execution_id.is_some() {
+                "cancelled: the script that made this call ended before the call finished"
+            } else {
+                "cancelled: the call was stopped before it finished (its client went away, or its server was deleted)"
+            };
             self.write(CallOutcome::Cancelled, Some(cancelled.into()), 0, String::new());
         }
     }

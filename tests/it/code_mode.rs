@@ -668,6 +668,8 @@ async fn a_tool_call_a_script_left_running_logs_the_request_it_sent() {
     let (_, log) = app.get("/admin/servers/news/calls?limit=1").await;
     let child = &log["calls"][0]["children"][0];
     assert_eq!(child["outcome"], "cancelled", "{log}");
+    let error = child["error"].as_str().unwrap_or_default();
+    assert!(error.contains("the script that made this call ended"), "the log says why it was cancelled: {child}");
     let egress = child["egress"].as_array().unwrap();
     assert_eq!(egress.len(), 1, "{child}");
     assert_eq!((&egress[0]["path"], &egress[0]["status"]), (&json!("/held/5300"), &json!(null)), "{child}");

@@ -29,8 +29,6 @@ mod call;
 mod memory;
 mod natives;
 
-pub(crate) use call::thread_cpu_time;
-
 const PRELUDE_SOURCE: &str = include_str!("prelude.js");
 const PRELUDE_FILE: &CStr = c"prelude";
 const HANDLER_FILE: &CStr = c"handler";

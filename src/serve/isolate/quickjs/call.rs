@@ -26,7 +26,7 @@ use super::super::normalize::{normalise, preview};
 use super::super::stack_guard::{self, StackCanary};
 use super::super::{
     Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, MAX_HANDLER_BYTES, Outcome, Program,
-    SandboxLimits, ToolResult,
+    SandboxLimits, ToolResult, thread_cpu_time,
 };
 use super::memory::Charge;
 use super::memory::{BudgetAllocator, MemoryBudget};
@@ -664,27 +664,6 @@ impl Drop for Isolate {
         unsafe { qjs::JS_UpdateStackTop(self.raw_runtime()) };
         self.kept = None;
     }
-}
-
-/// CPU time the current thread has used. Every turn of a call runs on its worker thread,
-/// so the difference across a turn is what the call itself used, however busy the machine
-/// is (a wall-clock measure would charge a handler for time the OS gave other processes).
-#[cfg(unix)]
-pub(crate) fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime only writes the timespec it is given.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    if status != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(u64::try_from(now.tv_sec).unwrap_or(0), u32::try_from(now.tv_nsec).unwrap_or(0))
-}
-
-/// Elsewhere, the monotonic clock since an arbitrary origin (wall time inside turns).
-#[cfg(not(unix))]
-pub(crate) fn thread_cpu_time() -> Duration {
-    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    ORIGIN.get_or_init(Instant::now).elapsed()
 }
 
 /// What a turn decided.

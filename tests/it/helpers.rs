@@ -232,6 +232,20 @@ pub struct SeenRequest {
     pub body: String,
 }
 
+impl SeenRequest {
+    /// A request with `method` at `path` (its host read from `headers`), without query or body.
+    fn at(method: &str, path: impl Into<String>, headers: &HeaderMap) -> SeenRequest {
+        SeenRequest {
+            method: method.to_string(),
+            host: headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string(),
+            path: path.into(),
+            query: String::new(),
+            headers: headers.clone(),
+            body: String::new(),
+        }
+    }
+}
+
 /// A fake upstream API on loopback: JSON items, an echo endpoint, a redirect and slow answers.
 #[derive(Clone)]
 pub struct Upstream {
@@ -308,14 +322,7 @@ async fn item(
     headers: HeaderMap,
     UrlPath(id): UrlPath<u32>,
 ) -> Json<Value> {
-    seen.lock().unwrap().push(SeenRequest {
-        method: "GET".into(),
-        host: headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string(),
-        path: format!("/items/{id}"),
-        query: String::new(),
-        headers: headers.clone(),
-        body: String::new(),
-    });
+    seen.lock().unwrap().push(SeenRequest::at("GET", format!("/items/{id}"), &headers));
     Json(json!({
         "id": id,
         "title": format!("Item {id}"),
@@ -362,14 +369,7 @@ async fn held(
     headers: HeaderMap,
     UrlPath(ms): UrlPath<u64>,
 ) -> Json<Value> {
-    seen.lock().unwrap().push(SeenRequest {
-        method: method.to_string(),
-        host: headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string(),
-        path: format!("/held/{ms}"),
-        query: String::new(),
-        headers,
-        body: String::new(),
-    });
+    seen.lock().unwrap().push(SeenRequest::at(method.as_str(), format!("/held/{ms}"), &headers));
     tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     Json(json!({"held_ms": ms}))
 }
@@ -405,15 +405,13 @@ async fn echo(
     headers: HeaderMap,
     body: String,
 ) -> Json<Value> {
-    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string();
-    seen.lock().unwrap().push(SeenRequest {
-        method: method.to_string(),
-        host: host.clone(),
-        path: "/echo".into(),
+    let seen_request = SeenRequest {
         query: uri.query().unwrap_or("").to_string(),
-        headers: headers.clone(),
         body: body.clone(),
-    });
+        ..SeenRequest::at(method.as_str(), "/echo", &headers)
+    };
+    let host = seen_request.host.clone();
+    seen.lock().unwrap().push(seen_request);
     let header_map: serde_json::Map<String, Value> = headers
         .iter()
         .map(|(k, v)| (k.as_str().to_string(), Value::String(v.to_str().unwrap_or("").to_string())))
@@ -433,16 +431,10 @@ async fn reflect(
     headers: HeaderMap,
 ) -> axum::response::Response {
     use base64::Engine;
-    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string();
     let query = uri.query().unwrap_or("").to_string();
-    seen.lock().unwrap().push(SeenRequest {
-        method: method.to_string(),
-        host,
-        path: "/reflect".into(),
-        query: query.clone(),
-        headers: headers.clone(),
-        body: String::new(),
-    });
+    seen.lock()
+        .unwrap()
+        .push(SeenRequest { query: query.clone(), ..SeenRequest::at(method.as_str(), "/reflect", &headers) });
     let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let basic_password = authorization
         .strip_prefix("Basic ")

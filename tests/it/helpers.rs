@@ -190,6 +190,22 @@ async fn read(response: reqwest::Response) -> (u16, Value) {
     (status, body)
 }
 
+/// Polls `check` until it holds, for at most `within`; returns how long it took.
+pub async fn within<F, Fut>(within: std::time::Duration, what: &str, mut check: F) -> std::time::Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        if check().await {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < within, "{what}: not seen within {within:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// Asserts the admin error shape and returns the message.
 pub fn error_message(body: &Value) -> String {
     let error = body.get("error").unwrap_or_else(|| panic!("no error object in {body}"));

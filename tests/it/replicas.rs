@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::{
     AppOptions, OTHER_HOST, TestApp, WEATHER_HOST, on_postgres, postgres, replica_data_dir, spawn_app_with, tool,
+    within,
 };
 
 /// How soon a change made through one replica must be seen through the others.
@@ -27,22 +28,6 @@ async fn replicas(count: usize, env: &[(&str, &str)]) -> Option<Vec<TestApp>> {
         apps.push(spawn_app_with(options).await);
     }
     Some(apps)
-}
-
-/// Polls `check` until it holds, for at most `within`; returns how long it took.
-async fn within<F, Fut>(within: Duration, what: &str, mut check: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    loop {
-        if check().await {
-            return started.elapsed();
-        }
-        assert!(started.elapsed() < within, "{what}: not seen within {within:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 async fn call_status(app: &TestApp, id: &str) -> (u16, Value) {

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // Copies the QuickJS WebAssembly module the daemon's sandbox runs, and its licence, from
-// node_modules (installed from package-lock.json) into src/serve/isolate/wasm/, where the daemon
+// node_modules (installed from package-lock.json) into src/serve/isolate/wasm/vendor/, where the daemon
 // embeds the module with include_bytes!.
 //
-//   node vendor.mjs          copy them (and remove files in src/serve/isolate/wasm/ that are not listed)
+//   node vendor.mjs          copy them (and remove files in src/serve/isolate/wasm/vendor/ that are not listed)
 //   node vendor.mjs --check  change nothing; exit 1 naming each file that differs, is missing or is extra
 //
 // The copies are committed, so building the daemon needs no npm; .ci/run runs --check after
@@ -18,9 +18,9 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
 
 /** The directory the copies go to; it holds nothing else. */
-const target = join(root, "src", "serve", "isolate", "wasm");
+const target = join(root, "src", "serve", "isolate", "wasm", "vendor");
 
-/** Per package: `{ copy: source }`, the copy under src/serve/isolate/wasm/ and the file inside the package. */
+/** Per package: `{ copy: source }`, the copy under src/serve/isolate/wasm/vendor/ and the file inside the package. */
 const VENDORED = [
   {
     package: "quickjs-wasi",

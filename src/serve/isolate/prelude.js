@@ -27,15 +27,15 @@
   // literal of methods (methods get no `prototype` object) and plain assignments; the price is
   // that these methods' `length` is 0.
   {
-    const AP = Array.prototype, max = native.maxElements, originals = {};
+    const AP = Array.prototype, originals = {};
     const lengthOf = (o) => { const n = Math.trunc(Number(o.length)); return n > 0 ? n : 0; };
     const refuse = (name, n) => {
-      throw new RangeError(`Array.prototype.${name}: a length of ${n} is more elements than this sandbox's memory can hold (at most ${max}); an array-like's length must match its contents`);
+      throw new RangeError(`Array.prototype.${name}: a length of ${n} is more elements than this sandbox's memory can hold (at most ${native.maxElements}); an array-like's length must match its contents`);
     };
     const walk = (name, self, args) => {
       if (self != null) {
         const n = lengthOf(Object(self));
-        if (n > max) refuse(name, n);
+        if (n > native.maxElements) refuse(name, n);
       }
       return apply(originals[name], self, args);
     };
@@ -57,7 +57,7 @@
       unshift(...a) { return walk('unshift', this, a); },
       with(...a) { return walk('with', this, a); },
       concat(...a) {
-        for (const x of a) if (x !== null && typeof x === 'object' && lengthOf(x) > max) refuse('concat', lengthOf(x));
+        for (const x of a) if (x !== null && typeof x === 'object' && lengthOf(x) > native.maxElements) refuse('concat', lengthOf(x));
         return walk('concat', this, a);
       },
     };

@@ -25,25 +25,25 @@ use rquickjs::{Context, Ctx, Error, Function, Runtime, Value, qjs};
 use super::engine::{Engine, HostContext};
 use super::{CompileError, Completion, Invocation, Program};
 
-mod call;
+pub(super) mod call;
 mod memory;
-mod natives;
+pub(super) mod natives;
 
-const PRELUDE_SOURCE: &str = include_str!("prelude.js");
+pub(in crate::serve::isolate) const PRELUDE_SOURCE: &str = include_str!("prelude.js");
 const PRELUDE_FILE: &CStr = c"prelude";
 const HANDLER_FILE: &CStr = c"handler";
 /// The handler body is compiled inside this wrapper. The head is exactly one line, so
 /// QuickJS line `n` is handler line `n - 1`.
-const WRAPPER_HEAD: &str = "(async function (args, fetch) {\n";
+pub(in crate::serve::isolate) const WRAPPER_HEAD: &str = "(async function (args, fetch) {\n";
 /// A code-mode script's wrapper: the same shape with no `fetch` in scope.
-const SCRIPT_WRAPPER_HEAD: &str = "(async function (input, call_tool, tools) {\n";
-const WRAPPER_TAIL: &str = "\n})";
+pub(in crate::serve::isolate) const SCRIPT_WRAPPER_HEAD: &str = "(async function (input, call_tool, tools) {\n";
+pub(in crate::serve::isolate) const WRAPPER_TAIL: &str = "\n})";
 const WRAPPER_HEAD_LINES: u32 = 1;
 
 /// Limits for the throwaway runtime `check` compiles in.
 const CHECK_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 const CHECK_STACK_BYTES: usize = 256 * 1024;
-const CHECK_TIME: Duration = Duration::from_secs(2);
+pub(in crate::serve::isolate) const CHECK_TIME: Duration = Duration::from_secs(2);
 
 /// ECMAScript built-ins. `atob`/`btoa` (and the `DOMException` they throw) are added
 /// separately; QuickJS's `performance` global is deliberately left out.
@@ -164,7 +164,7 @@ fn wrap_handler(body: &str) -> String {
     wrap(WRAPPER_HEAD, body)
 }
 
-fn wrap(head: &str, body: &str) -> String {
+pub(in crate::serve::isolate) fn wrap(head: &str, body: &str) -> String {
     let mut source = String::with_capacity(head.len() + body.len() + WRAPPER_TAIL.len());
     source.push_str(head);
     source.push_str(body);
@@ -239,7 +239,7 @@ fn compile_prelude() -> Option<Vec<u8>> {
 
 /// Handler line (1-based) of the first handler frame in a QuickJS stack trace, clamped to
 /// the body (errors such as a missing `}` are reported on the wrapper's closing line).
-fn handler_line(stack: &str, body: &str) -> Option<u32> {
+pub(in crate::serve::isolate) fn handler_line(stack: &str, body: &str) -> Option<u32> {
     let file = HANDLER_FILE.to_str().unwrap_or("handler");
     let body_lines = u32::try_from(body.lines().count()).unwrap_or(u32::MAX).max(1);
     stack.lines().find_map(|frame| {

@@ -119,6 +119,10 @@ fn drive<T>(call: impl std::future::Future<Output = T>) -> T {
 /// Runs one invocation directly on a worker-like thread (large stack, registered with the
 /// stack guard), bypassing the pool so tests do not queue behind each other.
 fn execute(invocation: Invocation) -> Completion {
+    if std::env::var("MCPBOOTD_TEST_ENGINE").as_deref() == Ok("wasm") {
+        let engine = super::WasmEngine::shared().expect("the WebAssembly engine builds");
+        return std::thread::spawn(move || drive(engine.execute(invocation, host_context()))).join().unwrap();
+    }
     execute_with(QuickJsEngine::new(), invocation)
 }
 
@@ -1366,4 +1370,24 @@ fn a_script_result_must_be_json() {
     }
     let c = run_script("const x = 1;", json!({}), &host);
     assert_eq!(script_value(&c), &json!({}), "nothing returned");
+}
+
+#[test]
+fn the_webassembly_engine_runs_handlers_in_a_fresh_instance() {
+    let engine = super::WasmEngine::shared().expect("the WebAssembly engine builds");
+    let run = |handler: &str| {
+        let engine = Arc::clone(&engine);
+        let invocation = invocation(handler, json!({"a": 2, "b": 3}), SandboxLimits::default(), &FakeHost::default());
+        std::thread::spawn(move || drive(engine.execute(invocation, host_context()))).join().unwrap()
+    };
+    let c = run("globalThis.leak = (globalThis.leak || 0) + 1; return {sum: args.a + args.b, leak: globalThis.leak, r: typeof Math.random()};");
+    assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
+    assert_eq!(c.result.structured_content, Some(json!({"sum": 5, "leak": 1, "r": "number"})));
+    // Nothing of the first call is visible to the second, and the random sequence differs.
+    let c = run("return [globalThis.leak, Math.random()];");
+    let first = run("return Math.random();");
+    assert_eq!(c.result.structured_content, None);
+    assert!(c.result.content[0]["text"].as_str().unwrap().contains("null"), "{c:?}");
+    assert_ne!(first.result.content, run("return Math.random();").result.content);
+    assert_eq!(engine.name(), "quickjs-wasm");
 }

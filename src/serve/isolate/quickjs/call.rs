@@ -41,15 +41,15 @@ const MIN_STACK: usize = 64 * 1024;
 /// How far above the budget QuickJS's own memory limit (the backstop) is set.
 const BACKSTOP_SLACK: usize = 4 * 1024 * 1024;
 /// Largest `setTimeout` delay honoured (the web's 2^31-1 ms).
-const MAX_TIMER_DELAY: Duration = Duration::from_millis(i32::MAX as u64);
+pub(in crate::serve::isolate) const MAX_TIMER_DELAY: Duration = Duration::from_millis(i32::MAX as u64);
 /// Pending promise jobs run between two explicit limit checks (each job is also covered by
 /// the interrupt handler; this only bounds how late a latched limit is noticed).
-const JOBS_PER_CHECK: u32 = 256;
-const CONSOLE_TRUNCATED: &str = "[console output truncated: max_console_bytes reached]\n";
+pub(in crate::serve::isolate) const JOBS_PER_CHECK: u32 = 256;
+pub(in crate::serve::isolate) const CONSOLE_TRUNCATED: &str = "[console output truncated: max_console_bytes reached]\n";
 
 /// The first limit a call ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LimitHit {
+pub(in crate::serve::isolate) enum LimitHit {
     Wall,
     Cpu,
     Memory,
@@ -62,14 +62,14 @@ enum LimitHit {
 }
 
 impl LimitHit {
-    fn outcome(self) -> Outcome {
+    pub(in crate::serve::isolate) fn outcome(self) -> Outcome {
         match self {
             LimitHit::Wall => Outcome::Timeout,
             _ => Outcome::Limit,
         }
     }
 
-    fn message(self, limits: &SandboxLimits) -> String {
+    pub(in crate::serve::isolate) fn message(self, limits: &SandboxLimits) -> String {
         match self {
             LimitHit::Wall => format!(
                 "wall-clock time limit exceeded: the call did not finish within {:?} (limit `wall`)",
@@ -108,7 +108,7 @@ impl LimitHit {
 }
 
 /// How the JS part of a call ended (limits are latched separately and take precedence).
-enum RunEnd {
+pub(in crate::serve::isolate) enum RunEnd {
     /// The handler's promise fulfilled; `JSON.stringify` of the value (`None`: undefined).
     Returned(Option<String>),
     /// An exception escaped the handler (or a timer callback, or the compiler).
@@ -126,21 +126,27 @@ enum RunEnd {
 }
 
 /// A fetch completion, sent from the tokio task to the worker's event loop.
-struct FetchDone {
-    id: u32,
-    result: Result<FetchResponse, FetchError>,
+pub(in crate::serve::isolate) struct FetchDone {
+    pub(in crate::serve::isolate) id: u32,
+    pub(in crate::serve::isolate) result: Result<FetchResponse, FetchError>,
 }
 
 /// Captured console output.
-struct Console {
-    text: String,
+pub(in crate::serve::isolate) struct Console {
+    pub(in crate::serve::isolate) text: String,
     cap: usize,
     full: bool,
 }
 
 impl Console {
+    pub(in crate::serve::isolate) fn new(cap: usize) -> Console {
+        Console { text: String::new(), cap, full: false }
+    }
+}
+
+impl Console {
     /// Appends one `[level] line`; returns whether further output is still wanted.
-    fn push(&mut self, level: &str, line: &str) -> bool {
+    pub(in crate::serve::isolate) fn push(&mut self, level: &str, line: &str) -> bool {
         if self.full {
             return false;
         }
@@ -169,20 +175,25 @@ impl Console {
     }
 }
 
-#[derive(Default)]
-struct Fetches {
+pub(in crate::serve::isolate) struct Fetches<C = Charge> {
     /// fetch() calls accepted, started or queued.
-    accepted: u32,
-    next_id: u32,
-    running: HashMap<u32, JoinHandle<()>>,
+    pub(in crate::serve::isolate) accepted: u32,
+    pub(in crate::serve::isolate) next_id: u32,
+    pub(in crate::serve::isolate) running: HashMap<u32, JoinHandle<()>>,
     /// Waiting for a slot under `max_concurrent_fetches`.
-    queued: VecDeque<(u32, FetchRequest)>,
+    pub(in crate::serve::isolate) queued: VecDeque<(u32, FetchRequest)>,
     /// The copies each unfinished fetch's request holds (URL, headers, body), charged to the
     /// call until the fetch finishes.
-    charges: HashMap<u32, Vec<Charge>>,
+    pub(in crate::serve::isolate) charges: HashMap<u32, Vec<C>>,
 }
 
-impl Drop for Fetches {
+impl<C> Default for Fetches<C> {
+    fn default() -> Self {
+        Fetches { accepted: 0, next_id: 0, running: HashMap::new(), queued: VecDeque::new(), charges: HashMap::new() }
+    }
+}
+
+impl<C> Drop for Fetches<C> {
     /// A call that ends, or whose future is dropped because the caller went away, leaves no
     /// request running on its behalf.
     fn drop(&mut self) {
@@ -193,19 +204,19 @@ impl Drop for Fetches {
 }
 
 #[derive(Default)]
-struct Timers {
-    created: u32,
+pub(in crate::serve::isolate) struct Timers {
+    pub(in crate::serve::isolate) created: u32,
     next_id: u32,
     queue: BTreeSet<(Instant, u32)>,
     due: HashMap<u32, Instant>,
 }
 
 impl Timers {
-    fn next_due(&self) -> Option<Instant> {
+    pub(in crate::serve::isolate) fn next_due(&self) -> Option<Instant> {
         self.queue.first().map(|(due, _)| *due)
     }
 
-    fn pop_due(&mut self, now: Instant) -> Option<u32> {
+    pub(in crate::serve::isolate) fn pop_due(&mut self, now: Instant) -> Option<u32> {
         let &(due, id) = self.queue.first()?;
         if due > now {
             return None;
@@ -215,7 +226,27 @@ impl Timers {
         Some(id)
     }
 
-    fn clear(&mut self, id: u32) {
+    /// Schedules a timer `delay` from now (clamped by the caller), counting it as created.
+    pub(in crate::serve::isolate) fn add(&mut self, delay: Duration) -> u32 {
+        self.created += 1;
+        let id = self.next_id;
+        self.next_id += 1;
+        let due = Instant::now() + delay;
+        self.queue.insert((due, id));
+        self.due.insert(id, due);
+        id
+    }
+
+    /// The delay `setTimeout` asked for, in milliseconds, as the timer's delay.
+    pub(in crate::serve::isolate) fn delay(delay_ms: f64) -> Duration {
+        if delay_ms.is_finite() && delay_ms > 0.0 {
+            Duration::try_from_secs_f64(delay_ms / 1000.0).unwrap_or(MAX_TIMER_DELAY).min(MAX_TIMER_DELAY)
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    pub(in crate::serve::isolate) fn clear(&mut self, id: u32) {
         if let Some(due) = self.due.remove(&id) {
             self.queue.remove(&(due, id));
         }
@@ -361,30 +392,20 @@ impl CallState {
             self.hit(LimitHit::Timers);
             return Err(Exception::throw_range(ctx, &LimitHit::Timers.message(&self.limits)));
         }
-        let delay = if delay_ms.is_finite() && delay_ms > 0.0 {
-            Duration::try_from_secs_f64(delay_ms / 1000.0).unwrap_or(MAX_TIMER_DELAY).min(MAX_TIMER_DELAY)
-        } else {
-            Duration::ZERO
-        };
-        timers.created += 1;
-        let id = timers.next_id;
-        timers.next_id += 1;
-        let due = Instant::now() + delay;
-        timers.queue.insert((due, id));
-        timers.due.insert(id, due);
-        Ok(id)
+        let delay = Timers::delay(delay_ms);
+        Ok(timers.add(delay))
     }
 }
 
 /// Delivers a fetch result to the worker, or a failure if the task is dropped first
 /// (aborted, runtime shutting down, or the host's future panicked).
-struct Reply {
-    id: u32,
-    events: Option<mpsc::UnboundedSender<FetchDone>>,
+pub(in crate::serve::isolate) struct Reply {
+    pub(in crate::serve::isolate) id: u32,
+    pub(in crate::serve::isolate) events: Option<mpsc::UnboundedSender<FetchDone>>,
 }
 
 impl Reply {
-    fn send(&mut self, result: Result<FetchResponse, FetchError>) {
+    pub(in crate::serve::isolate) fn send(&mut self, result: Result<FetchResponse, FetchError>) {
         if let Some(events) = self.events.take() {
             // The worker may have finished the call already; then nobody needs this.
             let _ = events.send(FetchDone { id: self.id, result });
@@ -398,7 +419,7 @@ impl Drop for Reply {
     }
 }
 
-fn is_token(s: &str) -> bool {
+pub(in crate::serve::isolate) fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
@@ -545,7 +566,7 @@ fn install<'js>(ctx: &Ctx<'js>, state: &Rc<CallState>, prelude: Option<&[u8]>) -
 
 /// The smallest `maxElements` whatever the memory limit (lengths this small are walked in
 /// milliseconds).
-const MIN_WALKABLE_ELEMENTS: usize = 1 << 20;
+pub(in crate::serve::isolate) const MIN_WALKABLE_ELEMENTS: usize = 1 << 20;
 
 /// Runs one invocation in a fresh runtime, parking at every await (see the module doc).
 ///
@@ -569,7 +590,7 @@ pub(super) async fn execute(prelude: Option<&'static [u8]>, invocation: Invocati
         copies: Copies(Rc::clone(&memory)),
         memory,
         canary: Cell::new(None),
-        console: RefCell::new(Console { text: String::new(), cap: limits.max_console_bytes, full: false }),
+        console: RefCell::new(Console::new(limits.max_console_bytes)),
         fetches: RefCell::new(Fetches::default()),
         fetch_denied: Cell::new(false),
         timers: RefCell::new(Timers::default()),
@@ -950,16 +971,41 @@ fn serialise<'js>(ctx: &Ctx<'js>, state: &CallState, hooks: &Hooks<'js>, value: 
 }
 
 fn finish(state: &CallState, end: RunEnd) -> Completion {
-    let wall_time = state.started.elapsed();
-    let cpu_time = state.cpu.get();
     if state.memory.exhausted() {
         state.hit(state.memory_hit());
     }
+    let fetches = state.fetches.borrow();
+    let ended = Ended {
+        limit: state.limit.get(),
+        limits: &state.limits,
+        console: std::mem::take(&mut state.console.borrow_mut().text),
+        fetches: fetches.accepted,
+        fetch_denied: state.fetch_denied.get(),
+        cpu_time: state.cpu.get(),
+        wall_time: state.started.elapsed(),
+    };
+    completion(ended, end)
+}
+
+/// What a finished call knows besides how its JavaScript ended.
+pub(in crate::serve::isolate) struct Ended<'a> {
+    pub limit: Option<LimitHit>,
+    pub limits: &'a SandboxLimits,
+    pub console: String,
+    pub fetches: u32,
+    pub fetch_denied: bool,
+    pub cpu_time: Duration,
+    pub wall_time: Duration,
+}
+
+/// The completion of a call: a latched limit wins over how the JavaScript ended.
+pub(in crate::serve::isolate) fn completion(ended: Ended<'_>, end: RunEnd) -> Completion {
+    let Ended { limit, limits, console, fetches, fetch_denied, cpu_time, wall_time } = ended;
     let failure = |outcome: Outcome, message: String| (ToolResult::text(message.clone(), true), outcome, Some(message));
-    let (result, outcome, error) = match (state.limit.get(), end) {
-        (Some(limit), _) => failure(limit.outcome(), limit.message(&state.limits)),
+    let (result, outcome, error) = match (limit, end) {
+        (Some(limit), _) => failure(limit.outcome(), limit.message(limits)),
         (None, RunEnd::Returned(json)) => {
-            let normalised = normalise(json.as_deref(), state.limits.max_result_bytes);
+            let normalised = normalise(json.as_deref(), limits.max_result_bytes);
             match normalised.problem {
                 Some(problem) => (normalised.result, Outcome::Error, Some(problem)),
                 None => (normalised.result, Outcome::Ok, None),
@@ -979,7 +1025,7 @@ fn finish(state: &CallState, end: RunEnd) -> Completion {
             Outcome::Timeout,
             format!(
                 "the handler is waiting for a timer that fires after the wall-clock limit ({:?}, limit `wall`)",
-                state.limits.wall
+                limits.wall
             ),
         ),
         (None, RunEnd::Internal(message)) => {
@@ -987,14 +1033,5 @@ fn finish(state: &CallState, end: RunEnd) -> Completion {
         }
         (None, RunEnd::Limit) => failure(Outcome::Limit, "a sandbox limit was exceeded".to_owned()),
     };
-    Completion {
-        result,
-        outcome,
-        error,
-        console: std::mem::take(&mut state.console.borrow_mut().text),
-        fetches: state.fetches.borrow().accepted,
-        fetch_denied: state.fetch_denied.get(),
-        cpu_time,
-        wall_time,
-    }
+    Completion { result, outcome, error, console, fetches, fetch_denied, cpu_time, wall_time }
 }

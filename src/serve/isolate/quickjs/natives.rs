@@ -42,7 +42,7 @@ pub(super) fn lossy_string(ctx: &Ctx<'_>, value: &rquickjs::String<'_>) -> Strin
 /// turning each lone surrogate — or any other invalid sequence — into one U+FFFD, which is
 /// what `String.prototype.toWellFormed` and `TextEncoder` would produce. For WTF-8 input the
 /// output has the input's length (a surrogate and U+FFFD both take three bytes).
-pub(super) fn wtf8_lossy(mut bytes: &[u8]) -> String {
+pub(in crate::serve::isolate) fn wtf8_lossy(mut bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     loop {
         match std::str::from_utf8(bytes) {
@@ -121,7 +121,7 @@ impl Copies {
 
 /// `[href, origin, protocol, username, password, host, hostname, port, pathname, search,
 /// hash]`, the WHATWG getters, in the order the prelude's `URL` class expects.
-pub(super) fn url_components(url: &Url) -> Vec<String> {
+pub(in crate::serve::isolate) fn url_components(url: &Url) -> Vec<String> {
     use url::quirks as q;
     vec![
         q::href(url).to_owned(),
@@ -138,7 +138,7 @@ pub(super) fn url_components(url: &Url) -> Vec<String> {
     ]
 }
 
-pub(super) fn url_parse(input: &str, base: Option<&str>) -> Option<Vec<String>> {
+pub(in crate::serve::isolate) fn url_parse(input: &str, base: Option<&str>) -> Option<Vec<String>> {
     let url = match base {
         Some(base) => Url::parse(base).ok()?.join(input).ok()?,
         None => Url::parse(input).ok()?,
@@ -148,7 +148,7 @@ pub(super) fn url_parse(input: &str, base: Option<&str>) -> Option<Vec<String>> 
 
 /// Applies a WHATWG setter. Invalid values leave the URL unchanged, as in browsers, except
 /// for `href`, where the caller gets `None` (the prelude throws a `TypeError`).
-pub(super) fn url_set(href: &str, field: &str, value: &str) -> Option<Vec<String>> {
+pub(in crate::serve::isolate) fn url_set(href: &str, field: &str, value: &str) -> Option<Vec<String>> {
     use url::quirks as q;
     let mut url = Url::parse(href).ok()?;
     // The setters report failure by leaving the URL untouched, which is the behaviour we
@@ -170,11 +170,11 @@ pub(super) fn url_set(href: &str, field: &str, value: &str) -> Option<Vec<String
 }
 
 /// `application/x-www-form-urlencoded` parsing, flattened to `[k1, v1, k2, v2, ...]`.
-pub(super) fn form_parse(query: &str) -> Vec<String> {
+pub(in crate::serve::isolate) fn form_parse(query: &str) -> Vec<String> {
     url::form_urlencoded::parse(query.as_bytes()).flat_map(|(k, v)| [k.into_owned(), v.into_owned()]).collect()
 }
 
-pub(super) fn form_serialize(flat: &[String]) -> String {
+pub(in crate::serve::isolate) fn form_serialize(flat: &[String]) -> String {
     let mut out = url::form_urlencoded::Serializer::new(String::new());
     for pair in flat.chunks_exact(2) {
         out.append_pair(&pair[0], &pair[1]);
@@ -185,9 +185,9 @@ pub(super) fn form_serialize(flat: &[String]) -> String {
 /// What a URL operation may build from an input of `n` bytes at most: the parsed URL and its
 /// eleven components, each at most the href, which percent-encoding makes at most three times
 /// the input. Charged while the operation runs; the strings handed to JS are QuickJS's.
-const URL_COPIES: usize = 3 * 13;
+pub(in crate::serve::isolate) const URL_COPIES: usize = 3 * 13;
 /// Form encoding at most triples its input; parsing never grows it.
-const FORM_COPIES: usize = 3 + 1;
+pub(in crate::serve::isolate) const FORM_COPIES: usize = 3 + 1;
 
 /// Installs the natives on `target` (the prelude's private bindings object).
 pub(super) fn install<'js>(ctx: &Ctx<'js>, target: &Object<'js>, copies: &Copies) -> Result<()> {

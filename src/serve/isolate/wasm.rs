@@ -1,0 +1,296 @@
+//! The WebAssembly engine: QuickJS compiled to WebAssembly, run by Wasmtime, each call in a
+//! fresh instance made from a pre-initialised image.
+//!
+//! * **Fresh per call, cheaply.** At start the daemon instantiates the vendored module once,
+//!   creates QuickJS's runtime and context, installs the natives and runs the prelude, then
+//!   turns that memory into an image (`image.rs`). A call instantiates the image with Wasmtime's
+//!   pooling allocator, which maps it copy-on-write, so the call starts with the prelude run and
+//!   only the pages it writes cost anything; dropping the instance returns the slot. Nothing of
+//!   one call can reach another: each has its own linear memory.
+//! * **Preemptible everywhere.** Wasmtime's epoch interruption checks a deadline at every loop
+//!   back-edge and function entry of the compiled module, QuickJS's own C built-ins included,
+//!   so there is no native step a limit cannot stop. A ticker thread advances the epoch every
+//!   [`TICK`]; at each deadline the call checks its CPU and wall limits (ending the call with a
+//!   trap when one is past) and otherwise yields to the worker's other calls, so a turn that
+//!   burns CPU delays them by at most a slice.
+//! * **A second wall.** Whatever QuickJS does, even corrupted by a bug, it can only touch its
+//!   own linear memory and call the imports below: `host_call` (the natives), the clock, the
+//!   random source and discarded output. The module has no file, socket or process access to
+//!   give it.
+//!
+//! Every call into the guest is `call_async`, so it can yield at an epoch deadline; natives run
+//! as async host functions that call back into the guest to read and build values
+//! (`natives.rs`). Values cross as NaN-boxed `JSValue`s (`guest.rs`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures_util::future::LocalBoxFuture;
+use wasmtime::{
+    Config, Engine as Wasmtime, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    PoolingAllocationConfig, Result, Store,
+};
+
+use super::engine::{Engine, HostContext};
+use super::quickjs::{PRELUDE_SOURCE, WRAPPER_HEAD, handler_line, wrap};
+use super::{CompileError, Completion, Invocation};
+
+mod call;
+mod guest;
+mod image;
+mod natives;
+
+use call::Host;
+use guest::{EVAL_COMPILE_ONLY, EVAL_GLOBAL, EVAL_STRICT, Guest, JsValue, is_exception};
+
+/// The vendored QuickJS module (vendor/quickjs-wasi).
+const QUICKJS_WASM: &[u8] = include_bytes!("wasm/vendor/quickjs.wasm");
+
+/// How often the epoch advances: the granularity of CPU and wall checks inside a turn.
+const TICK: Duration = Duration::from_millis(2);
+/// Ticks between two checks of a running turn; also the longest it runs before yielding.
+const SLICE_TICKS: u64 = 5;
+/// Native stack for compiled WebAssembly frames (QuickJS's C recursion lives there and in the
+/// module's shadow stack); past it the call traps with a stack overflow.
+const MAX_WASM_STACK: usize = 1024 * 1024;
+/// QuickJS's intrinsics, as `qjs_init2`'s mask: all but `performance` (bit 10).
+const INTRINSICS: i32 = 0x1fff & !(1 << 10);
+/// Largest linear memory an instance may reach (its call's limit is lower; see `call.rs`).
+const MAX_MEMORY: usize = 1 << 32;
+
+/// What every instance of the image holds at the same addresses.
+#[derive(Debug, Clone)]
+pub(super) struct Image {
+    pub ctx: i32,
+    /// The prelude's hooks: `[fetchDone, fetchFail, timerFire, describe, fetch, runScript]`.
+    pub hooks: [JsValue; 6],
+    /// The private bindings object the prelude reads `maxElements` from.
+    pub bindings: JsValue,
+    pub type_error: JsValue,
+    pub range_error: JsValue,
+    /// NUL-terminated names: `"handler"`, `"arguments"`, `"maxElements"`.
+    pub handler_file: i32,
+    pub arguments_file: i32,
+    pub max_elements_name: i32,
+    /// Two 64-byte scratch areas: one for the event loop, one for natives (they never run at
+    /// the same time as each other's use of it: natives only run inside the loop's calls and
+    /// use theirs only between their own guest calls).
+    pub loop_scratch: i32,
+    pub native_scratch: i32,
+    /// Size of the image's linear memory; a call's memory limit is counted above it.
+    pub memory_bytes: usize,
+    /// The shadow stack's top (`__stack_pointer` at rest).
+    pub stack_top: i32,
+}
+
+/// The engine: the compiled image and how to instantiate it.
+pub struct WasmEngine {
+    wasmtime: Wasmtime,
+    pre: InstancePre<Host>,
+    image: Arc<Image>,
+}
+
+static SHARED: OnceLock<Result<Arc<WasmEngine>, String>> = OnceLock::new();
+
+impl WasmEngine {
+    /// The process-wide engine, built on first use (about a second: compiling the module twice
+    /// and running the prelude once).
+    pub fn shared() -> Result<Arc<WasmEngine>, String> {
+        SHARED.get_or_init(|| WasmEngine::build().map(Arc::new).map_err(|e| format!("{e:#}"))).clone()
+    }
+
+    fn build() -> Result<WasmEngine> {
+        let wasmtime = Wasmtime::new(&config())?;
+        start_ticker(&wasmtime);
+        let linker = call::linker(&wasmtime)?;
+        let original = Module::new(&wasmtime, QUICKJS_WASM)?;
+        let (snapshot, image) = futures_util::FutureExt::now_or_never(build_image(&wasmtime, &linker, &original))
+            .ok_or_else(|| wasmtime::Error::msg("building the image had to wait"))??;
+        let module = Module::new(&wasmtime, &snapshot)?;
+        let pre = linker.instantiate_pre(&module)?;
+        Ok(WasmEngine { wasmtime, pre, image: Arc::new(image) })
+    }
+
+    pub(super) fn image(&self) -> &Arc<Image> {
+        &self.image
+    }
+
+    pub(super) fn pre(&self) -> &InstancePre<Host> {
+        &self.pre
+    }
+
+    pub(super) fn wasmtime(&self) -> &Wasmtime {
+        &self.wasmtime
+    }
+}
+
+fn config() -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.max_wasm_stack(MAX_WASM_STACK);
+    config.async_stack_size(MAX_WASM_STACK + 512 * 1024);
+    config.memory_init_cow(true);
+    let mut pool = PoolingAllocationConfig::new();
+    // One slot per call in flight (the admission caps decide how many there are); slots cost
+    // address space, not memory, until used.
+    pool.total_core_instances(20_000).total_memories(20_000).total_tables(20_000).total_stacks(2_000);
+    pool.max_memory_size(MAX_MEMORY);
+    // Resetting a slot by rewriting the pages it dirtied is cheaper than unmapping them, for
+    // the first few MiB (the image and a small call's heap).
+    pool.linear_memory_keep_resident(4 << 20).table_keep_resident(64 << 10);
+    pool.max_unused_warm_slots(256);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    config
+}
+
+/// Advances every engine's epoch each [`TICK`], for as long as the process runs.
+fn start_ticker(engine: &Wasmtime) {
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    static ENGINES: std::sync::Mutex<Vec<Wasmtime>> = std::sync::Mutex::new(Vec::new());
+    ENGINES.lock().unwrap_or_else(|p| p.into_inner()).push(engine.clone());
+    if STARTED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let _ = std::thread::Builder::new().name("mcpbootd-epoch".into()).spawn(|| {
+        loop {
+            std::thread::sleep(TICK);
+            for engine in ENGINES.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                engine.increment_epoch();
+            }
+        }
+    });
+}
+
+/// Runs QuickJS's set-up and the prelude in an instance of the original module and returns
+/// the module rewritten to start from the result, with where things are in it.
+async fn build_image(wasmtime: &Wasmtime, linker: &Linker<Host>, original: &Module) -> Result<(Vec<u8>, Image)> {
+    let mut store = Store::new(wasmtime, Host::for_image());
+    store.set_epoch_deadline(u64::MAX / 2);
+    let instance = linker.instantiate_async(&mut store, original).await?;
+    instance.get_typed_func::<(), ()>(&mut store, "_initialize")?.call_async(&mut store, ()).await?;
+    if instance.get_typed_func::<i32, i32>(&mut store, "qjs_init2")?.call_async(&mut store, INTRINSICS).await? != 0 {
+        wasmtime::bail!("QuickJS could not create its runtime");
+    }
+    let ctx_fn = instance.get_typed_func::<(), i32>(&mut store, "qjs_get_context_ptr")?;
+    let ctx = ctx_fn.call_async(&mut store, ()).await?;
+    let guest = Guest::new(&mut store, &instance, ctx)?;
+
+    let strings = async |store: &mut Store<Host>, text: &str| guest.put(store, text.as_bytes()).await;
+    let handler_file = strings(&mut store, "handler").await?;
+    let arguments_file = strings(&mut store, "arguments").await?;
+    let prelude_file = strings(&mut store, "prelude").await?;
+    let max_elements_name = strings(&mut store, "maxElements").await?;
+    let loop_scratch = strings(&mut store, &"\0".repeat(63)).await?;
+    let native_scratch = strings(&mut store, &"\0".repeat(63)).await?;
+
+    // The bindings object: one host function per native, and `maxElements` set per call.
+    let bindings = guest.eval(&mut store, "({})", prelude_file, EVAL_GLOBAL).await?;
+    for (name, arity) in natives::NAMES {
+        let function = guest.new_host_function(&mut store, name, *arity).await?;
+        let key = strings(&mut store, name).await?;
+        if !guest.set_property(&mut store, bindings, key, function).await? {
+            wasmtime::bail!("could not install the native {name}");
+        }
+    }
+    let prelude = guest.eval(&mut store, PRELUDE_SOURCE, prelude_file, EVAL_GLOBAL | EVAL_STRICT).await?;
+    let hooks = guest.call(&mut store, prelude, guest::UNDEFINED, &[bindings], loop_scratch).await?;
+    if is_exception(hooks) || !guest::is_object(hooks) {
+        let thrown = guest.exception(&mut store).await?;
+        let text = guest.with_string(&mut store, thrown, native_scratch, |b| String::from_utf8_lossy(b).into_owned()).await?;
+        wasmtime::bail!("the prelude failed: {}", text.unwrap_or_default());
+    }
+    let mut hook_values = [0; 6];
+    for (index, slot) in hook_values.iter_mut().enumerate() {
+        *slot = guest.get_index(&mut store, hooks, index as u32).await?;
+    }
+    // Math.random, reseeded per call: the image would otherwise replay one sequence forever.
+    let random = guest.new_host_function(&mut store, "random", 0).await?;
+    let install_random = guest
+        .eval(
+            &mut store,
+            "(function (random) { Object.defineProperty(Math, 'random', { value: random, writable: true, configurable: true, enumerable: false }); })",
+            prelude_file,
+            EVAL_GLOBAL | EVAL_STRICT,
+        )
+        .await?;
+    guest.call(&mut store, install_random, guest::UNDEFINED, &[random], loop_scratch).await?;
+    // The error constructors natives throw with, kept before any handler can replace them.
+    let type_error = guest.eval(&mut store, "TypeError", prelude_file, EVAL_GLOBAL).await?;
+    let range_error = guest.eval(&mut store, "RangeError", prelude_file, EVAL_GLOBAL).await?;
+    guest.run_gc(&mut store).await?;
+
+    let stack_pointer = instance
+        .get_global(&mut store, "__stack_pointer")
+        .ok_or_else(|| wasmtime::Error::msg("the QuickJS module exports no __stack_pointer"))?;
+    let stack_top = stack_pointer.get(&mut store).i32().unwrap_or(0);
+    // `__stack_pointer` is the module's only mutable global (checked by `image::snapshot`).
+    let stack_index = global_index(QUICKJS_WASM, "__stack_pointer")?;
+    let globals = [(stack_index, image::GlobalValue::I32(stack_top))];
+    let memory = guest.memory.data(&store).to_vec();
+    let snapshot = image::snapshot(QUICKJS_WASM, &memory, &globals)?;
+    let image = Image {
+        ctx,
+        hooks: hook_values,
+        bindings,
+        type_error,
+        range_error,
+        handler_file,
+        arguments_file,
+        max_elements_name,
+        loop_scratch,
+        native_scratch,
+        memory_bytes: memory.len(),
+        stack_top,
+    };
+    Ok((snapshot, image))
+}
+
+/// The index of the global a module exports as `name`.
+fn global_index(module: &[u8], name: &str) -> Result<u32> {
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        if let wasmparser::Payload::ExportSection(reader) = payload? {
+            for export in reader {
+                let export = export?;
+                if export.name == name && export.kind == wasmparser::ExternalKind::Global {
+                    return Ok(export.index);
+                }
+            }
+        }
+    }
+    wasmtime::bail!("the QuickJS module does not export the global {name}")
+}
+
+impl Engine for WasmEngine {
+    fn name(&self) -> &'static str {
+        "quickjs-wasm"
+    }
+
+    fn check(&self, source: &str) -> Result<(), CompileError> {
+        check_syntax(self, source)
+    }
+
+    fn execute(&self, invocation: Invocation, host: HostContext) -> LocalBoxFuture<'static, Completion> {
+        Box::pin(call::execute(self.pre.clone(), Arc::clone(&self.image), self.wasmtime.clone(), invocation, host))
+    }
+}
+
+impl std::fmt::Debug for WasmEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmEngine").field("image_bytes", &self.image.memory_bytes).finish_non_exhaustive()
+    }
+}
+
+/// Compiles `source` as a handler body in a fresh instance without running it.
+fn check_syntax(engine: &WasmEngine, source: &str) -> Result<(), CompileError> {
+    let checked = futures_util::FutureExt::now_or_never(call::check(engine, &wrap(WRAPPER_HEAD, source)));
+    match checked {
+        Some(Ok(None)) => Ok(()),
+        Some(Ok(Some((message, stack)))) => Err(CompileError { line: handler_line(&stack, source), message }),
+        Some(Err(e)) => Err(CompileError { line: None, message: format!("could not run the syntax check: {e:#}") }),
+        None => Err(CompileError { line: None, message: "the syntax check had to wait".to_owned() }),
+    }
+}
+
+/// Flags for compile-only evaluation.
+pub(super) const COMPILE_ONLY: i32 = EVAL_GLOBAL | EVAL_COMPILE_ONLY;

@@ -17,13 +17,15 @@ use crate::api::connections::{self, ConnectionLimits, effective_max_connections}
 use crate::api::mcp::transport::AllowedHosts;
 use crate::catalog::{CallLog, Catalog, Retention};
 use crate::config::Config;
-use crate::config::Isolation;
+use crate::config::{EngineKind, Isolation};
 use crate::credentials::vault::Vault;
 use crate::generate::{Generator, GeneratorParts};
 use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
 use crate::serve::egress::own_socket::OwnAddresses;
-use crate::serve::isolate::{AdmissionLimits, IsolatePool, Isolates, PoolSettings, ProcessPool, ProcessSettings};
+use crate::serve::isolate::{
+    AdmissionLimits, IsolatePool, Isolates, PoolSettings, ProcessPool, ProcessSettings, WasmEngine,
+};
 use crate::serve::registry::Registry;
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
@@ -267,6 +269,10 @@ fn isolates(config: &Config) -> anyhow::Result<Isolates> {
     let sandbox = &config.sandbox;
     let runtime = tokio::runtime::Handle::current();
     let PoolSettings { workers, admission, memory_budget_bytes } = pool_settings(config);
+    if sandbox.engine == EngineKind::Wasm {
+        let engine = WasmEngine::shared().map_err(|e| anyhow::anyhow!("cannot start the WebAssembly engine: {e}"))?;
+        return Ok(Isolates::Threads(IsolatePool::with_engine(engine, pool_settings(config), runtime)));
+    }
     Ok(match sandbox.isolation {
         Isolation::Thread => Isolates::Threads(IsolatePool::new(pool_settings(config), runtime)),
         Isolation::Process => {

@@ -299,9 +299,13 @@ pub struct SandboxConfig {
     pub max_console_bytes: usize,
     /// Isolate workers (one thread each, in a process of its own by default); 0 means one per CPU.
     pub workers: usize,
-    /// Where isolates run: `process` (supervised worker processes, restarted when a call
-    /// overruns its wall limit inside an uninterruptible operation) or `thread` (in the daemon;
-    /// such a call then holds its worker until the operation ends).
+    /// What runs JavaScript: `wasm` (QuickJS compiled to WebAssembly, run by Wasmtime in the
+    /// daemon's isolate threads: every call preemptible and confined to its own memory) or
+    /// `native` (QuickJS compiled into the daemon, in the worker processes `isolation` asks for).
+    pub engine: EngineKind,
+    /// With the `native` engine, where isolates run: `process` (supervised worker processes,
+    /// restarted when a call overruns its wall limit inside an uninterruptible operation) or
+    /// `thread` (in the daemon; such a call then holds its worker until the operation ends).
     pub isolation: Isolation,
     /// The program started for worker processes as `<program> isolate-worker`; empty means
     /// this one. For running the daemon from another program (an embedding, a test harness).
@@ -381,6 +385,14 @@ impl CodeModeConfig {
             share => share,
         }
     }
+}
+
+/// `[sandbox] engine`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Wasm,
+    Native,
 }
 
 /// `[sandbox] isolation`.
@@ -783,6 +795,7 @@ impl Default for SandboxConfig {
             max_argument_bytes: 1024 * 1024,
             max_console_bytes: 64 * 1024,
             workers: 0,
+            engine: EngineKind::Wasm,
             isolation: Isolation::Process,
             worker_executable: String::new(),
             max_in_flight: 4096,

@@ -46,6 +46,7 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
         catalog,
         servers_mounted: mounted,
         mounted: state.registry.len(),
+        engine: state.caller.pool().engine().to_owned(),
         oauth: state.oauth.as_ref().map(|validator| {
             if validator.metadata().is_some() { CatalogHealth::Ok } else { CatalogHealth::Unavailable }
         }),

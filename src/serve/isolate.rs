@@ -132,6 +132,7 @@ mod scan;
 mod stack_guard;
 #[cfg(test)]
 mod tests;
+mod wasm;
 pub mod worker_process;
 
 pub(in crate::serve) use admission::{Admission, Refused};
@@ -140,6 +141,7 @@ pub use engine::{Engine, HostContext};
 pub use pool::{IsolatePool, OVERRUN_GRACE, Overrun, PoolError, PoolSettings, PoolStats};
 pub use process::{ProcessPool, ProcessSettings};
 pub use quickjs::{PreludeLoad, QuickJsEngine};
+pub use wasm::WasmEngine;
 
 /// Where the daemon runs isolates: worker processes it supervises (the default, and the only
 /// way to recover a worker held by an uninterruptible operation), or threads of its own.
@@ -154,6 +156,14 @@ impl Isolates {
         match self {
             Isolates::Processes(pool) => pool.run(tenant, invocation).await,
             Isolates::Threads(pool) => pool.run(tenant, invocation).await,
+        }
+    }
+
+    /// The engine running the calls, as `/readyz` names it.
+    pub fn engine(&self) -> &'static str {
+        match self {
+            Isolates::Processes(_) => "quickjs",
+            Isolates::Threads(pool) => pool.engine(),
         }
     }
 

@@ -59,6 +59,7 @@ async fn servers_are_remounted_after_a_restart() {
     let (status, ready) = app.get("/readyz").await;
     assert_eq!(status, 200);
     assert_eq!(ready["mounted"], 1);
+    assert_eq!(ready["engine"], "quickjs-wasm", "{ready}");
     let client = app.mcp("durable").await;
     assert_eq!(text_of(&mcp_call(&client, "title", json!({})).await), "Item 5");
     let (_, calls) = app.get("/admin/servers/durable/calls").await;

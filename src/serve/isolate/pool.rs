@@ -222,6 +222,7 @@ pub struct IsolatePool {
     memory: Arc<IsolateMemory>,
     trimmer: tokio::task::JoinHandle<()>,
     watchdog: Arc<Watchdog>,
+    engine_name: &'static str,
 }
 
 /// What the watchdog thread shares with the pool.
@@ -247,6 +248,11 @@ impl IsolatePool {
     /// A pool of QuickJS workers; `runtime` is where fetches run.
     pub fn new(settings: PoolSettings, runtime: tokio::runtime::Handle) -> Self {
         Self::with_engine(Arc::new(QuickJsEngine::new()), settings, runtime)
+    }
+
+    /// The name of the engine the workers run.
+    pub fn engine(&self) -> &'static str {
+        self.engine_name
     }
 
     /// A pool running a given engine.
@@ -291,6 +297,7 @@ impl IsolatePool {
             })
             .expect("failed to spawn the isolate watchdog thread");
         Self {
+            engine_name: engine.name(),
             loads,
             workers: Mutex::new(workers),
             admission: Admission::new(settings.admission, Arc::clone(&memory)),

@@ -118,12 +118,15 @@ fn drive<T>(call: impl std::future::Future<Output = T>) -> T {
 
 /// Runs one invocation directly on a worker-like thread (large stack, registered with the
 /// stack guard), bypassing the pool so tests do not queue behind each other.
+///
+/// On the daemon's default engine, the WebAssembly one; `MCPBOOTD_TEST_ENGINE=native` runs them
+/// on the native engine instead (`.ci/run` does both).
 fn execute(invocation: Invocation) -> Completion {
-    if std::env::var("MCPBOOTD_TEST_ENGINE").as_deref() == Ok("wasm") {
-        let engine = super::WasmEngine::shared().expect("the WebAssembly engine builds");
-        return std::thread::spawn(move || drive(engine.execute(invocation, host_context()))).join().unwrap();
+    if std::env::var("MCPBOOTD_TEST_ENGINE").as_deref() == Ok("native") {
+        return execute_with(QuickJsEngine::new(), invocation);
     }
-    execute_with(QuickJsEngine::new(), invocation)
+    let engine = super::WasmEngine::shared().expect("the WebAssembly engine builds");
+    std::thread::spawn(move || drive(engine.execute(invocation, host_context()))).join().unwrap()
 }
 
 fn execute_with(engine: QuickJsEngine, invocation: Invocation) -> Completion {
@@ -1380,7 +1383,9 @@ fn the_webassembly_engine_runs_handlers_in_a_fresh_instance() {
         let invocation = invocation(handler, json!({"a": 2, "b": 3}), SandboxLimits::default(), &FakeHost::default());
         std::thread::spawn(move || drive(engine.execute(invocation, host_context()))).join().unwrap()
     };
-    let c = run("globalThis.leak = (globalThis.leak || 0) + 1; return {sum: args.a + args.b, leak: globalThis.leak, r: typeof Math.random()};");
+    let c = run(
+        "globalThis.leak = (globalThis.leak || 0) + 1; return {sum: args.a + args.b, leak: globalThis.leak, r: typeof Math.random()};",
+    );
     assert_eq!(c.outcome, Outcome::Ok, "{c:?}");
     assert_eq!(c.result.structured_content, Some(json!({"sum": 5, "leak": 1, "r": "number"})));
     // Nothing of the first call is visible to the second, and the random sequence differs.

@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use futures_util::future::LocalBoxFuture;
 use wasmtime::{
-    Config, Engine as Wasmtime, InstanceAllocationStrategy, InstancePre, Linker, Module,
-    PoolingAllocationConfig, Result, Store,
+    Config, Engine as Wasmtime, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig,
+    Result, Store,
 };
 
 use super::engine::{Engine, HostContext};
@@ -80,7 +80,9 @@ pub(super) struct Image {
     pub native_scratch: i32,
     /// Size of the image's linear memory; a call's memory limit is counted above it.
     pub memory_bytes: usize,
-    /// The shadow stack's top (`__stack_pointer` at rest).
+    /// The shadow stack's top (`__stack_pointer` at rest). The module puts the stack first, at
+    /// the bottom of memory, so a call that lowers its top to its stack limit traps (the stack
+    /// runs below address 0) instead of running into data (checked when the image is built).
     pub stack_top: i32,
 }
 
@@ -197,7 +199,8 @@ async fn build_image(wasmtime: &Wasmtime, linker: &Linker<Host>, original: &Modu
     let hooks = guest.call(&mut store, prelude, guest::UNDEFINED, &[bindings], loop_scratch).await?;
     if is_exception(hooks) || !guest::is_object(hooks) {
         let thrown = guest.exception(&mut store).await?;
-        let text = guest.with_string(&mut store, thrown, native_scratch, |b| String::from_utf8_lossy(b).into_owned()).await?;
+        let text =
+            guest.with_string(&mut store, thrown, native_scratch, |b| String::from_utf8_lossy(b).into_owned()).await?;
         wasmtime::bail!("the prelude failed: {}", text.unwrap_or_default());
     }
     let mut hook_values = [0; 6];
@@ -224,6 +227,13 @@ async fn build_image(wasmtime: &Wasmtime, linker: &Linker<Host>, original: &Modu
         .get_global(&mut store, "__stack_pointer")
         .ok_or_else(|| wasmtime::Error::msg("the QuickJS module exports no __stack_pointer"))?;
     let stack_top = stack_pointer.get(&mut store).i32().unwrap_or(0);
+    match image::lowest_data_address(QUICKJS_WASM)? {
+        Some(lowest) if lowest >= stack_top as u32 => {}
+        lowest => wasmtime::bail!(
+            "the QuickJS module's shadow stack (top {stack_top:#x}) does not sit below its data (from {lowest:?}); \
+             a stack overflow would overwrite data instead of trapping"
+        ),
+    }
     // `__stack_pointer` is the module's only mutable global (checked by `image::snapshot`).
     let stack_index = global_index(QUICKJS_WASM, "__stack_pointer")?;
     let globals = [(stack_index, image::GlobalValue::I32(stack_top))];

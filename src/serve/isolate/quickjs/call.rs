@@ -175,7 +175,7 @@ impl Console {
     }
 }
 
-pub(in crate::serve::isolate) struct Fetches<C = Charge> {
+pub(in crate::serve::isolate) struct Fetches<C> {
     /// fetch() calls accepted, started or queued.
     pub(in crate::serve::isolate) accepted: u32,
     pub(in crate::serve::isolate) next_id: u32,
@@ -268,7 +268,7 @@ struct CallState {
     copies: Copies,
     canary: Cell<Option<StackCanary>>,
     console: RefCell<Console>,
-    fetches: RefCell<Fetches>,
+    fetches: RefCell<Fetches<Charge>>,
     fetch_denied: Cell<bool>,
     timers: RefCell<Timers>,
     events: mpsc::UnboundedSender<FetchDone>,

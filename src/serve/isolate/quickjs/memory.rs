@@ -120,7 +120,7 @@ impl MemoryBudget {
 }
 
 /// Memory a native holds outside QuickJS's heap, counted in the call's budget while it lives.
-pub(super) struct Charge {
+pub(in crate::serve::isolate) struct Charge {
     budget: Rc<MemoryBudget>,
     bytes: usize,
 }

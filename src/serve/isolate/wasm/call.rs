@@ -36,7 +36,7 @@ use super::{COMPILE_ONLY, Image, SLICE_TICKS, WasmEngine};
 
 /// The store's data: one call's state, reachable from the natives and the epoch callback.
 pub(in crate::serve::isolate) struct Host {
-    pub(super) guest: Option<Guest>,
+    pub(super) guest: Option<Arc<Guest>>,
     pub(super) image: Option<Arc<Image>>,
     pub(super) call: Option<CallState>,
     pub(super) memory: Budget,
@@ -52,7 +52,6 @@ impl Host {
 /// Per-call state (the native engine's `CallState`, owned by the store instead of shared).
 pub(super) struct CallState {
     pub limits: SandboxLimits,
-    started: Instant,
     pub deadline: Instant,
     pub limit: Option<LimitHit>,
     pub cpu: Arc<CpuMeter>,
@@ -275,45 +274,57 @@ pub(super) fn linker(engine: &Wasmtime) -> Result<Linker<Host>> {
     natives::define(&mut linker)?;
     // The C library's view of the world: a clock, a random source, and output that goes
     // nowhere (QuickJS prints nothing a call needs). No file descriptor exists.
-    linker.func_wrap("wasi_snapshot_preview1", "clock_time_get", |mut caller: wasmtime::Caller<'_, Host>, clock: i32, _precision: i64, out: i32| -> i32 {
-        let now = match clock {
-            0 => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
-            _ => process_start().elapsed(),
-        };
-        let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return 28 };
-        let bytes = (now.as_nanos() as u64).to_le_bytes();
-        match memory.write(&mut caller, out as u32 as usize, &bytes) {
-            Ok(()) => 0,
-            Err(_) => 28,
-        }
-    })?;
-    linker.func_wrap("wasi_snapshot_preview1", "random_get", |mut caller: wasmtime::Caller<'_, Host>, buf: i32, len: i32| -> i32 {
-        let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return 28 };
-        let mut bytes = vec![0u8; len.max(0) as usize];
-        for chunk in bytes.chunks_mut(8) {
-            let word = RandomState::new().build_hasher().finish().to_le_bytes();
-            chunk.copy_from_slice(&word[..chunk.len()]);
-        }
-        match memory.write(&mut caller, buf as u32 as usize, &bytes) {
-            Ok(()) => 0,
-            Err(_) => 28,
-        }
-    })?;
-    linker.func_wrap("wasi_snapshot_preview1", "fd_write", |mut caller: wasmtime::Caller<'_, Host>, _fd: i32, iovs: i32, count: i32, written: i32| -> i32 {
-        let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return 28 };
-        let data = memory.data(&caller);
-        let mut total = 0u32;
-        for i in 0..count.max(0) as usize {
-            let at = iovs as u32 as usize + i * 8 + 4;
-            if let Some(len) = data.get(at..at + 4) {
-                total = total.wrapping_add(u32::from_le_bytes(len.try_into().expect("four bytes")));
+    linker.func_wrap(
+        "wasi_snapshot_preview1",
+        "clock_time_get",
+        |mut caller: wasmtime::Caller<'_, Host>, clock: i32, _precision: i64, out: i32| -> i32 {
+            let now = match clock {
+                0 => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
+                _ => process_start().elapsed(),
+            };
+            let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return 28 };
+            let bytes = (now.as_nanos() as u64).to_le_bytes();
+            match memory.write(&mut caller, out as u32 as usize, &bytes) {
+                Ok(()) => 0,
+                Err(_) => 28,
             }
-        }
-        match memory.write(&mut caller, written as u32 as usize, &total.to_le_bytes()) {
-            Ok(()) => 0,
-            Err(_) => 28,
-        }
-    })?;
+        },
+    )?;
+    linker.func_wrap(
+        "wasi_snapshot_preview1",
+        "random_get",
+        |mut caller: wasmtime::Caller<'_, Host>, buf: i32, len: i32| -> i32 {
+            let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return 28 };
+            let mut bytes = vec![0u8; len.max(0) as usize];
+            for chunk in bytes.chunks_mut(8) {
+                let word = RandomState::new().build_hasher().finish().to_le_bytes();
+                chunk.copy_from_slice(&word[..chunk.len()]);
+            }
+            match memory.write(&mut caller, buf as u32 as usize, &bytes) {
+                Ok(()) => 0,
+                Err(_) => 28,
+            }
+        },
+    )?;
+    linker.func_wrap(
+        "wasi_snapshot_preview1",
+        "fd_write",
+        |mut caller: wasmtime::Caller<'_, Host>, _fd: i32, iovs: i32, count: i32, written: i32| -> i32 {
+            let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return 28 };
+            let data = memory.data(&caller);
+            let mut total = 0u32;
+            for i in 0..count.max(0) as usize {
+                let at = iovs as u32 as usize + i * 8 + 4;
+                if let Some(len) = data.get(at..at + 4) {
+                    total = total.wrapping_add(u32::from_le_bytes(len.try_into().expect("four bytes")));
+                }
+            }
+            match memory.write(&mut caller, written as u32 as usize, &total.to_le_bytes()) {
+                Ok(()) => 0,
+                Err(_) => 28,
+            }
+        },
+    )?;
     // EBADF (8) and ESPIPE (70): there are no files.
     linker.func_wrap("wasi_snapshot_preview1", "fd_close", |_: i32| -> i32 { 8 })?;
     linker.func_wrap("wasi_snapshot_preview1", "fd_fdstat_get", |_: i32, _: i32| -> i32 { 8 })?;
@@ -354,7 +365,6 @@ pub(super) async fn execute(
     let (events, mut inbox) = mpsc::unbounded_channel();
     let cpu = Arc::new(CpuMeter::default());
     let call = CallState {
-        started,
         deadline: started + limits.wall,
         limit: None,
         cpu: Arc::clone(&cpu),
@@ -375,7 +385,10 @@ pub(super) async fn execute(
         daemon: Some(host.memory),
         refused: None,
     };
-    let mut store = Store::new(pre.module().engine(), Host { guest: None, image: Some(Arc::clone(&image)), call: Some(call), memory });
+    let mut store = Store::new(
+        pre.module().engine(),
+        Host { guest: None, image: Some(Arc::clone(&image)), call: Some(call), memory },
+    );
     store.limiter(|host| host);
     store.set_epoch_deadline(SLICE_TICKS);
     store.epoch_deadline_callback(|mut context| {
@@ -481,21 +494,26 @@ fn trap_end(store: &mut Store<Host>, error: wasmtime::Error) -> RunEnd {
 
 enum Started {
     Finished(RunEnd),
-    Running(Guest, JsValue, Next),
+    Running(Arc<Guest>, JsValue, Next),
 }
 
 /// The first turn: instantiate, set the call's limits, compile and call the handler, and run
 /// everything runnable after it.
-async fn start(store: &mut Store<Host>, pre: &InstancePre<Host>, image: &Image, invocation: &Invocation) -> Result<Started> {
+async fn start(
+    store: &mut Store<Host>,
+    pre: &InstancePre<Host>,
+    image: &Image,
+    invocation: &Invocation,
+) -> Result<Started> {
     let instance = pre.instantiate_async(&mut *store).await?;
-    let guest = Guest::new(&mut *store, &instance, image.ctx)?;
-    store.data_mut().guest = Some(guest.clone());
+    let guest = Arc::new(Guest::new(&mut *store, &instance, image.ctx)?);
+    store.data_mut().guest = Some(Arc::clone(&guest));
     let limits = store.data().call.as_ref().expect("call state").limits.clone();
     // The shadow stack is the module's first MiB; a call gets at most its limit of it, counted
     // down from the top (below it, a store traps: the call is over its stack limit).
     let stack = limits.stack_bytes.clamp(MIN_STACK, image.stack_top as usize);
     if let Some(pointer) = instance.get_global(&mut *store, "__stack_pointer") {
-        let _ = (pointer, stack);
+        pointer.set(&mut *store, wasmtime::Val::I32(stack as i32))?;
     }
     guest.set_limits(&mut *store, 0, 0).await?;
     let max_elements = (limits.memory_bytes / 16).max(MIN_WALKABLE_ELEMENTS) as f64;
@@ -520,10 +538,14 @@ async fn start(store: &mut Store<Host>, pre: &InstancePre<Host>, image: &Image, 
     }
     let [_, _, _, _, fetch, script] = image.hooks;
     let called = match &invocation.program {
-        Program::Handler => guest.call(&mut *store, handler, guest::UNDEFINED, &[args, fetch], image.loop_scratch).await?,
+        Program::Handler => {
+            guest.call(&mut *store, handler, guest::UNDEFINED, &[args, fetch], image.loop_scratch).await?
+        }
         Program::Script { tools } => {
             let tools = guest.new_string(&mut *store, tools).await?;
-            guest.call(&mut *store, script, guest::UNDEFINED, &[handler, args, fetch, tools], image.loop_scratch).await?
+            guest
+                .call(&mut *store, script, guest::UNDEFINED, &[handler, args, fetch, tools], image.loop_scratch)
+                .await?
         }
     };
     if is_exception(called) {
@@ -624,7 +646,8 @@ async fn deliver(store: &mut Store<Host>, guest: &Guest, image: &Image, done: Fe
     let result = match done.result {
         Ok(response) => {
             let flat: Vec<&str> = response.headers.iter().flat_map(|(n, v)| [n.as_str(), v.as_str()]).collect();
-            let head = serde_json::json!([response.status, response.status_text, response.url, response.redirected, flat]);
+            let head =
+                serde_json::json!([response.status, response.status_text, response.url, response.redirected, flat]);
             let parts = guest.parse_json(&mut *store, &head.to_string(), image.arguments_file).await?;
             let body = guest.new_array_buffer(&mut *store, &response.body).await?;
             guest.set_index(&mut *store, parts, 5, body).await?;
@@ -642,7 +665,13 @@ async fn deliver(store: &mut Store<Host>, guest: &Guest, image: &Image, done: Fe
 }
 
 /// `JSON.stringify`s the handler's value, enforcing `max_result_bytes`.
-async fn serialise(store: &mut Store<Host>, guest: &Guest, image: &Image, value: JsValue, body: &str) -> Result<RunEnd> {
+async fn serialise(
+    store: &mut Store<Host>,
+    guest: &Guest,
+    image: &Image,
+    value: JsValue,
+    body: &str,
+) -> Result<RunEnd> {
     let json = guest.stringify(&mut *store, value).await?;
     if is_exception(json) {
         return Ok(match exception_end(store, guest, image, body).await? {
@@ -679,7 +708,13 @@ async fn exception_end(store: &mut Store<Host>, guest: &Guest, image: &Image, bo
 }
 
 /// "message (handler line N)" for a thrown value, through the prelude's `describe`.
-async fn describe_end(store: &mut Store<Host>, guest: &Guest, image: &Image, thrown: JsValue, body: &str) -> Result<RunEnd> {
+async fn describe_end(
+    store: &mut Store<Host>,
+    guest: &Guest,
+    image: &Image,
+    thrown: JsValue,
+    body: &str,
+) -> Result<RunEnd> {
     if call(store).check_limits() {
         return Ok(RunEnd::Limit);
     }

@@ -100,11 +100,8 @@ pub(super) struct Guest {
     set_index: TypedFunc<(i32, i64, i32, i64), i32>,
     set_property: TypedFunc<(i32, i64, i32, i64), i32>,
     to_float64: TypedFunc<(i32, i32, i64), i32>,
-    free_value: TypedFunc<(i32, i64), ()>,
     is_promise: TypedFunc<i64, i32>,
     new_host_function: TypedFunc<(i32, i32, i32), i32>,
-    get_global: TypedFunc<(), i32>,
-    get_context: TypedFunc<(), i32>,
     run_gc: TypedFunc<(), ()>,
 }
 
@@ -151,17 +148,10 @@ impl Guest {
             set_index: f!("JS_SetPropertyUint32"),
             set_property: f!("JS_SetPropertyStr"),
             to_float64: f!("JS_ToFloat64"),
-            free_value: f!("JS_FreeValue"),
             is_promise: f!("JS_IsPromise"),
             new_host_function: f!("qjs_new_host_function"),
-            get_global: f!("qjs_get_global"),
-            get_context: f!("qjs_get_context_ptr"),
             run_gc: f!("qjs_run_gc"),
         })
-    }
-
-    pub(super) async fn context_ptr(&self, mut store: impl AsContextMut<Data: Send>) -> Result<i32> {
-        self.get_context.call_async(&mut store, ()).await
     }
 
     // ---- memory -------------------------------------------------------------------------
@@ -189,7 +179,12 @@ impl Guest {
     }
 
     /// Reads `len` bytes at `ptr`.
-    pub(super) fn read<'a, T: 'static>(&self, store: impl Into<wasmtime::StoreContext<'a, T>>, ptr: i32, len: usize) -> Result<&'a [u8]> {
+    pub(super) fn read<'a, T: 'static>(
+        &self,
+        store: impl Into<wasmtime::StoreContext<'a, T>>,
+        ptr: i32,
+        len: usize,
+    ) -> Result<&'a [u8]> {
         let memory = self.memory.data(store);
         let start = ptr as u32 as usize;
         match start.checked_add(len).and_then(|end| memory.get(start..end)) {
@@ -230,7 +225,12 @@ impl Guest {
 
     // ---- limits and jobs ----------------------------------------------------------------
 
-    pub(super) async fn set_limits(&self, mut store: impl AsContextMut<Data: Send>, memory: usize, stack: usize) -> Result<()> {
+    pub(super) async fn set_limits(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        memory: usize,
+        stack: usize,
+    ) -> Result<()> {
         let memory = i32::try_from(memory).unwrap_or(i32::MAX);
         let stack = i32::try_from(stack).unwrap_or(i32::MAX);
         self.set_memory_limit.call_async(&mut store, memory).await?;
@@ -255,7 +255,13 @@ impl Guest {
     // ---- values -------------------------------------------------------------------------
 
     /// `JS_Eval` of `source` as a global script named `file` (a NUL-terminated guest string).
-    pub(super) async fn eval(&self, mut store: impl AsContextMut<Data: Send>, source: &str, file: i32, flags: i32) -> Result<JsValue> {
+    pub(super) async fn eval(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        source: &str,
+        file: i32,
+        flags: i32,
+    ) -> Result<JsValue> {
         let ptr = self.put(&mut store, source.as_bytes()).await?;
         let len = i32::try_from(source.len()).map_err(|_| wasmtime::Error::msg("source too large"))?;
         let value = self.eval.call_async(&mut store, (self.ctx, ptr, len, file, flags)).await?;
@@ -263,7 +269,12 @@ impl Guest {
         Ok(value)
     }
 
-    pub(super) async fn parse_json(&self, mut store: impl AsContextMut<Data: Send>, json: &str, file: i32) -> Result<JsValue> {
+    pub(super) async fn parse_json(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        json: &str,
+        file: i32,
+    ) -> Result<JsValue> {
         let ptr = self.put(&mut store, json.as_bytes()).await?;
         let len = i32::try_from(json.len()).map_err(|_| wasmtime::Error::msg("JSON too large"))?;
         let value = self.parse_json.call_async(&mut store, (self.ctx, ptr, len, file)).await?;
@@ -297,11 +308,19 @@ impl Guest {
         self.call_constructor.call_async(&mut store, (self.ctx, constructor, argc, scratch)).await
     }
 
-    pub(super) async fn promise_state(&self, mut store: impl AsContextMut<Data: Send>, promise: JsValue) -> Result<i32> {
+    pub(super) async fn promise_state(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        promise: JsValue,
+    ) -> Result<i32> {
         self.promise_state.call_async(&mut store, (self.ctx, promise)).await
     }
 
-    pub(super) async fn promise_result(&self, mut store: impl AsContextMut<Data: Send>, promise: JsValue) -> Result<JsValue> {
+    pub(super) async fn promise_result(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        promise: JsValue,
+    ) -> Result<JsValue> {
         self.promise_result.call_async(&mut store, (self.ctx, promise)).await
     }
 
@@ -335,7 +354,12 @@ impl Guest {
 
     /// The WTF-8 bytes of a string value as a C string in guest memory (address, length), to
     /// be freed with [`Guest::free_c_string`].
-    pub(super) async fn c_string(&self, mut store: impl AsContextMut<Data: Send>, value: JsValue, scratch: i32) -> Result<(i32, usize)> {
+    pub(super) async fn c_string(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        value: JsValue,
+        scratch: i32,
+    ) -> Result<(i32, usize)> {
         let ptr = self.to_cstring.call_async(&mut store, (self.ctx, scratch, value, 0)).await?;
         if ptr == 0 {
             bail!(OutOfMemory);
@@ -348,7 +372,12 @@ impl Guest {
     }
 
     /// The guest address and length of the bytes of a `Uint8Array`; `None` if it is not one.
-    pub(super) async fn uint8_array(&self, mut store: impl AsContextMut<Data: Send>, value: JsValue, scratch: i32) -> Result<Option<(i32, usize)>> {
+    pub(super) async fn uint8_array(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        value: JsValue,
+        scratch: i32,
+    ) -> Result<Option<(i32, usize)>> {
         let ptr = self.get_uint8_array.call_async(&mut store, (self.ctx, scratch, value)).await?;
         if ptr == 0 {
             return Ok(None);
@@ -357,7 +386,12 @@ impl Guest {
     }
 
     /// A new string from bytes already in guest memory (UTF-8).
-    pub(super) async fn new_string_at(&self, mut store: impl AsContextMut<Data: Send>, ptr: i32, len: usize) -> Result<JsValue> {
+    pub(super) async fn new_string_at(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        ptr: i32,
+        len: usize,
+    ) -> Result<JsValue> {
         self.new_string.call_async(&mut store, (self.ctx, ptr, len as i32)).await
     }
 
@@ -372,18 +406,31 @@ impl Guest {
         self.new_number.call_async(&mut store, (self.ctx, number)).await
     }
 
-    pub(super) async fn new_array_buffer(&self, mut store: impl AsContextMut<Data: Send>, bytes: &[u8]) -> Result<JsValue> {
+    pub(super) async fn new_array_buffer(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        bytes: &[u8],
+    ) -> Result<JsValue> {
         let ptr = self.put(&mut store, bytes).await?;
         let value = self.new_array_buffer_copy.call_async(&mut store, (self.ctx, ptr, bytes.len() as i32)).await?;
         self.free(&mut store, ptr).await?;
         Ok(value)
     }
 
-    pub(super) async fn new_uint8_array_at(&self, mut store: impl AsContextMut<Data: Send>, ptr: i32, len: usize) -> Result<JsValue> {
+    pub(super) async fn new_uint8_array_at(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        ptr: i32,
+        len: usize,
+    ) -> Result<JsValue> {
         self.new_uint8_array_copy.call_async(&mut store, (self.ctx, ptr, len as i32)).await
     }
 
-    pub(super) async fn new_uint8_array(&self, mut store: impl AsContextMut<Data: Send>, bytes: &[u8]) -> Result<JsValue> {
+    pub(super) async fn new_uint8_array(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        bytes: &[u8],
+    ) -> Result<JsValue> {
         let ptr = self.put(&mut store, bytes).await?;
         let value = self.new_uint8_array_at(&mut store, ptr, bytes.len()).await?;
         self.free(&mut store, ptr).await?;
@@ -391,36 +438,59 @@ impl Guest {
     }
 
     /// `value.length` as an integer (`None` if reading it threw).
-    pub(super) async fn length(&self, mut store: impl AsContextMut<Data: Send>, value: JsValue, scratch: i32) -> Result<Option<u64>> {
+    pub(super) async fn length(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        value: JsValue,
+        scratch: i32,
+    ) -> Result<Option<u64>> {
         if self.get_length.call_async(&mut store, (self.ctx, value, scratch)).await? < 0 {
             return Ok(None);
         }
         Ok(Some(self.read_u64(&store, scratch)?))
     }
 
-    pub(super) async fn get_index(&self, mut store: impl AsContextMut<Data: Send>, object: JsValue, index: u32) -> Result<JsValue> {
+    pub(super) async fn get_index(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        object: JsValue,
+        index: u32,
+    ) -> Result<JsValue> {
         self.get_index.call_async(&mut store, (self.ctx, object, index as i32)).await
     }
 
     /// `object[index] = value`, taking ownership of `value`.
-    pub(super) async fn set_index(&self, mut store: impl AsContextMut<Data: Send>, object: JsValue, index: u32, value: JsValue) -> Result<bool> {
+    pub(super) async fn set_index(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        object: JsValue,
+        index: u32,
+        value: JsValue,
+    ) -> Result<bool> {
         Ok(self.set_index.call_async(&mut store, (self.ctx, object, index as i32, value)).await? >= 0)
     }
 
     /// `object[name] = value` (`name` a NUL-terminated guest string), taking ownership of `value`.
-    pub(super) async fn set_property(&self, mut store: impl AsContextMut<Data: Send>, object: JsValue, name: i32, value: JsValue) -> Result<bool> {
+    pub(super) async fn set_property(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        object: JsValue,
+        name: i32,
+        value: JsValue,
+    ) -> Result<bool> {
         Ok(self.set_property.call_async(&mut store, (self.ctx, object, name, value)).await? >= 0)
     }
 
-    pub(super) async fn to_number(&self, mut store: impl AsContextMut<Data: Send>, value: JsValue, scratch: i32) -> Result<Option<f64>> {
+    pub(super) async fn to_number(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        value: JsValue,
+        scratch: i32,
+    ) -> Result<Option<f64>> {
         if self.to_float64.call_async(&mut store, (self.ctx, scratch, value)).await? < 0 {
             return Ok(None);
         }
         Ok(Some(f64::from_bits(self.read_u64(&store, scratch)?)))
-    }
-
-    pub(super) async fn free_value(&self, mut store: impl AsContextMut<Data: Send>, value: JsValue) -> Result<()> {
-        self.free_value.call_async(&mut store, (self.ctx, value)).await
     }
 
     /// Takes the pending exception.
@@ -440,15 +510,15 @@ impl Guest {
 
     /// A function that calls the `env.host_call` import with `name`; a boxed (`malloc`ed)
     /// `JSValue *`.
-    pub(super) async fn new_host_function(&self, mut store: impl AsContextMut<Data: Send>, name: &str, arity: i32) -> Result<JsValue> {
+    pub(super) async fn new_host_function(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        name: &str,
+        arity: i32,
+    ) -> Result<JsValue> {
         let ptr = self.put(&mut store, name.as_bytes()).await?;
         let boxed = self.new_host_function.call_async(&mut store, (ptr, name.len() as i32, arity)).await?;
         self.free(&mut store, ptr).await?;
-        self.unbox(&mut store, boxed).await
-    }
-
-    pub(super) async fn global(&self, mut store: impl AsContextMut<Data: Send>) -> Result<JsValue> {
-        let boxed = self.get_global.call_async(&mut store, ()).await?;
         self.unbox(&mut store, boxed).await
     }
 

@@ -26,7 +26,6 @@ const PAGE: usize = 4096;
 #[derive(Debug, Clone, Copy)]
 pub(super) enum GlobalValue {
     I32(i32),
-    I64(i64),
 }
 
 /// A copy of `module` whose initial state is `memory` and `globals`.
@@ -58,7 +57,6 @@ pub(super) fn snapshot(module: &[u8], memory: &[u8], globals: &[(u32, GlobalValu
                     let value = globals.iter().find(|(at, _)| *at as usize == index).map(|(_, value)| *value);
                     let init = match value {
                         Some(GlobalValue::I32(v)) => ConstExpr::i32_const(v),
-                        Some(GlobalValue::I64(v)) => ConstExpr::i64_const(v),
                         None if global.ty.mutable => {
                             bail!("global {index} of the QuickJS module is mutable but its value was not captured")
                         }
@@ -94,6 +92,24 @@ pub(super) fn snapshot(module: &[u8], memory: &[u8], globals: &[(u32, GlobalValu
         }
     }
     Ok(out.finish())
+}
+
+/// The lowest address any active data segment of `module` initialises (`None`: none does).
+pub(super) fn lowest_data_address(module: &[u8]) -> Result<Option<u32>> {
+    let mut lowest: Option<u32> = None;
+    for payload in Parser::new(0).parse_all(module) {
+        if let Payload::DataSection(reader) = payload? {
+            for data in reader {
+                if let wasmparser::DataKind::Active { offset_expr, .. } = data?.kind
+                    && let Operator::I32Const { value } = offset_expr.get_operators_reader().read()?
+                {
+                    let address = value as u32;
+                    lowest = Some(lowest.map_or(address, |l| l.min(address)));
+                }
+            }
+        }
+    }
+    Ok(lowest)
 }
 
 /// Maximal runs of pages holding at least one non-zero byte, as byte ranges.

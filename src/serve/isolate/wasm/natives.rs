@@ -15,9 +15,11 @@
 use bytes::Bytes;
 use wasmtime::{Caller, Linker, Result};
 
-use super::super::quickjs::call::{LimitHit, Timers, is_token};
-use super::super::quickjs::natives::{FORM_COPIES, URL_COPIES, form_parse, form_serialize, url_parse, url_set, wtf8_lossy};
 use super::super::FetchRequest;
+use super::super::quickjs::call::{LimitHit, Timers, is_token};
+use super::super::quickjs::natives::{
+    FORM_COPIES, URL_COPIES, form_parse, form_serialize, url_parse, url_set, wtf8_lossy,
+};
 use super::call::Host;
 use super::guest::{self, Guest, JsValue};
 
@@ -114,7 +116,8 @@ async fn dispatch(caller: &mut Caller<'_, Host>, name: i32, name_len: i32, argc:
         }
         "urlSet" => {
             let href = read_string(caller, &guest, arg(0), scratch).await?.unwrap_or_default();
-            let field = read_string(caller, &guest, arg(1), scratch).await?.filter(|f| f.len() <= 16).unwrap_or_default();
+            let field =
+                read_string(caller, &guest, arg(1), scratch).await?.filter(|f| f.len() <= 16).unwrap_or_default();
             let value = read_string(caller, &guest, arg(2), scratch).await?.unwrap_or_default();
             let work = (href.len() + value.len()) * URL_COPIES;
             match with_charge(caller, work, || url_set(&href, &field, &value)) {
@@ -170,7 +173,13 @@ async fn dispatch(caller: &mut Caller<'_, Host>, name: i32, name_len: i32, argc:
 }
 
 /// Throws `new constructor(message)` and returns the "exception pending" result.
-async fn throw(caller: &mut Caller<'_, Host>, guest: &Guest, constructor: JsValue, message: &str, scratch: i32) -> Result<i32> {
+async fn throw(
+    caller: &mut Caller<'_, Host>,
+    guest: &Guest,
+    constructor: JsValue,
+    message: &str,
+    scratch: i32,
+) -> Result<i32> {
     let message = guest.new_string(&mut *caller, message).await?;
     let error = guest.construct(&mut *caller, constructor, &[message], scratch).await?;
     if !guest::is_exception(error) {
@@ -181,11 +190,16 @@ async fn throw(caller: &mut Caller<'_, Host>, guest: &Guest, constructor: JsValu
 
 /// A string argument (lossy for lone surrogates), `None` if the value is not a string. Not
 /// charged: for strings whose size the caller bounds, or charges itself.
-async fn read_string(caller: &mut Caller<'_, Host>, guest: &Guest, value: JsValue, scratch: i32) -> Result<Option<String>> {
+async fn read_string(
+    caller: &mut Caller<'_, Host>,
+    guest: &Guest,
+    value: JsValue,
+    scratch: i32,
+) -> Result<Option<String>> {
     if !guest::is_string(value) {
         return Ok(None);
     }
-    Ok(guest.with_string(&mut *caller, value, scratch, wtf8_lossy).await?)
+    guest.with_string(&mut *caller, value, scratch, wtf8_lossy).await
 }
 
 /// A string argument with its copy charged to the call (returned with the bytes charged, to
@@ -218,7 +232,12 @@ fn with_charge<R>(caller: &mut Caller<'_, Host>, bytes: usize, f: impl FnOnce() 
 }
 
 /// An array of strings (or `null`) for JS, built by parsing its JSON in the instance.
-async fn strings(caller: &mut Caller<'_, Host>, guest: &Guest, image: &super::Image, parts: Option<Vec<String>>) -> Result<Answer> {
+async fn strings(
+    caller: &mut Caller<'_, Host>,
+    guest: &Guest,
+    image: &super::Image,
+    parts: Option<Vec<String>>,
+) -> Result<Answer> {
     {
         let json = match parts {
             Some(parts) => serde_json::to_string(&parts).unwrap_or_else(|_| "null".to_owned()),
@@ -239,7 +258,9 @@ async fn utf8_encode(caller: &mut Caller<'_, Host>, guest: &Guest, text: JsValue
         return Ok(Answer::Value(guest.new_uint8_array(&mut *caller, &[]).await?));
     }
     // Well-formed text goes from QuickJS's bytes to the new array without leaving the instance.
-    let ptr_len = guest.with_string(&mut *caller, text, scratch, |bytes| (std::str::from_utf8(bytes).is_ok(), bytes.len())).await?;
+    let ptr_len = guest
+        .with_string(&mut *caller, text, scratch, |bytes| (std::str::from_utf8(bytes).is_ok(), bytes.len()))
+        .await?;
     let Some((valid, len)) = ptr_len else { return Ok(Answer::OutOfMemory) };
     if valid {
         let encoded = encode_in_place(caller, guest, text, scratch).await?;
@@ -266,7 +287,13 @@ async fn encode_in_place(caller: &mut Caller<'_, Host>, guest: &Guest, text: JsV
 
 /// `TextDecoder.decode`: UTF-8 bytes to a string, invalid sequences as U+FFFD or, when
 /// `fatal`, a `TypeError`.
-async fn utf8_decode(caller: &mut Caller<'_, Host>, guest: &Guest, bytes: JsValue, fatal: bool, scratch: i32) -> Result<Answer> {
+async fn utf8_decode(
+    caller: &mut Caller<'_, Host>,
+    guest: &Guest,
+    bytes: JsValue,
+    fatal: bool,
+    scratch: i32,
+) -> Result<Answer> {
     let Some((ptr, len)) = guest.uint8_array(&mut *caller, bytes, scratch).await? else {
         return Ok(Answer::TypeError("expected a Uint8Array".to_owned()));
     };
@@ -274,7 +301,8 @@ async fn utf8_decode(caller: &mut Caller<'_, Host>, guest: &Guest, bytes: JsValu
     let (invalid, size) = match std::str::from_utf8(data) {
         Ok(_) => (None, 0),
         Err(error) => {
-            let size: usize = data.utf8_chunks().map(|c| c.valid().len() + if c.invalid().is_empty() { 0 } else { 3 }).sum();
+            let size: usize =
+                data.utf8_chunks().map(|c| c.valid().len() + if c.invalid().is_empty() { 0 } else { 3 }).sum();
             (Some(error.to_string()), size)
         }
     };
@@ -318,12 +346,14 @@ async fn fetch_start(caller: &mut Caller<'_, Host>, guest: &Guest, scratch: i32,
         let Some(method) = read_string(caller, guest, method, scratch).await?.filter(|m| is_token(m)) else {
             return Ok(Err(Answer::TypeError("fetch: invalid method".into())));
         };
-        let Some(redirect) =
-            read_string(caller, guest, redirect, scratch).await?.filter(|r| matches!(r.as_str(), "follow" | "manual" | "error"))
+        let Some(redirect) = read_string(caller, guest, redirect, scratch)
+            .await?
+            .filter(|r| matches!(r.as_str(), "follow" | "manual" | "error"))
         else {
             return Ok(Err(Answer::TypeError("fetch: invalid redirect mode".into())));
         };
-        let Some(count) = guest.length(&mut *caller, headers, scratch).await?.filter(|_| guest::is_object(headers)) else {
+        let Some(count) = guest.length(&mut *caller, headers, scratch).await?.filter(|_| guest::is_object(headers))
+        else {
             return Ok(Err(Answer::TypeError("fetch: invalid headers".into())));
         };
         let mut flat = Vec::new();

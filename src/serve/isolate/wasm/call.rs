@@ -598,8 +598,9 @@ async fn advance(store: &mut Store<Host>, guest: &Guest, image: &Image, promise:
         if call(store).check_limits() {
             return Ok(Next::Done(RunEnd::Limit));
         }
-        if guest.promise_state(&mut *store, promise).await? != guest::PROMISE_PENDING {
-            let fulfilled = guest.promise_state(&mut *store, promise).await? == guest::PROMISE_FULFILLED;
+        let settled = guest.promise_state(&mut *store, promise).await?;
+        if settled != guest::PROMISE_PENDING {
+            let fulfilled = settled == guest::PROMISE_FULFILLED;
             let value = guest.promise_result(&mut *store, promise).await?;
             return Ok(Next::Done(if fulfilled {
                 serialise(store, guest, image, value, body).await?
@@ -718,23 +719,9 @@ async fn describe_end(
     if call(store).check_limits() {
         return Ok(RunEnd::Limit);
     }
-    let parts = guest.call(&mut *store, image.hooks[3], guest::UNDEFINED, &[thrown], image.loop_scratch).await?;
-    let (text, stack) = if is_exception(parts) {
-        let _ = guest.exception(&mut *store).await?;
-        ("uncaught exception".to_owned(), String::new())
-    } else {
-        let mut out = [String::new(), String::new()];
-        for (index, slot) in out.iter_mut().enumerate() {
-            let part = guest.get_index(&mut *store, parts, index as u32).await?;
-            if guest::is_string(part) {
-                *slot = guest
-                    .with_string(&mut *store, part, image.loop_scratch, super::super::quickjs::natives::wtf8_lossy)
-                    .await?
-                    .unwrap_or_default();
-            }
-        }
-        let [text, stack] = out;
-        (text, stack)
+    let (text, stack) = match describe(store, guest, image, thrown).await? {
+        Some(parts) => parts,
+        None => ("uncaught exception".to_owned(), String::new()),
     };
     if call(store).limit.is_some() {
         return Ok(RunEnd::Limit);
@@ -754,6 +741,32 @@ async fn describe_end(
         Some(line) => format!("{text} (handler line {line})"),
         None => text,
     }))
+}
+
+/// The prelude's `describe(thrown)`: the error's text and stack, `None` if describing threw.
+async fn describe(
+    store: &mut Store<Host>,
+    guest: &Guest,
+    image: &Image,
+    thrown: JsValue,
+) -> Result<Option<(String, String)>> {
+    let parts = guest.call(&mut *store, image.hooks[3], guest::UNDEFINED, &[thrown], image.loop_scratch).await?;
+    if is_exception(parts) {
+        guest.exception(&mut *store).await?;
+        return Ok(None);
+    }
+    let mut out = [String::new(), String::new()];
+    for (index, slot) in out.iter_mut().enumerate() {
+        let part = guest.get_index(&mut *store, parts, index as u32).await?;
+        if guest::is_string(part) {
+            *slot = guest
+                .with_string(&mut *store, part, image.loop_scratch, super::super::quickjs::natives::wtf8_lossy)
+                .await?
+                .unwrap_or_default();
+        }
+    }
+    let [text, stack] = out;
+    Ok(Some((text, stack)))
 }
 
 /// Smallest stack a call gets, whatever its limit says.
@@ -793,19 +806,6 @@ pub(super) async fn check(engine: &WasmEngine, source: &str) -> Result<Option<(S
         return Ok(None);
     }
     let thrown = guest.exception(&mut store).await?;
-    let parts = guest.call(&mut store, image.hooks[3], guest::UNDEFINED, &[thrown], image.loop_scratch).await?;
-    let mut out = [String::new(), String::new()];
-    if !is_exception(parts) {
-        for (index, slot) in out.iter_mut().enumerate() {
-            let part = guest.get_index(&mut store, parts, index as u32).await?;
-            if guest::is_string(part) {
-                *slot = guest
-                    .with_string(&mut store, part, image.loop_scratch, super::super::quickjs::natives::wtf8_lossy)
-                    .await?
-                    .unwrap_or_default();
-            }
-        }
-    }
-    let [text, stack] = out;
+    let (text, stack) = describe(&mut store, &guest, image, thrown).await?.unwrap_or_default();
     Ok(Some((if text.is_empty() { "SyntaxError: the handler could not be compiled".to_owned() } else { text }, stack)))
 }

@@ -1,7 +1,8 @@
 //! Serving benchmark: prints figures from one run, side by side, so ratios survive a noisy machine.
 //!
 //! `cargo bench --bench serving` (add `-- --quick` for a short run). Measures:
-//! * isolate create + run + drop (through the worker pool, one call at a time);
+//! * isolate create + run + drop (through the worker pool, one call at a time) for each engine,
+//!   with a pure handler and one that spends its time in JavaScript;
 //! * MCP `tools/call` round trip for a pure handler;
 //! * the same for a handler doing one fetch to a loopback upstream, beside a direct HTTP GET to
 //!   that upstream (the overhead is the difference);
@@ -9,7 +10,9 @@
 //! * I/O-bound calls (one fetch to an upstream that answers after 100 ms) per second and p50/p99
 //!   with 32, 256 and 1,024 concurrent clients, beside the ideal rate (clients / 0.1 s);
 //! * noisy neighbour: server B's pure calls at 16 clients, alone and while server A keeps 512
-//!   calls parked on an upstream that answers after 5 s, and the ratio of B's p99s.
+//!   calls parked on an upstream that answers after 5 s, and the ratio of B's p99s;
+//! * per engine, `tools/list` beside pure and one-fetch `tools/call`s on the same mount at 64
+//!   clients: the MCP path without an isolate is the limit a tool call could reach.
 //!
 //! The loaded sections (each I/O-bound client count, the noisy neighbour) get a fresh daemon and
 //! send raw JSON-RPC `tools/call` POSTs; a call counts only if it returns a result that is not
@@ -23,7 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mcpbootd::serve::isolate::{
-    FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings, Program, SandboxLimits,
+    Engine, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings, Program,
+    QuickJsEngine, SandboxLimits, WasmEngine,
 };
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -65,25 +69,35 @@ async fn main() -> anyhow::Result<()> {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     println!("mcpbootd serving benchmark: {cpus} CPUs, {iterations} iterations per latency figure\n");
 
-    // 1. Isolate create + run + drop through the pool, one at a time.
-    let pool = IsolatePool::new(PoolSettings::with_workers(1), tokio::runtime::Handle::current());
-    let handler: Arc<str> = Arc::from("return { sum: args.a + args.b };");
-    let mut samples = Vec::with_capacity(iterations);
-    for _ in 0..iterations {
-        let invocation = Invocation {
-            handler: handler.clone(),
-            arguments: json!({"a": 1, "b": 2}),
-            limits: SandboxLimits::default(),
-            fetch: Arc::new(NoNetwork),
-            program: Program::Handler,
-        };
-        let started = Instant::now();
-        let completion = pool.run("bench", invocation).await.map_err(|_| anyhow::anyhow!("pool refused"))?;
-        samples.push(started.elapsed());
-        assert_eq!(completion.outcome.as_str(), "ok");
+    // 1. Isolate create + run + drop through the pool, one at a time, for each engine
+    //    (interleaved, so both see the same machine); then a handler that spends its time in JS.
+    let engines: [(&str, Arc<dyn Engine>); 2] =
+        [("wasm", WasmEngine::shared().map_err(|e| anyhow::anyhow!(e))?), ("native", Arc::new(QuickJsEngine::new()))];
+    let pools: Vec<_> = engines
+        .iter()
+        .map(|(_, engine)| {
+            IsolatePool::with_engine(engine.clone(), PoolSettings::with_workers(1), tokio::runtime::Handle::current())
+        })
+        .collect();
+    let pure_handler: Arc<str> = Arc::from("return { sum: args.a + args.b };");
+    let cpu_handler: Arc<str> =
+        Arc::from("let s = 0; for (let i = 0; i < 1e6; i++) { s += i % 7; } return { s, j: JSON.stringify(args) };");
+    for (label, handler, rounds) in [("pure handler", &pure_handler, iterations), ("1M additions", &cpu_handler, 30)] {
+        let mut samples = vec![Vec::with_capacity(rounds); pools.len()];
+        for _ in 0..rounds {
+            for (pool, samples) in pools.iter().zip(samples.iter_mut()) {
+                samples.push(run_once(pool, handler).await?);
+            }
+        }
+        let mut p50s = Vec::new();
+        for ((name, _), samples) in engines.iter().zip(samples) {
+            p50s.push(summarise(&format!("isolate create+run+drop, {label}, {name}"), samples).0);
+        }
+        println!("{:<44} {:>9.2}x", format!("{label}: wasm p50 / native p50"), ms(p50s[0]) / ms(p50s[1]));
     }
-    pool.close();
-    summarise("isolate create+run+drop (via pool)", samples);
+    for pool in &pools {
+        pool.close();
+    }
 
     // 2. The daemon on a port-0 listener with a loopback upstream.
     let upstream = start_upstream().await?;
@@ -258,15 +272,16 @@ async fn main() -> anyhow::Result<()> {
     print_left_queued(&http, daemon.address).await;
     daemon.stop().await?;
 
-    // 7. What running isolates in supervised worker processes costs against threads in the daemon:
-    //    the same pure and one-fetch calls from 64 clients, alternating, two rounds each.
+    // 7. The MCP path with and without an isolate, per engine: `tools/list` on a mount beside a
+    //    pure `tools/call` and a one-fetch call on the same mount, 64 clients, alternating
+    //    engines, two rounds each. `tools/list` is the limit a tool call could reach.
     println!();
     let fast_url = format!("http://api.bench.test:{}/item", upstream.port());
     let mut rates: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
     for _round in 0..2 {
-        for isolation in ["thread", "process"] {
+        for engine in ["wasm", "native"] {
             let mut env = loaded_daemon_env();
-            env.push(("MCPBOOTD_SANDBOX__ISOLATION", isolation.to_string()));
+            env.push(("MCPBOOTD_SANDBOX__ENGINE", engine.to_string()));
             let daemon = support::start_daemon(env).await?;
             register(&http, daemon.address, "pure", "return { sum: args.a + args.b };").await?;
             register(
@@ -276,24 +291,54 @@ async fn main() -> anyhow::Result<()> {
                 &format!("const r = await fetch('{fast_url}'); return await r.json();"),
             )
             .await?;
-            for tool in ["pure", "fetch"] {
+            for (what, target) in [
+                ("tools/list", RawCall::tools_list(daemon.address, "pure")),
+                ("pure", RawCall::new(daemon.address, "pure")),
+                ("fetch", RawCall::new(daemon.address, "fetch")),
+            ] {
                 let window = Window::after(warmup, throughput_window);
-                let report =
-                    Report::collect(window, spawn_raw_clients(&RawCall::new(daemon.address, tool), 64, window)).await?;
-                report.print(&format!("{tool} calls, 64 clients, isolation = {isolation}"), "");
-                rates.entry((tool, isolation)).or_default().push(report.rate());
+                let report = Report::collect(window, spawn_raw_clients(&target, 64, window)).await?;
+                report.print(&format!("{what}, 64 clients, engine = {engine}"), "");
+                rates.entry((what, engine)).or_default().push(report.rate());
             }
             daemon.stop().await?;
         }
     }
-    for tool in ["pure", "fetch"] {
-        let mean = |isolation| {
-            let r = &rates[&(tool, isolation)];
-            r.iter().sum::<f64>() / r.len() as f64
-        };
-        println!("{:<44} {:>9.2}x", format!("{tool}: process rate / thread rate"), mean("process") / mean("thread"));
+    let mean = |what, engine| {
+        let r: &Vec<f64> = &rates[&(what, engine)];
+        r.iter().sum::<f64>() / r.len() as f64
+    };
+    for engine in ["wasm", "native"] {
+        println!(
+            "{:<44} {:>9.2}x   target >= 0.40",
+            format!("pure tools/call / tools/list, {engine}"),
+            mean("pure", engine) / mean("tools/list", engine)
+        );
+    }
+    for what in ["pure", "fetch"] {
+        println!(
+            "{:<44} {:>9.2}x",
+            format!("{what}: wasm rate / native rate"),
+            mean(what, "wasm") / mean(what, "native")
+        );
     }
     Ok(())
+}
+
+/// One pure call through `pool`: how long from asking to the completion.
+async fn run_once(pool: &IsolatePool, handler: &Arc<str>) -> anyhow::Result<Duration> {
+    let invocation = Invocation {
+        handler: handler.clone(),
+        arguments: json!({"a": 1, "b": 2}),
+        limits: SandboxLimits::default(),
+        fetch: Arc::new(NoNetwork),
+        program: Program::Handler,
+    };
+    let started = Instant::now();
+    let completion = pool.run("bench", invocation).await.map_err(|_| anyhow::anyhow!("pool refused"))?;
+    let elapsed = started.elapsed();
+    anyhow::ensure!(completion.outcome.as_str() == "ok", "the call ended {:?}", completion.outcome.as_str());
+    Ok(elapsed)
 }
 
 /// Code mode: three dependent pure calls made by a client one after another (three round

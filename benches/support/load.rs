@@ -186,6 +186,15 @@ impl RawCall {
     pub fn with_timeout(address: SocketAddr, server: &str, timeout: Duration) -> Self {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": "call", "arguments": {"a": 1, "b": 2}}});
+        Self::request(address, server, timeout, body)
+    }
+
+    /// A `tools/list` on the same mount: the MCP path without an isolate.
+    pub fn tools_list(address: SocketAddr, server: &str) -> Self {
+        Self::request(address, server, CALL_TIMEOUT, json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    }
+
+    fn request(address: SocketAddr, server: &str, timeout: Duration, body: serde_json::Value) -> Self {
         RawCall {
             // One pool for every client: reqwest opens a keep-alive connection per concurrent request.
             http: reqwest::Client::builder().timeout(timeout).build().expect("reqwest client"),

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mcpbootd::serve::isolate::{
-    Engine, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings, Program,
-    QuickJsEngine, SandboxLimits, WasmEngine,
+    CompileCache, Engine, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings,
+    Program, QuickJsEngine, SandboxLimits, WasmEngine,
 };
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -71,8 +71,10 @@ async fn main() -> anyhow::Result<()> {
 
     // 1. Isolate create + run + drop through the pool, one at a time, for each engine
     //    (interleaved, so both see the same machine); then a handler that spends its time in JS.
-    let engines: [(&str, Arc<dyn Engine>); 2] =
-        [("wasm", WasmEngine::shared().map_err(|e| anyhow::anyhow!(e))?), ("native", Arc::new(QuickJsEngine::new()))];
+    let engines: [(&str, Arc<dyn Engine>); 2] = [
+        ("wasm", WasmEngine::shared(&CompileCache::off()).map_err(|e| anyhow::anyhow!(e))?),
+        ("native", Arc::new(QuickJsEngine::new())),
+    ];
     let pools: Vec<_> = engines
         .iter()
         .map(|(_, engine)| {

@@ -24,7 +24,7 @@ use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
 use crate::serve::egress::own_socket::OwnAddresses;
 use crate::serve::isolate::{
-    AdmissionLimits, IsolatePool, Isolates, PoolSettings, ProcessPool, ProcessSettings, WasmEngine,
+    AdmissionLimits, CompileCache, IsolatePool, Isolates, PoolSettings, ProcessPool, ProcessSettings, WasmEngine,
 };
 use crate::serve::registry::Registry;
 use crate::tasks::Tasks;
@@ -270,7 +270,16 @@ fn isolates(config: &Config) -> anyhow::Result<Isolates> {
     let runtime = tokio::runtime::Handle::current();
     let PoolSettings { workers, admission, memory_budget_bytes } = pool_settings(config);
     if sandbox.engine == EngineKind::Wasm {
-        let engine = WasmEngine::shared().map_err(|e| anyhow::anyhow!("cannot start the WebAssembly engine: {e}"))?;
+        let started = std::time::Instant::now();
+        let cache = CompileCache::from_setting(&sandbox.compile_cache);
+        let engine =
+            WasmEngine::shared(&cache).map_err(|e| anyhow::anyhow!("cannot start the WebAssembly engine: {e}"))?;
+        tracing::info!(
+            cache = ?engine.cache_use(),
+            dir = %cache.dir().map(|d| d.display().to_string()).unwrap_or_default(),
+            "WebAssembly engine ready in {} ms",
+            started.elapsed().as_millis()
+        );
         return Ok(Isolates::Threads(IsolatePool::with_engine(engine, pool_settings(config), runtime)));
     }
     Ok(match sandbox.isolation {

@@ -320,6 +320,10 @@ pub struct SandboxConfig {
     pub queue_timeout_ms: u64,
     /// Memory all isolates in flight may use together.
     pub memory_budget_mb: u64,
+    /// Where the compiled WebAssembly engine is kept between starts, so a restart does not
+    /// compile it again: a directory, `off`, or empty for `$CACHE_DIRECTORY` (systemd),
+    /// `$XDG_CACHE_HOME/mcpbootd` or `$HOME/.cache/mcpbootd`, the first that is set.
+    pub compile_cache: String,
 }
 
 /// `[code_mode]`: agents send a script that calls several tools (`docs/code-mode.md`).
@@ -804,6 +808,7 @@ impl Default for SandboxConfig {
             max_queued_per_server: 64,
             queue_timeout_ms: 5_000,
             memory_budget_mb: 1024,
+            compile_cache: String::new(),
         }
     }
 }

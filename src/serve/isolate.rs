@@ -141,7 +141,7 @@ pub use engine::{Engine, HostContext};
 pub use pool::{IsolatePool, OVERRUN_GRACE, Overrun, PoolError, PoolSettings, PoolStats};
 pub use process::{ProcessPool, ProcessSettings};
 pub use quickjs::{PreludeLoad, QuickJsEngine};
-pub use wasm::WasmEngine;
+pub use wasm::{CacheUse, CompileCache, WasmEngine};
 
 /// Where the daemon runs isolates: worker processes it supervises (the default, and the only
 /// way to recover a worker held by an uninterruptible operation), or threads of its own.

@@ -125,7 +125,7 @@ fn execute(invocation: Invocation) -> Completion {
     if std::env::var("MCPBOOTD_TEST_ENGINE").as_deref() == Ok("native") {
         return execute_with(QuickJsEngine::new(), invocation);
     }
-    let engine = super::WasmEngine::shared().expect("the WebAssembly engine builds");
+    let engine = super::WasmEngine::shared(&super::CompileCache::off()).expect("the WebAssembly engine builds");
     std::thread::spawn(move || drive(engine.execute(invocation, host_context()))).join().unwrap()
 }
 
@@ -1377,7 +1377,7 @@ fn a_script_result_must_be_json() {
 
 #[test]
 fn the_webassembly_engine_runs_handlers_in_a_fresh_instance() {
-    let engine = super::WasmEngine::shared().expect("the WebAssembly engine builds");
+    let engine = super::WasmEngine::shared(&super::CompileCache::off()).expect("the WebAssembly engine builds");
     let run = |handler: &str| {
         let engine = Arc::clone(&engine);
         let invocation = invocation(handler, json!({"a": 2, "b": 3}), SandboxLimits::default(), &FakeHost::default());
@@ -1395,4 +1395,52 @@ fn the_webassembly_engine_runs_handlers_in_a_fresh_instance() {
     assert!(c.result.content[0]["text"].as_str().unwrap().contains("null"), "{c:?}");
     assert_ne!(first.result.content, run("return Math.random();").result.content);
     assert_eq!(engine.name(), "quickjs-wasm");
+}
+
+#[test]
+fn the_compiled_engine_is_kept_between_starts_and_a_damaged_or_exposed_cache_is_not_trusted() {
+    use super::{CacheUse, CompileCache, WasmEngine};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("cache");
+    let cache = CompileCache::at(&cache_dir);
+    let sum = |engine: WasmEngine| {
+        let engine = Arc::new(engine);
+        let invocation = invocation(
+            "return {sum: args.a + args.b};",
+            json!({"a": 2, "b": 3}),
+            SandboxLimits::default(),
+            &FakeHost::default(),
+        );
+        let c = std::thread::spawn(move || drive(engine.execute(invocation, host_context()))).join().unwrap();
+        c.result.structured_content
+    };
+
+    // Each engine reserves address space for its slots: few slots, and one engine at a time.
+    assert_eq!(WasmEngine::build(&cache, 8).expect("builds").cache_use(), CacheUse::Stored);
+    assert_eq!(std::fs::metadata(&cache_dir).unwrap().permissions().mode() & 0o777, 0o700);
+    let second = WasmEngine::build(&cache, 8).expect("loads");
+    assert_eq!(second.cache_use(), CacheUse::Loaded);
+    assert_eq!(sum(second), Some(json!({"sum": 5})));
+
+    // A damaged module is rebuilt and replaced, not loaded.
+    let module = cache_dir.join("quickjs.cwasm");
+    let mut bytes = std::fs::read(&module).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&module, &bytes).unwrap();
+    let rebuilt = WasmEngine::build(&cache, 8).expect("rebuilds");
+    assert_eq!(rebuilt.cache_use(), CacheUse::Stored);
+    assert_eq!(sum(rebuilt), Some(json!({"sum": 5})));
+    assert_eq!(WasmEngine::build(&cache, 8).unwrap().cache_use(), CacheUse::Loaded);
+
+    // A directory others may write is not used, for reading or writing.
+    std::fs::set_permissions(&cache_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let exposed = WasmEngine::build(&cache, 8).expect("builds without the cache");
+    assert_eq!(exposed.cache_use(), CacheUse::Unusable);
+    assert_eq!(sum(exposed), Some(json!({"sum": 5})));
+
+    // Settings: "off", a directory, and the default locations.
+    assert_eq!(CompileCache::from_setting("off"), CompileCache::off());
+    assert_eq!(CompileCache::from_setting("/var/cache/x").dir(), Some(std::path::Path::new("/var/cache/x")));
 }

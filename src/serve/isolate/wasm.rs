@@ -36,11 +36,13 @@ use super::engine::{Engine, HostContext};
 use super::quickjs::{PRELUDE_SOURCE, WRAPPER_HEAD, handler_line, wrap};
 use super::{CompileError, Completion, Invocation};
 
+mod cache;
 mod call;
 mod guest;
 mod image;
 mod natives;
 
+pub use cache::{CacheUse, CompileCache};
 use call::Host;
 use guest::{EVAL_COMPILE_ONLY, EVAL_GLOBAL, EVAL_STRICT, Guest, JsValue, is_exception};
 
@@ -56,11 +58,14 @@ const SLICE_TICKS: u64 = 5;
 const MAX_WASM_STACK: usize = 1024 * 1024;
 /// QuickJS's intrinsics, as `qjs_init2`'s mask: all but `performance` (bit 10).
 const INTRINSICS: i32 = 0x1fff & !(1 << 10);
+/// Instances the daemon's engine has room for at once: one per call in flight (the admission
+/// caps decide how many there are, 4,096 by default), with room for syntax checks.
+const SLOTS: u32 = 20_000;
 /// Largest linear memory an instance may reach (its call's limit is lower; see `call.rs`).
 const MAX_MEMORY: usize = 1 << 32;
 
 /// What every instance of the image holds at the same addresses.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct Image {
     pub ctx: i32,
     /// The prelude's hooks: `[fetchDone, fetchFail, timerFire, describe, fetch, runScript]`.
@@ -91,27 +96,45 @@ pub struct WasmEngine {
     wasmtime: Wasmtime,
     pre: InstancePre<Host>,
     image: Arc<Image>,
+    cache_use: CacheUse,
 }
 
 static SHARED: OnceLock<Result<Arc<WasmEngine>, String>> = OnceLock::new();
 
 impl WasmEngine {
-    /// The process-wide engine, built on first use (about a second: compiling the module twice
-    /// and running the prelude once).
-    pub fn shared() -> Result<Arc<WasmEngine>, String> {
-        SHARED.get_or_init(|| WasmEngine::build().map(Arc::new).map_err(|e| format!("{e:#}"))).clone()
+    /// The process-wide engine, built on first use: from `cache` when it holds this build's
+    /// compiled image, else compiled (about a second: the module twice and the prelude once) and
+    /// stored there. The first caller's cache is the one used.
+    pub fn shared(cache: &CompileCache) -> Result<Arc<WasmEngine>, String> {
+        SHARED.get_or_init(|| WasmEngine::build(cache, SLOTS).map(Arc::new).map_err(|e| format!("{e:#}"))).clone()
     }
 
-    fn build() -> Result<WasmEngine> {
-        let wasmtime = Wasmtime::new(&config())?;
+    /// A new engine with room for `slots` instances at once (the daemon uses
+    /// [`WasmEngine::shared`]; this is for measuring start-up and testing the cache). Each slot
+    /// reserves address space for a whole 4 GiB memory, so a process has room for about 30,000.
+    pub fn build(cache: &CompileCache, slots: u32) -> Result<WasmEngine> {
+        let wasmtime = Wasmtime::new(&config(slots))?;
         start_ticker(&wasmtime);
         let linker = call::linker(&wasmtime)?;
-        let original = Module::new(&wasmtime, QUICKJS_WASM)?;
-        let (snapshot, image) = futures_util::FutureExt::now_or_never(build_image(&wasmtime, &linker, &original))
-            .ok_or_else(|| wasmtime::Error::msg("building the image had to wait"))??;
-        let module = Module::new(&wasmtime, &snapshot)?;
+        let (module, image, cache_use) = match cache.load(&wasmtime) {
+            Some((module, image)) => (module, image, CacheUse::Loaded),
+            None => {
+                let original = Module::new(&wasmtime, QUICKJS_WASM)?;
+                let (snapshot, image) =
+                    futures_util::FutureExt::now_or_never(build_image(&wasmtime, &linker, &original))
+                        .ok_or_else(|| wasmtime::Error::msg("building the image had to wait"))??;
+                let module = Module::new(&wasmtime, &snapshot)?;
+                let cache_use = cache.store(&module, &image);
+                (module, image, cache_use)
+            }
+        };
         let pre = linker.instantiate_pre(&module)?;
-        Ok(WasmEngine { wasmtime, pre, image: Arc::new(image) })
+        Ok(WasmEngine { wasmtime, pre, image: Arc::new(image), cache_use })
+    }
+
+    /// Whether this engine came from the compile cache.
+    pub fn cache_use(&self) -> CacheUse {
+        self.cache_use
     }
 
     pub(super) fn image(&self) -> &Arc<Image> {
@@ -127,16 +150,15 @@ impl WasmEngine {
     }
 }
 
-fn config() -> Config {
+fn config(slots: u32) -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.max_wasm_stack(MAX_WASM_STACK);
     config.async_stack_size(MAX_WASM_STACK + 512 * 1024);
     config.memory_init_cow(true);
     let mut pool = PoolingAllocationConfig::new();
-    // One slot per call in flight (the admission caps decide how many there are); slots cost
-    // address space, not memory, until used.
-    pool.total_core_instances(20_000).total_memories(20_000).total_tables(20_000).total_stacks(2_000);
+    // Slots cost address space, not memory, until used.
+    pool.total_core_instances(slots).total_memories(slots).total_tables(slots).total_stacks(slots.min(2_000));
     pool.max_memory_size(MAX_MEMORY);
     // Resetting a slot by rewriting the pages it dirtied is cheaper than unmapping them, for
     // the first few MiB (the image and a small call's heap).
@@ -152,17 +174,22 @@ fn config() -> Config {
 /// Advances every engine's epoch each [`TICK`], for as long as the process runs.
 fn start_ticker(engine: &Wasmtime) {
     static STARTED: AtomicBool = AtomicBool::new(false);
-    static ENGINES: std::sync::Mutex<Vec<Wasmtime>> = std::sync::Mutex::new(Vec::new());
-    ENGINES.lock().unwrap_or_else(|p| p.into_inner()).push(engine.clone());
+    // Weak, so that an engine dropped (in tests) returns its address space.
+    static ENGINES: std::sync::Mutex<Vec<wasmtime::EngineWeak>> = std::sync::Mutex::new(Vec::new());
+    ENGINES.lock().unwrap_or_else(|p| p.into_inner()).push(engine.weak());
     if STARTED.swap(true, Ordering::SeqCst) {
         return;
     }
     let _ = std::thread::Builder::new().name("mcpbootd-epoch".into()).spawn(|| {
         loop {
             std::thread::sleep(TICK);
-            for engine in ENGINES.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-                engine.increment_epoch();
-            }
+            ENGINES.lock().unwrap_or_else(|p| p.into_inner()).retain(|engine| match engine.upgrade() {
+                Some(engine) => {
+                    engine.increment_epoch();
+                    true
+                }
+                None => false,
+            });
         }
     });
 }

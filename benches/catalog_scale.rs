@@ -5,7 +5,8 @@
 //! * the registration rate through `POST /admin/servers` (5 tools per server, 16 requests in
 //!   flight), and the daemon's RSS once registration is done;
 //! * after SIGTERM and a restart on the same catalog, the time from spawning the process to the
-//!   first 200 from `/readyz` (every server mounted), and the RSS once it has sat idle.
+//!   first 200 from `/readyz` (every server mounted), the same with the compiled engine not
+//!   cached, and the RSS once it has sat idle.
 //!
 //! The daemon runs as a child process so that start-up and RSS are the real binary's, not the
 //! benchmark's; a guard kills it if the benchmark fails. It is the binary cargo built beside this
@@ -13,13 +14,15 @@
 //! later build into the same target directory cannot replace mid-run).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::process::{DaemonProcess, daemon_binary};
+
+mod support;
 
 /// Registration requests in flight at once.
 const REGISTRATION_CONCURRENCY: usize = 16;
@@ -72,6 +75,13 @@ async fn main() -> anyhow::Result<()> {
         ready["mounted"]
     );
     println!("{:<44} {:>9.1} ms   target < 1000 ms", "restart: spawn -> /readyz 200", restart.as_secs_f64() * 1000.0);
+    // The same restart compiling the WebAssembly engine instead of loading it from the cache.
+    daemon.terminate(Duration::from_secs(30))?;
+    let spawned = Instant::now();
+    let daemon =
+        DaemonProcess::spawn_with(dir.path(), "uncached", &[("MCPBOOTD_SANDBOX__COMPILE_CACHE", "off".to_string())])?;
+    wait_ready(&http, daemon.address, Duration::from_secs(120)).await.map_err(|e| daemon.explain(e))?;
+    println!("{:<44} {:>9.1} ms", "restart without the compile cache", spawned.elapsed().as_secs_f64() * 1000.0);
 
     // A server from the end of the catalog answers, so "ready" means what it says.
     let tools = tools_list(&http, daemon.address, &server_id(servers - 1)).await.map_err(|e| daemon.explain(e))?;
@@ -95,102 +105,6 @@ async fn main() -> anyhow::Result<()> {
     );
     daemon.terminate(Duration::from_secs(30))?;
     Ok(())
-}
-
-/// The daemon binary running as a child; killed on drop unless it was terminated cleanly.
-struct DaemonProcess {
-    child: Option<Child>,
-    address: SocketAddr,
-    log: std::path::PathBuf,
-}
-
-impl DaemonProcess {
-    /// Starts `mcpbootd serve` on a free loopback port with the catalog in `dir`; its stderr goes
-    /// to `dir/<name>.log`, shown if something fails.
-    fn spawn(dir: &Path, name: &str) -> anyhow::Result<Self> {
-        let address = free_port()?;
-        let log = dir.join(format!("{name}.log"));
-        let mut command = Command::new(daemon_binary());
-        // Only the settings below, whatever the shell that runs the benchmark has exported.
-        for (key, _) in std::env::vars().filter(|(key, _)| key.starts_with("MCPBOOTD_")) {
-            command.env_remove(key);
-        }
-        let child = command
-            .args(["serve", "--listen", &address.to_string()])
-            .env("MCPBOOTD_CATALOG__PATH", dir.join("catalog.db"))
-            .env("MCPBOOTD_LOG__LEVEL", "warn")
-            .env("MCPBOOTD_LOG__FORMAT", "json")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()?;
-        Ok(DaemonProcess { child: Some(child), address, log })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
-    }
-
-    /// A `/proc/<pid>/status` memory field (`VmRSS`, `VmHWM`) in MB.
-    fn rss_mb(&self, field: &str) -> anyhow::Result<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
-        let kb: f64 = status
-            .lines()
-            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-            .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{}/status", self.pid()))?;
-        Ok(kb / 1024.0)
-    }
-
-    /// Sends SIGTERM and waits for a clean exit.
-    fn terminate(mut self, limit: Duration) -> anyhow::Result<()> {
-        let status = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status()?;
-        anyhow::ensure!(status.success(), "kill -TERM {} failed", self.pid());
-        let mut child = self.child.take().expect("a running child");
-        let started = Instant::now();
-        loop {
-            if let Some(status) = child.try_wait()? {
-                anyhow::ensure!(status.success(), "the daemon exited with {status} after SIGTERM: {}", self.log_tail());
-                return Ok(());
-            }
-            if started.elapsed() > limit {
-                let _ = child.kill();
-                let _ = child.wait();
-                anyhow::bail!("the daemon did not exit within {limit:?} of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Adds the end of the daemon's log to an error.
-    fn explain(&self, error: anyhow::Error) -> anyhow::Error {
-        error.context(format!("daemon log: {}", self.log_tail()))
-    }
-
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().rev().take(10).collect();
-        lines.into_iter().rev().collect::<Vec<_>>().join("\n")
-    }
-}
-
-impl Drop for DaemonProcess {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn daemon_binary() -> PathBuf {
-    std::env::var_os("BENCH_DAEMON_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_mcpbootd")), PathBuf::from)
-}
-
-/// A loopback address nobody listens on right now (the daemon binds it a moment later).
-fn free_port() -> anyhow::Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?)
 }
 
 /// Polls `/readyz` until it answers 200 and returns its body.

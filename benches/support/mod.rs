@@ -1,14 +1,16 @@
 //! What the benchmarks share: the daemon the integration tests start (`tests/support/daemon.rs`),
 //! with a temp catalog and quiet logs, ready to be measured; and, in `load`, the clients that load
-//! it and the upstream its handlers call.
+//! it and the upstream its handlers call; in `process`, the daemon binary as a child process.
+
+// Every bench with `mod support;` compiles all of it and uses a part: the daemon in this process
+// (serving, replicas, oauth), `load` (serving, replicas, density), `process` (catalog_scale, density).
+#![allow(dead_code)]
 
 #[path = "../../tests/support/daemon.rs"]
 mod daemon;
 
-// Every bench with `mod support;` compiles this module, but only the ones that load a daemon with
-// concurrent clients (serving, replicas) use it, and replicas not all of it.
-#[allow(dead_code)]
 pub mod load;
+pub mod process;
 
 pub struct Daemon {
     inner: daemon::RunningDaemon,

@@ -326,6 +326,10 @@ pub struct SandboxConfig {
     pub compile_cache: String,
 }
 
+/// The most calls `[sandbox] max_in_flight` may allow: every call in flight holds an instance slot
+/// of the WebAssembly engine, and each slot reserves address space for a whole 4 GiB memory.
+pub const MAX_IN_FLIGHT: usize = 16_384;
+
 /// `[code_mode]`: agents send a script that calls several tools (`docs/code-mode.md`).
 /// The limits are defaults: a server's `code_mode` settings may replace them, and a request's
 /// `options` may only narrow what applies.
@@ -1017,6 +1021,13 @@ impl Config {
                 )));
             }
         }
+        if sandbox.max_in_flight > MAX_IN_FLIGHT {
+            return Err(ConfigError::Invalid(format!(
+                "[sandbox] max_in_flight ({}) must be at most {MAX_IN_FLIGHT}: each call in flight holds one of the \
+                 WebAssembly engine's instance slots, which reserve address space (MCPBOOTD_SANDBOX__MAX_IN_FLIGHT)",
+                sandbox.max_in_flight
+            )));
+        }
         let code = &self.code_mode;
         for (key, value) in [
             ("timeout_ms", code.timeout_ms),
@@ -1514,6 +1525,20 @@ mod tests {
         assert!(
             error.contains("max_concurrent_scripts_per_server (5) must be at most max_concurrent_scripts (4)")
                 && error.contains("MCPBOOTD_CODE_MODE__MAX_CONCURRENT_SCRIPTS_PER_SERVER"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn calls_in_flight_are_capped_by_the_engine_slots() {
+        let load = |value: &str| {
+            Config::load(None, env(&[("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT", value)]), &CliOverrides::default())
+        };
+        assert!(load("16384").is_ok());
+        let error = load("16385").unwrap_err().to_string();
+        assert!(
+            error.contains("max_in_flight (16385) must be at most 16384")
+                && error.contains("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT"),
             "{error}"
         );
     }

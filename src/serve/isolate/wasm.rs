@@ -58,9 +58,9 @@ const SLICE_TICKS: u64 = 5;
 const MAX_WASM_STACK: usize = 1024 * 1024;
 /// QuickJS's intrinsics, as `qjs_init2`'s mask: all but `performance` (bit 10).
 const INTRINSICS: i32 = 0x1fff & !(1 << 10);
-/// Instances the daemon's engine has room for at once: one per call in flight (the admission
-/// caps decide how many there are, 4,096 by default), with room for syntax checks.
-const SLOTS: u32 = 20_000;
+/// Instances the daemon's engine has room for at once: one per call in flight (at most
+/// `MAX_IN_FLIGHT`, 4,096 by default), and more for syntax checks, which are not admitted.
+const SLOTS: u32 = crate::config::MAX_IN_FLIGHT as u32 + 2_048;
 /// Largest linear memory an instance may reach (its call's limit is lower; see `call.rs`).
 const MAX_MEMORY: usize = 1 << 32;
 

@@ -282,11 +282,11 @@ pub(super) fn linker(engine: &Wasmtime) -> Result<Linker<Host>> {
                 0 => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
                 _ => process_start().elapsed(),
             };
-            let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return 28 };
+            let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return EINVAL };
             let bytes = (now.as_nanos() as u64).to_le_bytes();
             match memory.write(&mut caller, out as u32 as usize, &bytes) {
                 Ok(()) => 0,
-                Err(_) => 28,
+                Err(_) => EFAULT,
             }
         },
     )?;
@@ -294,41 +294,41 @@ pub(super) fn linker(engine: &Wasmtime) -> Result<Linker<Host>> {
         "wasi_snapshot_preview1",
         "random_get",
         |mut caller: wasmtime::Caller<'_, Host>, buf: i32, len: i32| -> i32 {
-            let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return 28 };
-            let mut bytes = vec![0u8; len.max(0) as usize];
-            for chunk in bytes.chunks_mut(8) {
+            let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return EINVAL };
+            // Written in place: a length the guest chose must not size an allocation here.
+            let Some(slot) = guest_slice(memory.data_mut(&mut caller), buf, len) else { return EFAULT };
+            for chunk in slot.chunks_mut(8) {
                 let word = RandomState::new().build_hasher().finish().to_le_bytes();
                 chunk.copy_from_slice(&word[..chunk.len()]);
             }
-            match memory.write(&mut caller, buf as u32 as usize, &bytes) {
-                Ok(()) => 0,
-                Err(_) => 28,
-            }
+            0
         },
     )?;
     linker.func_wrap(
         "wasi_snapshot_preview1",
         "fd_write",
         |mut caller: wasmtime::Caller<'_, Host>, _fd: i32, iovs: i32, count: i32, written: i32| -> i32 {
-            let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return 28 };
-            let data = memory.data(&caller);
-            let mut total = 0u32;
-            for i in 0..count.max(0) as usize {
-                let at = iovs as u32 as usize + i * 8 + 4;
-                if let Some(len) = data.get(at..at + 4) {
-                    total = total.wrapping_add(u32::from_le_bytes(len.try_into().expect("four bytes")));
-                }
-            }
+            let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return EINVAL };
+            // The vectors must lie in memory, which bounds the loop by the guest's own size.
+            let Some(vectors) =
+                count.checked_mul(8).and_then(|bytes| guest_slice(memory.data_mut(&mut caller), iovs, bytes))
+            else {
+                return EFAULT;
+            };
+            let total = vectors
+                .chunks_exact(8)
+                .map(|vector| u32::from_le_bytes(vector[4..].try_into().expect("four bytes")))
+                .fold(0u32, u32::wrapping_add);
             match memory.write(&mut caller, written as u32 as usize, &total.to_le_bytes()) {
                 Ok(()) => 0,
-                Err(_) => 28,
+                Err(_) => EFAULT,
             }
         },
     )?;
-    // EBADF (8) and ESPIPE (70): there are no files.
-    linker.func_wrap("wasi_snapshot_preview1", "fd_close", |_: i32| -> i32 { 8 })?;
-    linker.func_wrap("wasi_snapshot_preview1", "fd_fdstat_get", |_: i32, _: i32| -> i32 { 8 })?;
-    linker.func_wrap("wasi_snapshot_preview1", "fd_seek", |_: i32, _: i64, _: i32, _: i32| -> i32 { 70 })?;
+    // There are no files.
+    linker.func_wrap("wasi_snapshot_preview1", "fd_close", |_: i32| -> i32 { EBADF })?;
+    linker.func_wrap("wasi_snapshot_preview1", "fd_fdstat_get", |_: i32, _: i32| -> i32 { EBADF })?;
+    linker.func_wrap("wasi_snapshot_preview1", "fd_seek", |_: i32, _: i64, _: i32, _: i32| -> i32 { ESPIPE })?;
     // Local time is UTC; QuickJS's own interrupt handler is never installed (epochs replace it);
     // there is no module loader, so `import()` rejects; unhandled rejections are not tracked.
     linker.func_wrap("env", "host_get_timezone_offset", |_: i32, _: i32| -> i32 { 0 })?;
@@ -337,6 +337,19 @@ pub(super) fn linker(engine: &Wasmtime) -> Result<Linker<Host>> {
     linker.func_wrap("env", "host_module_load", |_: i32, _: i32| -> i32 { 0 })?;
     linker.func_wrap("env", "host_promise_rejection", |_: i32, _: i32, _: i32| {})?;
     Ok(linker)
+}
+
+/// WASI error numbers the shims answer with.
+const EBADF: i32 = 8;
+const EFAULT: i32 = 21;
+const EINVAL: i32 = 28;
+const ESPIPE: i32 = 70;
+
+/// `len` bytes of guest memory at `ptr`, if they are all inside it. Pointers and lengths from the
+/// guest are unsigned 32-bit values; a negative `len` is a huge one.
+fn guest_slice(memory: &mut [u8], ptr: i32, len: i32) -> Option<&mut [u8]> {
+    let start = ptr as u32 as usize;
+    memory.get_mut(start..start.checked_add(len as u32 as usize)?)
 }
 
 fn process_start() -> Instant {
@@ -808,4 +821,142 @@ pub(super) async fn check(engine: &WasmEngine, source: &str) -> Result<Option<(S
     let thrown = guest.exception(&mut store).await?;
     let (text, stack) = describe(&mut store, &guest, image, thrown).await?.unwrap_or_default();
     Ok(Some((if text.is_empty() { "SyntaxError: the handler could not be compiled".to_owned() } else { text }, stack)))
+}
+
+/// The host seen from a compromised QuickJS: modules that call the imports with whatever
+/// arguments they like, or ask for imports the daemon does not give.
+#[cfg(test)]
+mod tests {
+    use wasm_encoder::{
+        CodeSection, EntityType, ExportKind, ExportSection, Function, FunctionSection, ImportSection, MemorySection,
+        MemoryType, Module as Encoded, TypeSection, ValType,
+    };
+    use wasmtime::{Engine as Wasmtime, Module, Store};
+
+    use super::{EFAULT, Host, linker};
+
+    /// A module with one page of memory whose `attack` export calls `module.name`, of type
+    /// `params -> i32`, with `args` (each an i32, or an i64 where the parameter is one).
+    fn hostile(module: &str, name: &str, params: &[ValType], args: &[i64]) -> Vec<u8> {
+        let mut types = TypeSection::new();
+        types.ty().function(params.iter().copied(), [ValType::I32]);
+        types.ty().function([], [ValType::I32]);
+        let mut imports = ImportSection::new();
+        imports.import(module, name, EntityType::Function(0));
+        let mut functions = FunctionSection::new();
+        functions.function(1);
+        let mut memories = MemorySection::new();
+        memories.memory(MemoryType {
+            minimum: 1,
+            maximum: Some(1),
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
+        let mut exports = ExportSection::new();
+        exports.export("memory", ExportKind::Memory, 0);
+        exports.export("attack", ExportKind::Func, 1);
+        let mut body = Function::new([]);
+        let mut sink = body.instructions();
+        for (ty, arg) in params.iter().zip(args) {
+            match ty {
+                ValType::I64 => sink.i64_const(*arg),
+                _ => sink.i32_const(*arg as i32),
+            };
+        }
+        sink.call(0).end();
+        let mut code = CodeSection::new();
+        code.function(&body);
+        let mut encoded = Encoded::new();
+        encoded
+            .section(&types)
+            .section(&imports)
+            .section(&functions)
+            .section(&memories)
+            .section(&exports)
+            .section(&code);
+        encoded.finish()
+    }
+
+    fn engine() -> Wasmtime {
+        Wasmtime::new(&super::super::config(4)).expect("engine")
+    }
+
+    /// Runs `attack` of a module made by [`hostile`] in a store outside any call.
+    fn attack(engine: &Wasmtime, wasm: &[u8]) -> wasmtime::Result<i32> {
+        let module = Module::new(engine, wasm)?;
+        let linker = linker(engine)?;
+        let mut store = Store::new(engine, Host::for_image());
+        store.set_epoch_deadline(u64::MAX / 2);
+        futures_util::FutureExt::now_or_never(async {
+            let instance = linker.instantiate_async(&mut store, &module).await?;
+            instance.get_typed_func::<(), i32>(&mut store, "attack")?.call_async(&mut store, ()).await
+        })
+        .expect("nothing here waits")
+    }
+
+    #[test]
+    fn no_import_opens_a_file_or_socket_or_starts_a_process() {
+        let engine = engine();
+        use ValType::{I32, I64};
+        // What WASI offers beyond the six functions QuickJS uses: none is there to link.
+        for (name, params) in [
+            ("path_open", &[I32, I32, I32, I32, I32, I64, I64, I32, I32][..]),
+            ("sock_accept", &[I32, I32, I32][..]),
+            ("sock_send", &[I32, I32, I32, I32, I32][..]),
+            ("fd_read", &[I32, I32, I32, I32][..]),
+            ("fd_prestat_get", &[I32, I32][..]),
+            ("environ_get", &[I32, I32][..]),
+            ("proc_raise", &[I32][..]),
+        ] {
+            let error = attack(&engine, &hostile("wasi_snapshot_preview1", name, params, &[0; 9])).unwrap_err();
+            assert!(format!("{error:#}").contains("unknown import"), "{name}: {error:#}");
+        }
+        // The descriptors QuickJS's C library asks about do not exist.
+        assert_eq!(
+            attack(&engine, &hostile("wasi_snapshot_preview1", "fd_close", &[I32], &[3])).unwrap(),
+            super::EBADF
+        );
+        assert_eq!(
+            attack(&engine, &hostile("wasi_snapshot_preview1", "fd_fdstat_get", &[I32, I32], &[0, 0])).unwrap(),
+            super::EBADF
+        );
+    }
+
+    #[test]
+    fn lengths_and_counts_from_the_guest_never_size_host_memory_or_work() {
+        let engine = engine();
+        use ValType::I32;
+        // 2^31 bytes of randomness, or ~2^32 I/O vectors: refused for lying outside the guest's
+        // one page, at once, not allocated or walked.
+        for (name, params, args) in [
+            ("random_get", &[I32, I32][..], &[0, i32::MAX as i64][..]),
+            ("random_get", &[I32, I32][..], &[-8, 16][..]),
+            ("fd_write", &[I32, I32, I32, I32][..], &[1, 0, -1, 0][..]),
+            ("fd_write", &[I32, I32, I32, I32][..], &[1, 0, i32::MAX as i64, 0][..]),
+            ("clock_time_get", &[I32, ValType::I64, I32][..], &[0, 0, 65_532][..]),
+        ] {
+            let started = std::time::Instant::now();
+            assert_eq!(
+                attack(&engine, &hostile("wasi_snapshot_preview1", name, params, args)).unwrap(),
+                EFAULT,
+                "{name}"
+            );
+            assert!(started.elapsed() < std::time::Duration::from_secs(1), "{name} took {:?}", started.elapsed());
+        }
+        // In bounds, they work.
+        assert_eq!(
+            attack(&engine, &hostile("wasi_snapshot_preview1", "random_get", &[I32, I32], &[0, 4096])).unwrap(),
+            0
+        );
+        assert_eq!(
+            attack(&engine, &hostile("wasi_snapshot_preview1", "fd_write", &[I32, I32, I32, I32], &[1, 0, 2, 64]))
+                .unwrap(),
+            0
+        );
+        // The natives are for calls only; outside one (at image build or a syntax check) they trap.
+        let error =
+            attack(&engine, &hostile("env", "host_call", &[I32; 5], &[0, 4, 0, i32::MAX as i64, 0])).unwrap_err();
+        assert!(format!("{error:#}").contains("outside a call"), "{error:#}");
+    }
 }

@@ -57,13 +57,21 @@ enum Answer {
     OutOfMemory,
 }
 
+/// The most arguments a native is called with (`fetchStart` takes five).
+const MAX_ARGUMENTS: i32 = 8;
+
 async fn dispatch(caller: &mut Caller<'_, Host>, name: i32, name_len: i32, argc: i32, argv: i32) -> Result<i32> {
     let (Some(guest), Some(image)) = (caller.data().guest.clone(), caller.data().image.clone()) else {
         // Building the image or checking syntax: no call, so no native may run.
         wasmtime::bail!("a native was called outside a call");
     };
     let name = String::from_utf8_lossy(guest.read(&*caller, name, name_len.max(0) as usize)?).into_owned();
-    let mut args = Vec::with_capacity(argc.max(0) as usize);
+    // The natives take a handful of arguments; a count the guest chose must not size an
+    // allocation here.
+    if !(0..=MAX_ARGUMENTS).contains(&argc) {
+        wasmtime::bail!("a native was called with {argc} arguments");
+    }
+    let mut args = Vec::with_capacity(argc as usize);
     for index in 0..argc.max(0) {
         let boxed = guest.read_u32(&*caller, argv + index * 4)?;
         args.push(guest.read_u64(&*caller, boxed as i32)? as i64);

@@ -16,34 +16,27 @@ use std::cell::{Cell, RefCell};
 use std::ffi::CStr;
 use std::rc::Rc;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::future::LocalBoxFuture;
 use rquickjs::context::intrinsic;
 use rquickjs::{Context, Ctx, Error, Function, Runtime, Value, qjs};
 
 use super::engine::{Engine, HostContext};
+use super::wasm::call::CHECK_TIME;
+use super::wasm::source::{PRELUDE_SOURCE, SCRIPT_WRAPPER_HEAD, WRAPPER_HEAD, handler_line, wrap};
 use super::{CompileError, Completion, Invocation, Program};
 
 pub(super) mod call;
 mod memory;
 pub(super) mod natives;
 
-pub(in crate::serve::isolate) const PRELUDE_SOURCE: &str = include_str!("prelude.js");
 const PRELUDE_FILE: &CStr = c"prelude";
 const HANDLER_FILE: &CStr = c"handler";
-/// The handler body is compiled inside this wrapper. The head is exactly one line, so
-/// QuickJS line `n` is handler line `n - 1`.
-pub(in crate::serve::isolate) const WRAPPER_HEAD: &str = "(async function (args, fetch) {\n";
-/// A code-mode script's wrapper: the same shape with no `fetch` in scope.
-pub(in crate::serve::isolate) const SCRIPT_WRAPPER_HEAD: &str = "(async function (input, call_tool, tools) {\n";
-pub(in crate::serve::isolate) const WRAPPER_TAIL: &str = "\n})";
-const WRAPPER_HEAD_LINES: u32 = 1;
 
 /// Limits for the throwaway runtime `check` compiles in.
 const CHECK_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 const CHECK_STACK_BYTES: usize = 256 * 1024;
-pub(in crate::serve::isolate) const CHECK_TIME: Duration = Duration::from_secs(2);
 
 /// ECMAScript built-ins. `atob`/`btoa` (and the `DOMException` they throw) are added
 /// separately; QuickJS's `performance` global is deliberately left out.
@@ -164,14 +157,6 @@ fn wrap_handler(body: &str) -> String {
     wrap(WRAPPER_HEAD, body)
 }
 
-pub(in crate::serve::isolate) fn wrap(head: &str, body: &str) -> String {
-    let mut source = String::with_capacity(head.len() + body.len() + WRAPPER_TAIL.len());
-    source.push_str(head);
-    source.push_str(body);
-    source.push_str(WRAPPER_TAIL);
-    source
-}
-
 /// Compiles (and evaluates — it is a single function expression) the wrapped handler or script.
 fn compile_handler<'js>(ctx: &Ctx<'js>, body: &str, program: &Program) -> rquickjs::Result<Function<'js>> {
     let head = match program {
@@ -234,23 +219,6 @@ fn compile_prelude() -> Option<Vec<u8>> {
             qjs::js_free(raw, buffer.cast());
             Some(bytes)
         }
-    })
-}
-
-/// Handler line (1-based) of the first handler frame in a QuickJS stack trace, clamped to
-/// the body (errors such as a missing `}` are reported on the wrapper's closing line).
-pub(in crate::serve::isolate) fn handler_line(stack: &str, body: &str) -> Option<u32> {
-    let file = HANDLER_FILE.to_str().unwrap_or("handler");
-    let body_lines = u32::try_from(body.lines().count()).unwrap_or(u32::MAX).max(1);
-    stack.lines().find_map(|frame| {
-        let frame = frame.trim_start();
-        let rest = match frame.find(&format!("({file}:")) {
-            Some(at) => &frame[at + file.len() + 2..],
-            None => frame.strip_prefix("at ")?.strip_prefix(file)?.strip_prefix(':')?,
-        };
-        let digits = rest.split(|c: char| !c.is_ascii_digit()).next()?;
-        let line: u32 = digits.parse().ok()?;
-        Some(line.saturating_sub(WRAPPER_HEAD_LINES).clamp(1, body_lines))
     })
 }
 

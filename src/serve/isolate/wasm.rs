@@ -33,16 +33,19 @@ use wasmtime::{
 };
 
 use super::engine::{Engine, HostContext};
-use super::quickjs::{PRELUDE_SOURCE, WRAPPER_HEAD, handler_line, wrap};
 use super::{CompileError, Completion, Invocation};
 
-mod call;
+pub(super) mod call;
 mod guest;
 mod image;
 mod natives;
+pub(super) mod source;
+pub(super) mod state;
+pub(super) mod web;
 
 use call::Host;
 use guest::{EVAL_COMPILE_ONLY, EVAL_GLOBAL, EVAL_STRICT, Guest, JsValue, is_exception};
+use source::{HANDLER_FILE, PRELUDE_SOURCE, WRAPPER_HEAD, handler_line, wrap};
 
 /// The vendored QuickJS module (vendor/quickjs-wasi).
 const QUICKJS_WASM: &[u8] = include_bytes!("wasm/vendor/quickjs.wasm");
@@ -179,7 +182,7 @@ async fn build_image(wasmtime: &Wasmtime, linker: &Linker<Host>, original: &Modu
     let guest = Guest::new(&mut store, &instance, ctx)?;
 
     let strings = async |store: &mut Store<Host>, text: &str| guest.put(store, text.as_bytes()).await;
-    let handler_file = strings(&mut store, "handler").await?;
+    let handler_file = strings(&mut store, HANDLER_FILE).await?;
     let arguments_file = strings(&mut store, "arguments").await?;
     let prelude_file = strings(&mut store, "prelude").await?;
     let max_elements_name = strings(&mut store, "maxElements").await?;

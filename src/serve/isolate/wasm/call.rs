@@ -21,18 +21,25 @@ use tokio::sync::mpsc;
 use wasmtime::{Engine as Wasmtime, InstancePre, Linker, ResourceLimiter, Result, Store, Trap, UpdateDeadline};
 
 use super::super::engine::HostContext;
-use super::super::quickjs::call::{
-    Console, Ended, FetchDone, Fetches, JOBS_PER_CHECK, LimitHit, MIN_WALKABLE_ELEMENTS, Reply, RunEnd, Timers,
-    completion,
-};
-use super::super::quickjs::{SCRIPT_WRAPPER_HEAD, WRAPPER_HEAD, handler_line, wrap};
 use super::super::{
     Completion, FetchError, FetchHost, FetchRequest, Invocation, IsolateMemory, MAX_HANDLER_BYTES, Program,
     SandboxLimits, thread_cpu_time,
 };
 use super::guest::{self, Guest, JobRan, JsValue, OutOfMemory, is_exception};
 use super::natives;
+use super::source::{SCRIPT_WRAPPER_HEAD, WRAPPER_HEAD, handler_line, wrap};
+use super::state::{Console, Ended, FetchDone, Fetches, LimitHit, Reply, RunEnd, Timers, completion};
+use super::web::wtf8_lossy;
 use super::{COMPILE_ONLY, Image, SLICE_TICKS, WasmEngine};
+
+/// Pending promise jobs run between two explicit limit checks (the epoch deadline also stops a
+/// long job; this only bounds how late a limit latched by a native is noticed).
+pub(in crate::serve::isolate) const JOBS_PER_CHECK: u32 = 256;
+/// The smallest `maxElements` whatever the memory limit (lengths this small are walked in
+/// milliseconds).
+pub(in crate::serve::isolate) const MIN_WALKABLE_ELEMENTS: usize = 1 << 20;
+/// How long a syntax check may take before it is given up.
+pub(in crate::serve::isolate) const CHECK_TIME: Duration = Duration::from_secs(2);
 
 /// The store's data: one call's state, reachable from the natives and the epoch callback.
 pub(in crate::serve::isolate) struct Host {
@@ -686,7 +693,7 @@ async fn serialise(
     let max = call(store).limits.max_result_bytes;
     let text = guest
         .with_string(&mut *store, json, image.loop_scratch, |bytes| {
-            if bytes.len() > max { Err(bytes.len()) } else { Ok(super::super::quickjs::natives::wtf8_lossy(bytes)) }
+            if bytes.len() > max { Err(bytes.len()) } else { Ok(wtf8_lossy(bytes)) }
         })
         .await?;
     Ok(match text {
@@ -759,10 +766,7 @@ async fn describe(
     for (index, slot) in out.iter_mut().enumerate() {
         let part = guest.get_index(&mut *store, parts, index as u32).await?;
         if guest::is_string(part) {
-            *slot = guest
-                .with_string(&mut *store, part, image.loop_scratch, super::super::quickjs::natives::wtf8_lossy)
-                .await?
-                .unwrap_or_default();
+            *slot = guest.with_string(&mut *store, part, image.loop_scratch, wtf8_lossy).await?.unwrap_or_default();
         }
     }
     let [text, stack] = out;
@@ -778,7 +782,7 @@ pub(super) async fn check(engine: &WasmEngine, source: &str) -> Result<Option<(S
     let image = engine.image();
     let mut store = Store::new(engine.wasmtime(), Host::for_image());
     store.set_epoch_deadline(SLICE_TICKS);
-    let deadline = Instant::now() + super::super::quickjs::CHECK_TIME;
+    let deadline = Instant::now() + CHECK_TIME;
     store.epoch_deadline_callback(move |_| {
         if Instant::now() >= deadline {
             Ok(UpdateDeadline::Interrupt)

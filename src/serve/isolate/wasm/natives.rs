@@ -16,12 +16,10 @@ use bytes::Bytes;
 use wasmtime::{Caller, Linker, Result};
 
 use super::super::FetchRequest;
-use super::super::quickjs::call::{LimitHit, Timers, is_token};
-use super::super::quickjs::natives::{
-    FORM_COPIES, URL_COPIES, form_parse, form_serialize, url_parse, url_set, wtf8_lossy,
-};
 use super::call::Host;
 use super::guest::{self, Guest, JsValue};
+use super::state::{LimitHit, Timers};
+use super::web::{FORM_COPIES, URL_COPIES, form_parse, form_serialize, is_token, url_parse, url_set, wtf8_lossy};
 
 /// The natives and their arities.
 pub(super) const NAMES: &[(&str, i32)] = &[

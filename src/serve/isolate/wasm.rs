@@ -35,13 +35,14 @@ use wasmtime::{
 use super::engine::{Engine, HostContext};
 use super::{CompileError, Completion, Invocation};
 
-pub(super) mod call;
+mod call;
 mod guest;
 mod image;
+mod memory;
 mod natives;
-pub(super) mod source;
-pub(super) mod state;
-pub(super) mod web;
+mod source;
+mod state;
+mod web;
 
 use call::Host;
 use guest::{EVAL_COMPILE_ONLY, EVAL_GLOBAL, EVAL_STRICT, Guest, JsValue, is_exception};
@@ -284,7 +285,7 @@ impl Engine for WasmEngine {
     }
 
     fn execute(&self, invocation: Invocation, host: HostContext) -> LocalBoxFuture<'static, Completion> {
-        Box::pin(call::execute(self.pre.clone(), Arc::clone(&self.image), self.wasmtime.clone(), invocation, host))
+        Box::pin(call::execute(self.pre.clone(), Arc::clone(&self.image), invocation, host))
     }
 }
 

@@ -78,7 +78,6 @@ impl AppState {
             memory_budget_bytes: pool.memory_budget_bytes,
             mounted_servers: self.registry.len(),
             isolate_overruns: pool.overruns,
-            isolate_restarts: pool.restarts,
             call_log_dropped: self.caller.call_log().dropped(),
         }
     }

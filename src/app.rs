@@ -17,15 +17,12 @@ use crate::api::connections::{self, ConnectionLimits, effective_max_connections}
 use crate::api::mcp::transport::AllowedHosts;
 use crate::catalog::{CallLog, Catalog, Retention};
 use crate::config::Config;
-use crate::config::{EngineKind, Isolation};
 use crate::credentials::vault::Vault;
 use crate::generate::{Generator, GeneratorParts};
 use crate::serve::call::Caller;
 use crate::serve::egress::Egress;
 use crate::serve::egress::own_socket::OwnAddresses;
-use crate::serve::isolate::{
-    AdmissionLimits, CompileCache, IsolatePool, Isolates, PoolSettings, ProcessPool, ProcessSettings, WasmEngine,
-};
+use crate::serve::isolate::{AdmissionLimits, CompileCache, IsolatePool, PoolSettings, WasmEngine};
 use crate::serve::registry::Registry;
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
@@ -42,7 +39,7 @@ pub async fn run(
 /// A built daemon: the catalog is open and migrated, every part is wired, nothing is served yet.
 pub struct Daemon {
     state: AppState,
-    pool: Arc<Isolates>,
+    pool: Arc<IsolatePool>,
     /// Where the daemon listens, for egress to refuse (set in `serve`).
     own_addresses: OwnAddresses,
 }
@@ -103,8 +100,8 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let config = Arc::new(config);
     let tasks = Tasks::new();
     let catalog = Catalog::open(&config.catalog.location()?, replica(&config)?).await?;
-    // Before anything is started (isolate worker processes, tasks): a key that cannot open the
-    // catalog's credentials refuses the start.
+    // Before anything is started (isolate workers, tasks): a key that cannot open the catalog's
+    // credentials refuses the start.
     let vault = Vault::open(&config).context("cannot set up the key for credentials")?;
     check_credentials_open(&catalog, &vault).await?;
     let retention = Retention {
@@ -115,7 +112,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     tasks.spawn(call_log_writer);
     let own_addresses = OwnAddresses::default();
     let egress = Arc::new(Egress::new(&config, own_addresses.clone()).context("cannot build the egress HTTP client")?);
-    let pool = Arc::new(isolates(&config)?);
+    let pool = Arc::new(isolate_pool(&config)?);
     let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
     metrics.set_replica(&catalog.replica().id, catalog.backend().name());
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
@@ -264,46 +261,21 @@ impl Daemon {
     }
 }
 
-/// The isolate workers `[sandbox]` asks for.
-fn isolates(config: &Config) -> anyhow::Result<Isolates> {
+/// The isolate workers `[sandbox]` asks for, running the WebAssembly engine (built here, so a
+/// daemon that cannot build it does not start).
+fn isolate_pool(config: &Config) -> anyhow::Result<IsolatePool> {
     let sandbox = &config.sandbox;
-    let runtime = tokio::runtime::Handle::current();
-    let PoolSettings { workers, admission, memory_budget_bytes } = pool_settings(config);
-    if sandbox.engine == EngineKind::Wasm {
-        let started = std::time::Instant::now();
-        let cache = CompileCache::from_setting(&sandbox.compile_cache);
-        let engine =
-            WasmEngine::shared(&cache).map_err(|e| anyhow::anyhow!("cannot start the WebAssembly engine: {e}"))?;
-        tracing::info!(
-            cache = ?engine.cache_use(),
-            dir = %cache.dir().map(|d| d.display().to_string()).unwrap_or_default(),
-            "WebAssembly engine ready in {} ms",
-            started.elapsed().as_millis()
-        );
-        return Ok(Isolates::Threads(IsolatePool::with_engine(engine, pool_settings(config), runtime)));
-    }
-    Ok(match sandbox.isolation {
-        Isolation::Thread => Isolates::Threads(IsolatePool::new(pool_settings(config), runtime)),
-        Isolation::Process => {
-            let executable = match sandbox.worker_executable.as_str() {
-                "" => std::env::current_exe().context("cannot find this program to start isolate worker processes")?,
-                path => std::path::PathBuf::from(path),
-            };
-            // Each process's allocators draw on its share; a share always holds one call.
-            let per_call = usize::try_from(sandbox.memory_mb.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
-            let share = (memory_budget_bytes / workers.max(1)).max(per_call.saturating_mul(2)).min(memory_budget_bytes);
-            Isolates::Processes(ProcessPool::new(
-                ProcessSettings {
-                    executable,
-                    processes: workers,
-                    admission,
-                    memory_budget_bytes,
-                    process_budget_bytes: share,
-                },
-                &runtime,
-            ))
-        }
-    })
+    let started = std::time::Instant::now();
+    let cache = CompileCache::from_setting(&sandbox.compile_cache);
+    let engine = WasmEngine::shared(&cache, sandbox.max_in_flight)
+        .map_err(|e| anyhow::anyhow!("cannot start the WebAssembly engine: {e}"))?;
+    tracing::info!(
+        cache = ?engine.cache_use(),
+        dir = %cache.dir().map(|d| d.display().to_string()).unwrap_or_default(),
+        "WebAssembly engine ready in {} ms",
+        started.elapsed().as_millis()
+    );
+    Ok(IsolatePool::with_engine(engine, pool_settings(config), tokio::runtime::Handle::current()))
 }
 
 /// How the isolate pool is sized, from `[sandbox]`.

@@ -59,13 +59,6 @@ enum Command {
     },
     /// Print the documented example configuration (every key with its default).
     PrintConfig,
-    /// An isolate worker process, started and spoken to by the daemon (not for direct use).
-    #[command(hide = true)]
-    IsolateWorker {
-        /// The isolate memory this process's calls may use together, in bytes.
-        #[arg(long)]
-        memory_budget_bytes: usize,
-    },
     /// Register a server: generate it from a prompt, or load a toolset file.
     #[command(
         group(ArgGroup::new("source").required(true).multiple(true).args(["prompt", "toolset", "openapi"])),
@@ -377,9 +370,6 @@ pub fn main() -> ExitCode {
             print!("{EXAMPLE_CONFIG}");
             ExitCode::SUCCESS
         }
-        Command::IsolateWorker { memory_budget_bytes } => {
-            crate::serve::isolate::worker_process::main(memory_budget_bytes)
-        }
         Command::Serve { config, listen } => {
             let config = match Config::load(config.as_deref(), std::env::vars(), &CliOverrides { listen }) {
                 Ok(config) => config,
@@ -514,7 +504,7 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
             CredentialsAction::Delete { id, name } => commands::delete_credential(session, &id, &name).await,
             CredentialsAction::Rekey { .. } => unreachable!("rekey runs locally"),
         },
-        Command::Serve { .. } | Command::PrintConfig | Command::IsolateWorker { .. } | Command::Migrate { .. } => {
+        Command::Serve { .. } | Command::PrintConfig | Command::Migrate { .. } => {
             unreachable!("not a client command")
         }
     }

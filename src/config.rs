@@ -297,19 +297,12 @@ pub struct SandboxConfig {
     pub max_result_bytes: usize,
     pub max_argument_bytes: usize,
     pub max_console_bytes: usize,
-    /// Isolate workers (one thread each, in a process of its own by default); 0 means one per CPU.
+    /// Isolate worker threads, each driving many calls; 0 means one per CPU.
     pub workers: usize,
-    /// What runs JavaScript: `wasm` (QuickJS compiled to WebAssembly, run by Wasmtime in the
-    /// daemon's isolate threads: every call preemptible and confined to its own memory) or
-    /// `native` (QuickJS compiled into the daemon, in the worker processes `isolation` asks for).
+    /// What runs JavaScript: `wasm`, the only engine (QuickJS compiled to WebAssembly, run by
+    /// Wasmtime in the isolate threads: every call preemptible and confined to its own memory).
+    /// Kept as a key so `print-config` and `/readyz` name the engine.
     pub engine: EngineKind,
-    /// With the `native` engine, where isolates run: `process` (supervised worker processes,
-    /// restarted when a call overruns its wall limit inside an uninterruptible operation) or
-    /// `thread` (in the daemon; such a call then holds its worker until the operation ends).
-    pub isolation: Isolation,
-    /// The program started for worker processes as `<program> isolate-worker`; empty means
-    /// this one. For running the daemon from another program (an embedding, a test harness).
-    pub worker_executable: String,
     /// Calls in flight (running or waiting on a fetch or timer), daemon-wide and per server.
     pub max_in_flight: usize,
     pub max_in_flight_per_server: usize,
@@ -400,16 +393,12 @@ impl CodeModeConfig {
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     Wasm,
-    Native,
 }
 
-/// `[sandbox] isolation`.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Isolation {
-    Process,
-    Thread,
-}
+/// `[sandbox]` keys of the native engine and its worker processes, both removed: each with what
+/// a config that still sets it is told.
+const REMOVED_SANDBOX_KEYS: [(&str, Option<&str>); 3] =
+    [("engine", Some("native")), ("isolation", None), ("worker_executable", None)];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -804,8 +793,6 @@ impl Default for SandboxConfig {
             max_console_bytes: 64 * 1024,
             workers: 0,
             engine: EngineKind::Wasm,
-            isolation: Isolation::Process,
-            worker_executable: String::new(),
             max_in_flight: 4096,
             max_in_flight_per_server: 1024,
             queue: 256,
@@ -957,6 +944,7 @@ impl Config {
         if let Some(listen) = cli.listen {
             set_path(&mut merged, &["server", "listen"], toml::Value::String(listen.to_string()));
         }
+        refuse_removed_keys(&merged)?;
 
         let mut config: Config = merged
             .try_into()
@@ -1094,7 +1082,7 @@ impl Config {
         }
         if sandbox.stack_kb * 1024 > 8 * 1024 * 1024 {
             return Err(ConfigError::Invalid(
-                "[sandbox] stack_kb must be at most 8192 (the isolate threads' native stack)".into(),
+                "[sandbox] stack_kb must be at most 8192 (MCPBOOTD_SANDBOX__STACK_KB)".into(),
             ));
         }
         if let Some(provider) = self.llm.provider
@@ -1178,6 +1166,30 @@ impl Config {
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_default()
     }
+}
+
+/// Refuses the keys that asked for the native engine or its worker processes, with what to do,
+/// before deserialising would call them merely unknown.
+fn refuse_removed_keys(merged: &toml::Table) -> Result<(), ConfigError> {
+    let Some(sandbox) = merged.get("sandbox").and_then(toml::Value::as_table) else { return Ok(()) };
+    for (key, removed_value) in REMOVED_SANDBOX_KEYS {
+        let Some(value) = sandbox.get(key) else { continue };
+        if removed_value.is_some_and(|removed| value.as_str() != Some(removed)) {
+            continue;
+        }
+        let set = match removed_value {
+            Some(removed) => format!("[sandbox] {key} = \"{removed}\""),
+            None => format!("[sandbox] {key}"),
+        };
+        return Err(ConfigError::Invalid(format!(
+            "{set} (MCPBOOTD_SANDBOX__{}) is no longer supported: the native JavaScript engine and its isolate \
+             worker processes were removed, and every call now runs in the WebAssembly engine, which ends a call \
+             at its limits inside any built-in and confines it to its own memory; delete the `{key}` line from the \
+             config file (or unset the variable)",
+            key.to_uppercase()
+        )));
+    }
+    Ok(())
 }
 
 /// `MCPBOOTD_EGRESS__RESOLVE__api.example.test` -> ["egress", "resolve", "api.example.test"].
@@ -1488,6 +1500,32 @@ mod tests {
         let err = Config::load(None, env(&[]), &cli).unwrap_err().to_string();
         assert!(err.contains("[admin] token") && err.contains("MCPBOOTD_ADMIN__TOKEN"), "{err}");
         assert!(Config::load(None, env(&[("MCPBOOTD_ADMIN_TOKEN", "t-0123456789abcdef")]), &cli).is_ok());
+    }
+
+    /// The native engine and its worker processes are gone: a config that still asks for them
+    /// fails at load, saying so and what to do, whether it comes from the file or the environment.
+    #[test]
+    fn the_native_engine_and_worker_process_keys_are_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        for (key, value) in
+            [("engine", "native"), ("isolation", "process"), ("isolation", "thread"), ("worker_executable", "")]
+        {
+            let path = dir.path().join("c.toml");
+            std::fs::write(&path, format!("[sandbox]\n{key} = \"{value}\"\n")).unwrap();
+            let variable = format!("MCPBOOTD_SANDBOX__{}", key.to_uppercase());
+            let from_file = Config::load(Some(&path), env(&[]), &CliOverrides::default());
+            let from_env = Config::load(None, env(&[(&variable, value)]), &CliOverrides::default());
+            for error in [from_file.unwrap_err().to_string(), from_env.unwrap_err().to_string()] {
+                assert!(error.contains(&format!("[sandbox] {key}")) && error.contains(&variable), "{error}");
+                assert!(error.contains("removed") && error.contains("WebAssembly"), "{error}");
+                assert!(error.contains(&format!("delete the `{key}` line")), "{error}");
+            }
+        }
+        // The engine is still named, with its one value.
+        let config = Config::load(None, env(&[("MCPBOOTD_SANDBOX__ENGINE", "wasm")]), &CliOverrides::default());
+        assert!(config.unwrap().to_toml().contains("engine = \"wasm\""));
+        let error = Config::load(None, env(&[("MCPBOOTD_SANDBOX__ENGINE", "v8")]), &CliOverrides::default());
+        assert!(error.unwrap_err().to_string().contains("wasm"));
     }
 
     #[test]

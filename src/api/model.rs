@@ -1293,8 +1293,7 @@ pub struct Readiness {
     pub servers_mounted: bool,
     /// How many servers are mounted.
     pub mounted: usize,
-    /// What runs the handlers' JavaScript: `quickjs-wasm` (QuickJS in WebAssembly under Wasmtime)
-    /// or `quickjs` (QuickJS compiled into the daemon or its worker processes).
+    /// What runs the handlers' JavaScript: `quickjs-wasm` (QuickJS in WebAssembly under Wasmtime).
     pub engine: String,
     /// With `[auth.oauth]`: whether the identity provider has been discovered (`ok`); until then
     /// (`unavailable`) the OAuth mounts answer 503 while the others serve, so the daemon stays ready.

@@ -15,7 +15,9 @@ use crate::credentials::Redactor;
 use crate::oauth::Grant;
 use crate::serve::egress::{Egress, ServerPolicy};
 use crate::serve::health::{Health, HealthRule, ToolHealth};
-use crate::serve::isolate::{Completion, Invocation, Isolates, Outcome, PoolError, Program, SandboxLimits, ToolResult};
+use crate::serve::isolate::{
+    Completion, Invocation, IsolatePool, Outcome, PoolError, Program, SandboxLimits, ToolResult,
+};
 use crate::states::{CallOutcome, Via};
 use crate::telemetry::metrics::{EgressOutcome, Metrics, ToolSeries};
 use crate::toolset::{ServerId, ToolSpec};
@@ -80,7 +82,7 @@ pub struct CallOutput {
 /// Runs calls for every mounted server; cheap to clone.
 #[derive(Clone)]
 pub struct Caller {
-    pool: Arc<Isolates>,
+    pool: Arc<IsolatePool>,
     egress: Arc<Egress>,
     call_log: CallLog,
     limits: Arc<SandboxConfig>,
@@ -170,7 +172,7 @@ fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(),
 
 impl Caller {
     pub fn new(
-        pool: Arc<Isolates>,
+        pool: Arc<IsolatePool>,
         egress: Arc<Egress>,
         call_log: CallLog,
         limits: SandboxConfig,
@@ -183,7 +185,7 @@ impl Caller {
         &self.metrics
     }
 
-    pub fn pool(&self) -> &Isolates {
+    pub fn pool(&self) -> &IsolatePool {
         &self.pool
     }
 

@@ -5,47 +5,52 @@
 //! way out of the isolate is `fetch`, which is forwarded to a [`FetchHost`] supplied by the
 //! caller (the egress module decides what is allowed).
 //!
-//! # Why a fresh runtime per call
+//! # One engine: QuickJS compiled to WebAssembly
 //!
-//! Each call gets a brand-new QuickJS runtime and context, which are dropped when the call
-//! ends. Nothing a handler does — monkey-patching built-ins, stashing data in globals,
-//! leaking memory, leaving timers or promises behind — can be observed by the next call, and
-//! a runtime that hit a limit (half-built objects after an out-of-memory error, a stack that
-//! overflowed mid-update) is never reused. The price is start-up time, which is kept small
-//! by loading the JS prelude (the web APIs below) from bytecode compiled once per process
-//! instead of re-parsing it: creating a runtime + context, running a trivial handler and
-//! tearing everything down takes about 2.6 M instructions, 0.2–0.5 ms (see `quickjs.rs`).
+//! JavaScript runs in QuickJS compiled to WebAssembly under Wasmtime ([`WasmEngine`],
+//! `wasm.rs`). The engine ends a call at its CPU or wall limit wherever it is, inside any of
+//! QuickJS's built-ins included (Wasmtime's epoch interruption checks a deadline at every loop
+//! back-edge and function entry of the compiled module), so no JavaScript input can hold a
+//! worker past its limits and no process ever has to be killed; and QuickJS can touch only its
+//! own linear memory and the few imports the daemon gives it, so even a memory-safety bug in
+//! it reaches no file, socket, process or other call. ARCHITECTURE.md has the measurements
+//! behind the choice.
+//!
+//! # Why a fresh isolate per call
+//!
+//! Each call gets a brand-new instance of the engine's image (QuickJS's runtime and context
+//! with the prelude already run), which is dropped when the call ends. Nothing a handler does —
+//! monkey-patching built-ins, stashing data in globals, leaking memory, leaving timers or
+//! promises behind — can be observed by the next call, and an instance that hit a limit
+//! (half-built objects after an out-of-memory error, a stack that overflowed mid-update) is
+//! never reused. Instantiating the image maps its memory copy-on-write, so a call pays only for
+//! the pages it writes: about 28 µs and 0.2 M instructions for a pure call (release build).
 //!
 //! # Why dedicated worker threads, each driving many calls
 //!
-//! QuickJS is a synchronous interpreter: a handler that spins runs on whatever thread called
-//! it until the interrupt handler stops it. Running that on tokio reactor threads would
-//! stall unrelated I/O, so [`IsolatePool`] owns a small set of OS threads
-//! (`mcpbootd-isolate-N`, one per core by default) with large native stacks.
+//! JavaScript is synchronous: a handler that computes holds the thread that runs it until it
+//! yields at its next epoch deadline. Running that on tokio reactor threads would delay
+//! unrelated I/O, so [`IsolatePool`] owns a small set of OS threads (`mcpbootd-isolate-N`, one
+//! per core by default).
 //!
 //! Most handlers spend nearly all of their time waiting for an upstream API, not running
 //! JavaScript, so a call must not hold a thread while it waits. Each worker runs a
 //! single-threaded tokio runtime, and each call is a task on it: JavaScript runs in short
 //! *turns*, and between turns — while `await fetch(...)` or a `setTimeout` is pending — the
-//! call is parked and the worker runs other calls' turns. Thousands of calls can be in
-//! flight on two threads; what bounds them is memory (each parked isolate keeps its heap,
-//! about 0.3 MiB for a small handler), which is why admission counts it (`admission.rs`).
-//! Network I/O for `fetch` happens on the daemon's multi-thread runtime: the call spawns the
-//! [`FetchHost::fetch`] future there and is woken when it completes.
-//!
-//! A fresh runtime per call is kept even though a runtime per thread would be smaller:
-//! memory limit, interrupt handler, job queue and GC are per runtime, so sharing one would
-//! give up per-call memory limits, let one latched interrupt stop every call on the thread,
-//! and leave shared half-built state after an out-of-memory or stack overflow. The
-//! measurements behind this choice are in ARCHITECTURE.md.
+//! call is parked and the worker runs other calls' turns. A turn that keeps computing yields
+//! to them every few milliseconds too. Thousands of calls can be in flight on two threads;
+//! what bounds them is memory (each parked instance keeps the pages it wrote), which is why
+//! admission counts it (`admission.rs`). Network I/O for `fetch` happens on the daemon's
+//! multi-thread runtime: the call spawns the [`FetchHost::fetch`] future there and is woken
+//! when it completes.
 //!
 //! # The event loop
 //!
-//! A call's first turn evaluates the prelude, compiles the handler, calls it and runs every
-//! promise job that follows; most pure handlers finish there. Otherwise the call parks until
-//! a fetch completes, the next timer is due or the wall deadline passes, and the next turn
-//! hands the result to JS and runs jobs again, and so on. If the promise is pending while no
-//! fetch or timer is outstanding, nothing can ever settle it and the call ends at once as
+//! A call's first turn compiles the handler, calls it and runs every promise job that
+//! follows; most pure handlers finish there. Otherwise the call parks until a fetch
+//! completes, the next timer is due or the wall deadline passes, and the next turn hands the
+//! result to JS and runs jobs again, and so on. If the promise is pending while no fetch or
+//! timer is outstanding, nothing can ever settle it and the call ends at once as
 //! [`Outcome::Timeout`] rather than holding memory until the wall deadline. When the promise
 //! settles the call is over: fetches still in flight are aborted and pending timers
 //! dropped, and the call is answered once the aborted fetches have stopped; the same happens
@@ -56,31 +61,26 @@
 //! # How limits are enforced
 //!
 //! * **CPU** — the worker thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) summed over the
-//!   call's turns, so neither time parked nor time the OS gives other processes counts;
-//!   enforced by QuickJS's interrupt handler, which the interpreter polls regularly (also
-//!   inside regular-expression backtracking). It also bounds how long one turn can keep the
-//!   other calls on its worker waiting, except for a native operation that does not poll the
-//!   interrupt handler (`toString()` of a BigInt at QuickJS's 1 Mbit cap takes about 2.5 s;
-//!   array built-ins walking a huge array-like would never return, which the prelude refuses).
-//!   Past the wall deadline plus [`OVERRUN_GRACE`] the pool's watchdog reports such a call;
-//!   in a worker process (`process.rs`) that ends the process and the daemon replaces it.
-//! * **Wall** — a deadline from call start, parked time included; enforced by the interrupt
-//!   handler and by never parking past it. Outcome [`Outcome::Timeout`].
-//! * **Memory** — the runtime's allocator refuses allocations beyond
-//!   [`SandboxLimits::memory_bytes`] (QuickJS's own `set_memory_limit` stays in place, set a
-//!   little higher, as a backstop), and beyond what the daemon-wide [`IsolateMemory`] has
-//!   left. Because the refusal happens in Rust, it is recorded even if JS catches the
-//!   resulting error.
-//! * **Stack** — QuickJS's `set_max_stack_size`; in addition every turn paints a strip of
-//!   the worker's native stack just beyond QuickJS's limit and treats any change to it as
-//!   "the stack limit was hit", so a handler that catches the `RangeError` is still stopped.
-//!   Both are re-established at the start of every turn, since other calls' turns use the
-//!   same stack in between.
+//!   polls of the call's future, so neither time parked nor time the OS gives other processes
+//!   or calls counts; checked at every epoch deadline of a running turn (every 10 ms), in
+//!   whatever built-in the call is. It does not bound how long the other calls on a worker
+//!   wait: a turn yields to them at each of those deadlines.
+//! * **Wall** — a deadline from call start, parked time included; checked at the same
+//!   deadlines and never parked past. Outcome [`Outcome::Timeout`].
+//! * **Memory** — the instance's linear memory may grow past the image by
+//!   [`SandboxLimits::memory_bytes`] at most, and only while the daemon-wide [`IsolateMemory`]
+//!   has room; copies the natives make outside the instance (decoded text, URL parts, requests
+//!   in flight) are charged to the same budget before they are made. Because the refusal
+//!   happens in Rust, it is recorded even if JS catches the resulting error.
+//! * **Stack** — the module's shadow stack, its top lowered to [`SandboxLimits::stack_bytes`]
+//!   (a call that goes deeper traps), and Wasmtime's bound on native stack for wasm frames.
 //! * **fetch / timers / result size / console** — counted in Rust.
 //!
-//! Every limit is latched in Rust state the moment it is hit. From then on the interrupt
-//! handler keeps interrupting (QuickJS makes interrupts uncatchable), and the call ends as
-//! [`Outcome::Limit`] (or [`Outcome::Timeout`] for the wall clock) whatever JS does next.
+//! Every limit is latched in Rust state the moment it is hit. From then on every epoch
+//! deadline traps, and the call ends as [`Outcome::Limit`] (or [`Outcome::Timeout`] for the
+//! wall clock) whatever JS does next. The pool's watchdog reports a worker still inside one
+//! turn past its call's wall deadline plus [`OVERRUN_GRACE`], which the engine makes
+//! impossible; it is the alarm for an engine bug, not a part of the limits.
 //!
 //! # What handlers see
 //!
@@ -107,12 +107,12 @@
 //! A throw becomes an error result `"<Name>: <message> (handler line N)"`, the line counted
 //! within the handler body. Lone UTF-16 surrogates become U+FFFD everywhere.
 //!
-//! The JS engine sits behind the [`Engine`] trait so that another backend (V8) can be added;
-//! [`QuickJsEngine`] is the only implementation.
+//! The pool reaches the engine through the [`Engine`] trait (`engine.rs`), the one boundary
+//! between them; [`WasmEngine`] is its implementation, and the pool's tests drive the pool
+//! with a stand-in.
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -123,139 +123,22 @@ use crate::states::text_enum;
 
 mod admission;
 mod engine;
-mod ipc;
 mod normalize;
 mod pool;
-mod process;
-mod quickjs;
 mod scan;
-mod stack_guard;
 #[cfg(test)]
 mod tests;
 mod wasm;
-pub mod worker_process;
 
 pub(in crate::serve) use admission::{Admission, Refused};
-pub use admission::{AdmissionLimits, Blocked, Busy};
+pub use admission::{AdmissionLimits, Blocked, Busy, IsolateMemory};
 pub use engine::{Engine, HostContext};
-pub use pool::{IsolatePool, OVERRUN_GRACE, Overrun, PoolError, PoolSettings, PoolStats};
-pub use process::{ProcessPool, ProcessSettings};
-pub use quickjs::{PreludeLoad, QuickJsEngine};
+pub use pool::{IsolatePool, OVERRUN_GRACE, PoolError, PoolSettings, PoolStats};
 pub use wasm::{CacheUse, CompileCache, WasmEngine};
-
-/// Where the daemon runs isolates: worker processes it supervises (the default, and the only
-/// way to recover a worker held by an uninterruptible operation), or threads of its own.
-pub enum Isolates {
-    Processes(ProcessPool),
-    Threads(IsolatePool),
-}
-
-impl Isolates {
-    /// See [`IsolatePool::run`].
-    pub async fn run(&self, tenant: &str, invocation: Invocation) -> Result<Completion, PoolError> {
-        match self {
-            Isolates::Processes(pool) => pool.run(tenant, invocation).await,
-            Isolates::Threads(pool) => pool.run(tenant, invocation).await,
-        }
-    }
-
-    /// The engine running the calls, as `/readyz` names it.
-    pub fn engine(&self) -> &'static str {
-        match self {
-            Isolates::Processes(_) => "quickjs",
-            Isolates::Threads(pool) => pool.engine(),
-        }
-    }
-
-    pub fn stats(&self) -> PoolStats {
-        match self {
-            Isolates::Processes(pool) => pool.stats(),
-            Isolates::Threads(pool) => pool.stats(),
-        }
-    }
-
-    pub fn admission_limits(&self) -> &AdmissionLimits {
-        match self {
-            Isolates::Processes(pool) => pool.admission_limits(),
-            Isolates::Threads(pool) => pool.admission_limits(),
-        }
-    }
-
-    pub fn close(&self) {
-        match self {
-            Isolates::Processes(pool) => pool.close(),
-            Isolates::Threads(pool) => pool.close(),
-        }
-    }
-}
-
-impl fmt::Debug for Isolates {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self {
-            Isolates::Processes(_) => "processes",
-            Isolates::Threads(_) => "threads",
-        };
-        f.debug_struct("Isolates").field("in", &kind).field("stats", &self.stats()).finish()
-    }
-}
 
 /// Largest handler source accepted by [`check_handler`] (and by the engine at run time): the
 /// toolset limit, so a handler that registered always runs.
 pub use crate::toolset::MAX_HANDLER_BYTES;
-
-/// Isolate memory across the daemon: every call's allocator draws on it (in chunks), and
-/// admission holds new calls back while it is nearly used up.
-#[derive(Debug)]
-pub struct IsolateMemory {
-    limit: usize,
-    used: AtomicUsize,
-    /// Highest `used` since the last [`IsolateMemory::take_peak`].
-    peak: AtomicUsize,
-}
-
-impl IsolateMemory {
-    pub fn new(limit: usize) -> Arc<IsolateMemory> {
-        Arc::new(IsolateMemory { limit, used: AtomicUsize::new(0), peak: AtomicUsize::new(0) })
-    }
-
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-
-    pub fn used(&self) -> usize {
-        self.used.load(Ordering::Relaxed)
-    }
-
-    /// Takes `bytes` if they fit under the limit.
-    fn take(&self, bytes: usize) -> bool {
-        let taken = self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-            used.checked_add(bytes).filter(|total| *total <= self.limit)
-        });
-        match taken {
-            Ok(before) => {
-                self.peak.fetch_max(before + bytes, Ordering::Relaxed);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    fn give_back(&self, bytes: usize) {
-        self.used.fetch_sub(bytes, Ordering::AcqRel);
-    }
-
-    /// Sets the use to what the worker processes report (their allocators draw on budgets of
-    /// their own; this copy is what admission looks at).
-    fn record_used(&self, bytes: usize) {
-        self.used.store(bytes, Ordering::Relaxed);
-        self.peak.fetch_max(bytes, Ordering::Relaxed);
-    }
-
-    /// The peak since the last call, resetting it to the current use.
-    fn take_peak(&self) -> usize {
-        self.peak.swap(self.used(), Ordering::Relaxed)
-    }
-}
 
 /// Per-call resource limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,8 +149,8 @@ pub struct SandboxLimits {
     pub cpu: Duration,
     /// Memory the runtime may allocate, including the built-ins (~0.2 MiB).
     pub memory_bytes: usize,
-    /// QuickJS stack limit; 1 MiB allows roughly 1,500 nested JS calls in a release build.
-    /// Clamped to what the worker thread's native stack can hold.
+    /// The call's share of the QuickJS module's shadow stack, counted down from its top;
+    /// clamped between 64 KiB and the whole of it (1 MiB).
     pub stack_bytes: usize,
     /// `fetch()` calls per invocation; one more ends the call as [`Outcome::Limit`].
     pub max_fetches: u32,
@@ -497,13 +380,12 @@ impl std::error::Error for CompileError {}
 
 /// Compile-only check used at registration time.
 ///
-/// Syntax-checks `source` as the body of `async function (args, fetch) { ... }` in a
-/// throwaway runtime with memory and time limits, without running any of it. Also rejects
+/// Syntax-checks `source` as the body of `async function (args, fetch) { ... }` in a fresh
+/// instance of the engine with a time limit, without running any of it. Also rejects
 /// `require(...)`, `import(...)` and `import` statements (there is no module system in the
 /// isolate) and a body that closes the wrapper function early, with a clear message.
 ///
-/// Runs on the calling thread and takes well under a millisecond for typical handlers; it
-/// needs a normal-sized thread stack (tokio's default 2 MiB is plenty).
+/// Runs on the calling thread and takes well under a millisecond for typical handlers.
 pub fn check_handler(source: &str) -> Result<(), CompileError> {
     if source.len() > MAX_HANDLER_BYTES {
         return Err(CompileError {
@@ -512,7 +394,7 @@ pub fn check_handler(source: &str) -> Result<(), CompileError> {
         });
     }
     scan::check_source(source)?;
-    let engine = QuickJsEngine::shared();
+    let engine = checking_engine()?;
     // The likeliest first mistake: a whole function where its body belongs. It compiles (as a
     // declaration or an unused expression) and every call returns nothing, or, unnamed, fails
     // with "function name expected". It is that mistake when the whole body is one function
@@ -534,7 +416,15 @@ pub fn check_script(source: &str) -> Result<(), CompileError> {
         });
     }
     scan::check_source(source)?;
-    QuickJsEngine::shared().check(source)
+    checking_engine()?.check(source)
+}
+
+/// The engine that compiles what the checks above compile: the one that will run it.
+fn checking_engine() -> Result<Arc<WasmEngine>, CompileError> {
+    WasmEngine::process_wide().map_err(|error| CompileError {
+        line: None,
+        message: format!("the JavaScript engine could not be started to check the code: {error}"),
+    })
 }
 
 const WHOLE_FUNCTION: &str = "the handler is a whole function, but it must be the body of one: the daemon runs \

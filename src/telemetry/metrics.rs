@@ -223,7 +223,6 @@ pub struct Gauges {
     pub mounted_servers: usize,
     /// Running totals from the isolate pool, rendered as counters.
     pub isolate_overruns: u64,
-    pub isolate_restarts: u64,
     /// Call-log records lost (queue full, or a batch the catalog kept refusing).
     pub call_log_dropped: u64,
 }
@@ -238,7 +237,6 @@ struct GaugeHandles {
     workers: Gauge,
     mounted_servers: Gauge,
     overruns: Counter,
-    restarts: Counter,
     call_log_dropped: Counter,
 }
 
@@ -365,14 +363,9 @@ impl Metrics {
         registry.register("mcpbootd_isolate_workers", "Isolate worker threads", g.workers.clone());
         registry.register(
             "mcpbootd_isolate_overruns",
-            "Calls that ran past their wall limit plus 1 s inside an uninterruptible operation (their \
-             worker process was replaced)",
+            "Calls found running past their wall limit plus 1 s without yielding (an engine bug: the engine \
+             ends every call at its limits)",
             g.overruns.clone(),
-        );
-        registry.register(
-            "mcpbootd_isolate_process_restarts",
-            "Isolate worker processes replaced after an overrun or an unexpected exit",
-            g.restarts.clone(),
         );
         registry.register(
             "mcpbootd_replica_info",
@@ -648,11 +641,8 @@ impl Metrics {
             gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
         }
         // The pool keeps the totals; the counters catch up with them.
-        for (counter, total) in [
-            (&g.overruns, gauges.isolate_overruns),
-            (&g.restarts, gauges.isolate_restarts),
-            (&g.call_log_dropped, gauges.call_log_dropped),
-        ] {
+        for (counter, total) in [(&g.overruns, gauges.isolate_overruns), (&g.call_log_dropped, gauges.call_log_dropped)]
+        {
             counter.inc_by(total.saturating_sub(counter.get()));
         }
         let mut out = String::with_capacity(4096);
@@ -704,7 +694,6 @@ mod tests {
             memory_budget_bytes: n,
             mounted_servers: n,
             isolate_overruns: n as u64,
-            isolate_restarts: n as u64,
             call_log_dropped: 0,
         }
     }

@@ -167,21 +167,10 @@ async fn private_addresses_are_refused_unless_allowed() {
 
 /// Every request that reaches the network is in its call's egress log, also one the handler
 /// started and never awaited, still in flight when the call ended; a request the call never
-/// got to send (queued behind `max_concurrent_fetches`) is neither sent nor logged. In worker
-/// processes (the default) and in threads, which hand fetches to the egress differently.
+/// got to send (queued behind `max_concurrent_fetches`) is neither sent nor logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetches_still_in_flight_when_a_call_ends_are_in_its_egress_log() {
-    for isolation in ["process", "thread"] {
-        dangling_fetches_are_logged(isolation).await;
-    }
-}
-
-async fn dangling_fetches_are_logged(isolation: &str) {
-    let app = spawn_app_with(AppOptions {
-        env: vec![("MCPBOOTD_SANDBOX__ISOLATION".into(), isolation.into())],
-        ..AppOptions::default()
-    })
-    .await;
+    let app = spawn_app().await;
     let base = app.upstream_url(WEATHER_HOST);
     // Long enough for a request the handler started to have left before the call ends.
     let linger = "await new Promise(r => setTimeout(r, 300));";
@@ -193,7 +182,7 @@ async fn dangling_fetches_are_logged(isolation: &str) {
     .await;
     let client = app.mcp("dangling").await;
     for name in ["one", "eight", "at_once"] {
-        assert_eq!(text_of(&mcp_call(&client, name, json!({})).await), "done", "{isolation}: {name}");
+        assert_eq!(text_of(&mcp_call(&client, name, json!({})).await), "done", "{name}");
     }
     // A request sent just as its call ended has arrived by now.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -204,19 +193,19 @@ async fn dangling_fetches_are_logged(isolation: &str) {
         let call = calls["calls"].as_array().unwrap().iter().find(|c| c["tool"] == name).unwrap();
         let rows = call["egress"].as_array().unwrap();
         let logged: BTreeSet<String> = rows.iter().map(|row| row["path"].as_str().unwrap().to_string()).collect();
-        assert!(seen.is_subset(&logged), "{isolation}: {name}: the upstream saw {seen:?}, the log has {logged:?}");
+        assert!(seen.is_subset(&logged), "{name}: the upstream saw {seen:?}, the log has {logged:?}");
         for row in rows {
-            assert_eq!((&row["allowed"], &row["status"]), (&json!(true), &Value::Null), "{isolation}: {row}");
+            assert_eq!((&row["allowed"], &row["status"]), (&json!(true), &Value::Null), "{row}");
             let reason = row["reason"].as_str().unwrap_or_default();
-            assert!(reason.contains("the call ended"), "{isolation}: {name}: {row}");
+            assert!(reason.contains("the call ended"), "{name}: {row}");
         }
         if name != "at_once" {
             // These waited: what they started had left, and what they queued never did.
-            assert!(!seen.is_empty(), "{isolation}: {name}: nothing reached the upstream within the wait");
-            assert_eq!(seen, logged, "{isolation}: {name}");
+            assert!(!seen.is_empty(), "{name}: nothing reached the upstream within the wait");
+            assert_eq!(seen, logged, "{name}");
         }
         if name == "eight" {
-            assert!(seen.len() <= 6, "{isolation}: at most six are in flight at once: {seen:?}");
+            assert!(seen.len() <= 6, "at most six are in flight at once: {seen:?}");
         }
     }
     client.cancel().await.unwrap();

@@ -268,55 +268,50 @@ async fn a_delete_that_fails_in_the_catalog_leaves_the_server_served() {
 /// A call in flight on a server that is deleted is stopped and answered at once with HTTP 200
 /// and a JSON-RPC error saying the server was deleted during the call (hosts drop the body of a
 /// 5xx answer, and the message is all they can show). A code-mode script is answered the same
-/// way. In worker processes (the default) and in threads.
+/// way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_in_flight_on_a_deleted_server_is_told_the_server_was_deleted() {
-    for isolation in ["process", "thread"] {
-        let app = spawn_app_with(AppOptions {
-            env: vec![
-                ("MCPBOOTD_SANDBOX__ISOLATION".into(), isolation.into()),
-                ("MCPBOOTD_CODE_MODE__ENABLED".into(), "true".into()),
-            ],
-            ..AppOptions::default()
-        })
-        .await;
-        let base = app.upstream_url(WEATHER_HOST);
-        let script = json!({"code": "return await call_tool('scripted', 'wait', {});"});
-        for (id, held, tool_name, arguments) in
-            [("plain", "/held/8000", "wait", json!({})), ("scripted", "/held/8001", "code_execution", script)]
-        {
-            let handler = format!("const r = await fetch('{base}{held}'); return await r.json();");
-            app.register(json!({"id": id, "allow_domains": [WEATHER_HOST], "code_mode": {"enabled": true},
-                "tools": [tool("wait", &handler)]}))
-                .await;
-            let request = app
-                .http
-                .post(app.mcp_url(id))
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2025-06-18")
-                .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                    "params": {"name": tool_name, "arguments": arguments}}))
-                .send();
-            let started = Instant::now();
-            let call = tokio::spawn(request);
-            // In flight: its request has reached the upstream, which holds the answer for 8 s.
-            while !app.upstream.requests().iter().any(|r| r.path == held) {
-                assert!(started.elapsed() < Duration::from_secs(5), "{isolation}: {id}: the call never fetched");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            assert_eq!(app.delete(&format!("/admin/servers/{id}")).await.0, 204);
-            let response = call.await.unwrap().unwrap();
-            let status = response.status().as_u16();
-            let body: serde_json::Value = response.json().await.unwrap();
-            assert!(started.elapsed() < Duration::from_secs(6), "{isolation}: {id}: answered only when the call ended");
-            assert_eq!(status, 200, "{isolation}: {id}: {body}");
-            assert_eq!(body["id"], 7, "{isolation}: {id}: {body}");
-            let message = body["error"]["message"].as_str().unwrap_or_else(|| panic!("{isolation}: {id}: {body}"));
-            assert!(
-                message.contains(&format!("server \"{id}\" was deleted while this call was running")),
-                "{isolation}: {id}: {message}"
-            );
+    let app = spawn_app_with(AppOptions {
+        env: vec![("MCPBOOTD_CODE_MODE__ENABLED".into(), "true".into())],
+        ..AppOptions::default()
+    })
+    .await;
+    let base = app.upstream_url(WEATHER_HOST);
+    let script = json!({"code": "return await call_tool('scripted', 'wait', {});"});
+    for (id, held, tool_name, arguments) in
+        [("plain", "/held/8000", "wait", json!({})), ("scripted", "/held/8001", "code_execution", script)]
+    {
+        let handler = format!("const r = await fetch('{base}{held}'); return await r.json();");
+        app.register(json!({"id": id, "allow_domains": [WEATHER_HOST], "code_mode": {"enabled": true},
+            "tools": [tool("wait", &handler)]}))
+            .await;
+        let request = app
+            .http
+            .post(app.mcp_url(id))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": tool_name, "arguments": arguments}}))
+            .send();
+        let started = Instant::now();
+        let call = tokio::spawn(request);
+        // In flight: its request has reached the upstream, which holds the answer for 8 s.
+        while !app.upstream.requests().iter().any(|r| r.path == held) {
+            assert!(started.elapsed() < Duration::from_secs(5), "{id}: the call never fetched");
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        app.stop().await;
+        assert_eq!(app.delete(&format!("/admin/servers/{id}")).await.0, 204);
+        let response = call.await.unwrap().unwrap();
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(6), "{id}: answered only when the call ended");
+        assert_eq!(status, 200, "{id}: {body}");
+        assert_eq!(body["id"], 7, "{id}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or_else(|| panic!("{id}: {body}"));
+        assert!(
+            message.contains(&format!("server \"{id}\" was deleted while this call was running")),
+            "{id}: {message}"
+        );
     }
+    app.stop().await;
 }

@@ -13,6 +13,7 @@ mod connections;
 mod console;
 mod conventions;
 mod credentials;
+mod deploy;
 mod disk_full;
 mod egress;
 mod egress_attacks;

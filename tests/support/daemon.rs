@@ -29,9 +29,6 @@ pub async fn start(env: Vec<(String, String)>) -> anyhow::Result<RunningDaemon> 
 /// URL they connect to).
 pub async fn start_on(listener: tokio::net::TcpListener, env: Vec<(String, String)>) -> anyhow::Result<RunningDaemon> {
     mcpbootd::install_crypto_provider();
-    // Isolate worker processes run the mcpbootd binary, not this test or bench executable.
-    let worker = ("MCPBOOTD_SANDBOX__WORKER_EXECUTABLE".to_string(), env!("CARGO_BIN_EXE_mcpbootd").to_string());
-    let env = std::iter::once(worker).chain(env).collect::<Vec<_>>();
     let config = Config::load(None, env, &CliOverrides::default())?;
     let address = listener.local_addr()?;
     let (shutdown, stopped) = oneshot::channel::<()>();

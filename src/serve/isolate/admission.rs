@@ -25,16 +25,62 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::IsolateMemory;
-
-/// Memory a new isolate is expected to need before its handler allocates anything (runtime,
-/// context, prelude: about 0.3 MiB), with room to spare.
+/// Memory a new isolate is expected to need before its handler allocates anything, with room
+/// to spare.
 const ISOLATE_START_BYTES: usize = 1024 * 1024;
+
+/// Isolate memory across the daemon: every call's instance draws on it as it grows, and
+/// admission holds new calls back while it is nearly used up.
+#[derive(Debug)]
+pub struct IsolateMemory {
+    limit: usize,
+    used: AtomicUsize,
+    /// Highest `used` since the last [`IsolateMemory::take_peak`].
+    peak: AtomicUsize,
+}
+
+impl IsolateMemory {
+    pub fn new(limit: usize) -> Arc<IsolateMemory> {
+        Arc::new(IsolateMemory { limit, used: AtomicUsize::new(0), peak: AtomicUsize::new(0) })
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Takes `bytes` if they fit under the limit.
+    pub(super) fn take(&self, bytes: usize) -> bool {
+        let taken = self.used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            used.checked_add(bytes).filter(|total| *total <= self.limit)
+        });
+        match taken {
+            Ok(before) => {
+                self.peak.fetch_max(before + bytes, Ordering::Relaxed);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    pub(super) fn give_back(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// The peak since the last call, resetting it to the current use.
+    pub(super) fn take_peak(&self) -> usize {
+        self.peak.swap(self.used(), Ordering::Relaxed)
+    }
+}
 
 /// Admission limits; see the module doc.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,19 +100,6 @@ impl Default for AdmissionLimits {
             max_queued: 256,
             max_queued_per_tenant: 64,
             queue_timeout: Duration::from_secs(5),
-        }
-    }
-}
-
-impl AdmissionLimits {
-    /// No limit but memory: for a worker process, whose calls the daemon already admitted.
-    pub fn unlimited() -> Self {
-        Self {
-            max_in_flight: usize::MAX,
-            max_in_flight_per_tenant: usize::MAX,
-            max_queued: usize::MAX,
-            max_queued_per_tenant: usize::MAX,
-            queue_timeout: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -18,13 +18,13 @@ pub struct HostContext {
 ///
 /// Implementations must honour every field of [`super::SandboxLimits`] and must not panic on
 /// anything the handler does. [`Engine::execute`] returns a future that the pool polls on
-/// one worker thread, never moving it to another: JavaScript may run only inside its polls
-/// (and each poll only as long as the CPU limit allows), and while the handler waits for a
-/// fetch or a timer the future must be pending without blocking the thread, so the worker
-/// can run other calls. Dropping the future abandons the call: the engine must then free
+/// one worker thread, never moving it to another: JavaScript may run only inside its polls,
+/// each poll must return within a few milliseconds (a computing call yields, and ends at its
+/// CPU or wall limit), and while the handler waits for a fetch or a timer the future must be
+/// pending without blocking the thread, so the worker can run other calls. Dropping the future abandons the call: the engine must then free
 /// the isolate and stop its fetches.
 pub trait Engine: Send + Sync + 'static {
-    /// Short name for logs, e.g. `"quickjs"`.
+    /// Short name for logs and `/readyz`, e.g. `"quickjs-wasm"`.
     fn name(&self) -> &'static str;
 
     /// Syntax-check a handler body without running it.

@@ -1,16 +1,14 @@
 //! Isolate worker threads, each driving many calls at once.
 //!
-//! Every worker is an OS thread (`mcpbootd-isolate-N`, with a large native stack for QuickJS)
-//! running a single-threaded tokio runtime and a `LocalSet`. Each call is one local task: it
-//! runs JavaScript in short turns and parks between them while it waits for fetches (which
-//! run on the daemon's multi-thread runtime) or timers, so one worker holds thousands of
-//! parked calls and keeps running the ones that have work. Isolates are `!Send` and never
-//! leave the worker that created them.
+//! Every worker is an OS thread (`mcpbootd-isolate-N`) running a single-threaded tokio runtime
+//! and a `LocalSet`. Each call is one local task: it runs JavaScript in short turns and parks
+//! between them while it waits for fetches (which run on the daemon's multi-thread runtime) or
+//! timers, so one worker holds thousands of parked calls and keeps running the ones that have
+//! work. A call's future stays on the worker that started it.
 //!
 //! A call reaches a worker through [`Admission`] (slots, memory and a fair queue, see
 //! `admission.rs`), and is handed to the worker that is not running JavaScript right now
-//! and has the fewest calls, so a worker stuck in a long turn (bounded by the CPU limit)
-//! does not collect new work. Each worker takes its new calls round-robin across servers
+//! and has the fewest calls, so a worker busy with a computing call does not collect new work. Each worker takes its new calls round-robin across servers
 //! ([`Inbox`]), so a burst of hundreds of calls to one server delays another server's next
 //! call by at most one first turn per busy server, not by the whole burst.
 
@@ -20,22 +18,17 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio::sync::{Notify, oneshot};
 
-use super::admission::{Admission, AdmissionLimits, Busy, Permit, Refused};
+use super::admission::{Admission, AdmissionLimits, Busy, IsolateMemory, Permit, Refused};
 use super::engine::{Engine, HostContext};
-use super::quickjs::QuickJsEngine;
-use super::stack_guard;
-use super::{Completion, Invocation, IsolateMemory, Outcome};
-
-/// Native stack of each worker. QuickJS's stack limit (`SandboxLimits::stack_bytes`) is
-/// clamped to fit well inside it.
-pub(super) const WORKER_STACK_BYTES: usize = 8 * 1024 * 1024;
+use super::wasm::WasmEngine;
+use super::{Completion, Invocation, Outcome};
 
 /// How often freed isolate memory is handed back to the operating system, and how much must
 /// have been freed since the last time for it to be worth the walk over the heap.
@@ -43,23 +36,10 @@ const TRIM_INTERVAL: Duration = Duration::from_secs(2);
 const TRIM_THRESHOLD: usize = 32 * 1024 * 1024;
 
 /// How long past its wall deadline a call may keep its worker inside one turn before the
-/// watchdog reports it, and how often the watchdog looks.
+/// watchdog reports it, and how often the watchdog looks. The engine ends a call at its wall
+/// limit wherever it is, so a report means an engine bug: a turn that stopped yielding.
 pub const OVERRUN_GRACE: Duration = Duration::from_secs(1);
 const WATCHDOG_INTERVAL: Duration = Duration::from_millis(100);
-
-/// A call still running JavaScript past its wall deadline plus [`OVERRUN_GRACE`]: inside a
-/// native operation that does not poll the interrupt handler. A thread cannot be stopped
-/// safely, so only the process running it can end it (see `process.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overrun {
-    /// The tag given to [`IsolatePool::run_tagged`].
-    pub tag: u64,
-    pub worker: usize,
-    /// How far past the wall deadline it is.
-    pub over_by: Duration,
-}
-
-type OverrunHandler = Box<dyn Fn(Overrun) + Send + Sync>;
 
 /// Why [`IsolatePool::run`] did not run the invocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,14 +91,11 @@ pub struct PoolStats {
     /// Isolate memory in use, daemon-wide, and the budget.
     pub memory_bytes: usize,
     pub memory_budget_bytes: usize,
-    /// Calls that overran their wall deadline inside an uninterruptible operation, since start.
+    /// Calls found still running past their wall deadline plus [`OVERRUN_GRACE`], since start.
     pub overruns: u64,
-    /// Isolate worker processes restarted (after an overrun or an unexpected exit), since start.
-    pub restarts: u64,
 }
 
 struct Job {
-    tag: u64,
     invocation: Invocation,
     reply: oneshot::Sender<Completion>,
     permit: Permit,
@@ -131,8 +108,7 @@ struct WorkerLoad {
     calls: AtomicUsize,
     /// The worker is inside a call's turn (running JavaScript).
     running: AtomicBool,
-    /// The tag and wall deadline (nanoseconds after the pool's epoch) of the call in the turn.
-    turn_tag: AtomicU64,
+    /// The wall deadline (nanoseconds after the pool's epoch) of the call in the turn.
     turn_deadline: AtomicU64,
 }
 
@@ -228,7 +204,6 @@ pub struct IsolatePool {
 /// What the watchdog thread shares with the pool.
 struct Watchdog {
     epoch: Instant,
-    on_overrun: OnceLock<OverrunHandler>,
     overruns: AtomicU64,
 }
 
@@ -245,9 +220,17 @@ impl fmt::Debug for IsolatePool {
 }
 
 impl IsolatePool {
-    /// A pool of QuickJS workers; `runtime` is where fetches run.
+    /// A pool running the daemon's engine ([`WasmEngine::shared`]); `runtime` is where fetches
+    /// run.
+    ///
+    /// # Panics
+    ///
+    /// If the engine cannot be built (see [`WasmEngine::shared`]; the daemon itself builds the
+    /// pool with [`IsolatePool::with_engine`] and reports that as a start-up error) or the
+    /// operating system refuses to create a worker thread.
     pub fn new(settings: PoolSettings, runtime: tokio::runtime::Handle) -> Self {
-        Self::with_engine(Arc::new(QuickJsEngine::new()), settings, runtime)
+        let engine = WasmEngine::process_wide().unwrap_or_else(|error| panic!("the WebAssembly engine: {error}"));
+        Self::with_engine(engine, settings, runtime)
     }
 
     /// The name of the engine the workers run.
@@ -262,8 +245,7 @@ impl IsolatePool {
     /// If the operating system refuses to create a worker thread.
     pub fn with_engine(engine: Arc<dyn Engine>, settings: PoolSettings, runtime: tokio::runtime::Handle) -> Self {
         let memory = IsolateMemory::new(settings.memory_budget_bytes);
-        let watchdog =
-            Arc::new(Watchdog { epoch: Instant::now(), on_overrun: OnceLock::new(), overruns: AtomicU64::new(0) });
+        let watchdog = Arc::new(Watchdog { epoch: Instant::now(), overruns: AtomicU64::new(0) });
         let mut workers = Vec::new();
         for index in 0..settings.workers.max(1) {
             let inbox = Arc::new(Inbox::default());
@@ -278,7 +260,6 @@ impl IsolatePool {
             // Detached: workers exit on their own once the pool is closed and drained.
             std::thread::Builder::new()
                 .name(format!("mcpbootd-isolate-{index}"))
-                .stack_size(WORKER_STACK_BYTES)
                 .spawn({
                     let inbox = Arc::clone(&inbox);
                     move || worker(&inbox, host)
@@ -307,12 +288,6 @@ impl IsolatePool {
         }
     }
 
-    /// What to do when a call overruns (see [`Overrun`]); set once, before calls run. Without
-    /// it the overrun is logged and counted, and the worker stays held until the operation ends.
-    pub fn on_overrun(&self, handler: impl Fn(Overrun) + Send + Sync + 'static) {
-        let _ = self.watchdog.on_overrun.set(Box::new(handler));
-    }
-
     /// Runs an invocation for `tenant` (the server the tool belongs to). Waits in the fair
     /// queue when the daemon or the tenant is at capacity, and fails at once with
     /// [`PoolError::Busy`] when the queue is full too.
@@ -320,11 +295,6 @@ impl IsolatePool {
     /// Dropping the returned future abandons the call: a queued call leaves the queue, a
     /// running one is stopped at its next await with its fetches and timers dropped.
     pub async fn run(&self, tenant: &str, invocation: Invocation) -> Result<Completion, PoolError> {
-        self.run_tagged(tenant, 0, invocation).await
-    }
-
-    /// [`IsolatePool::run`], naming the call with `tag` in an [`Overrun`] report.
-    pub async fn run_tagged(&self, tenant: &str, tag: u64, invocation: Invocation) -> Result<Completion, PoolError> {
         let permit = self.admission.acquire(tenant).await.map_err(|refused| match refused {
             Refused::Busy(busy) => PoolError::Busy(busy),
             Refused::Closed => PoolError::Closed,
@@ -334,7 +304,7 @@ impl IsolatePool {
             let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
             let worker = least_loaded(&workers).ok_or(PoolError::Closed)?;
             worker.load.calls.fetch_add(1, Ordering::SeqCst);
-            let job = Job { tag, invocation, reply, permit };
+            let job = Job { invocation, reply, permit };
             if !worker.inbox.push(job) {
                 worker.load.calls.fetch_sub(1, Ordering::SeqCst);
                 return Err(PoolError::Closed);
@@ -353,7 +323,6 @@ impl IsolatePool {
             memory_bytes: self.memory.used(),
             memory_budget_bytes: self.memory.limit(),
             overruns: self.watchdog.overruns.load(Ordering::Relaxed),
-            restarts: 0,
         }
     }
 
@@ -396,7 +365,6 @@ struct WorkerHost {
 }
 
 fn worker(inbox: &Inbox, host: WorkerHost) {
-    stack_guard::register_worker_thread(WORKER_STACK_BYTES);
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_time().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -419,12 +387,12 @@ fn worker(inbox: &Inbox, host: WorkerHost) {
 }
 
 async fn run_job(job: Job, host: Arc<WorkerHost>) {
-    let Job { tag, invocation, reply, permit } = job;
+    let Job { invocation, reply, permit } = job;
     let mut reply = reply;
     if !reply.is_closed() {
         let deadline = host.watchdog.nanos_since_epoch(Instant::now() + invocation.limits.wall);
         let context = HostContext { runtime: host.runtime.clone(), memory: Arc::clone(&host.memory) };
-        let call = Turns { call: host.engine.execute(invocation, context), load: &host.load, tag, deadline };
+        let call = Turns { call: host.engine.execute(invocation, context), load: &host.load, deadline };
         // An engine bug must cost one call, not the worker thread.
         let call = AssertUnwindSafe(call).catch_unwind();
         let finished = tokio::select! {
@@ -448,7 +416,6 @@ async fn run_job(job: Job, host: Arc<WorkerHost>) {
 struct Turns<'a, F> {
     call: F,
     load: &'a WorkerLoad,
-    tag: u64,
     deadline: u64,
 }
 
@@ -463,7 +430,6 @@ impl<F: Future + Unpin> Future for Turns<'_, F> {
                 self.0.store(false, Ordering::Relaxed);
             }
         }
-        self.load.turn_tag.store(self.tag, Ordering::Relaxed);
         self.load.turn_deadline.store(self.deadline, Ordering::Relaxed);
         self.load.running.store(true, Ordering::Release);
         let _running = Running(&self.load.running);
@@ -483,30 +449,26 @@ fn watch_turns(loads: &[Arc<WorkerLoad>], watchdog: &Weak<Watchdog>) {
             if !load.running.load(Ordering::Acquire) {
                 continue;
             }
-            let (tag, deadline) = (load.turn_tag.load(Ordering::Relaxed), load.turn_deadline.load(Ordering::Relaxed));
+            let deadline = load.turn_deadline.load(Ordering::Relaxed);
             let over_by = Duration::from_nanos(now.saturating_sub(deadline));
-            if over_by <= OVERRUN_GRACE || reported[worker] == Some((tag, deadline)) {
+            if over_by <= OVERRUN_GRACE || reported[worker] == Some(deadline) {
                 continue;
             }
-            reported[worker] = Some((tag, deadline));
+            reported[worker] = Some(deadline);
             watchdog.overruns.fetch_add(1, Ordering::Relaxed);
-            let overrun = Overrun { tag, worker, over_by };
-            match watchdog.on_overrun.get() {
-                Some(handler) => handler(overrun),
-                None => tracing::error!(
-                    worker,
-                    over_by_ms = over_by.as_millis() as u64,
-                    "a call is running past its wall limit inside an operation that cannot be interrupted; \
-                     its worker thread stays held until the operation ends (run isolates in worker processes \
-                     to recover at once: [sandbox] isolation = \"process\")"
-                ),
-            }
+            tracing::error!(
+                worker,
+                over_by_ms = over_by.as_millis() as u64,
+                "a call is running past its wall limit without yielding, which the isolate engine should make \
+                 impossible; its worker thread and the calls parked on it wait until it yields"
+            );
         }
     }
 }
 
-/// Freed isolate memory stays in the allocator's per-thread arenas; after a burst of parked
-/// calls that would keep the daemon's resident size at its peak. Hand it back now and then.
+/// What calls free on the heap (their stores, the natives' copies) stays in the allocator's
+/// per-thread arenas; after a burst of parked calls that would keep the daemon's resident size
+/// at its peak. Hand it back now and then, once the isolate memory's peak shows a burst passed.
 async fn trim_freed_memory(memory: Arc<IsolateMemory>) {
     let mut interval = tokio::time::interval(TRIM_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::pool::WORKER_STACK_BYTES;
 use super::*;
 
 fn tokio_runtime() -> &'static tokio::runtime::Runtime {
@@ -116,29 +115,11 @@ fn drive<T>(call: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread().enable_time().build().expect("worker-like runtime").block_on(call)
 }
 
-/// Runs one invocation directly on a worker-like thread (large stack, registered with the
-/// stack guard), bypassing the pool so tests do not queue behind each other.
-///
-/// On the daemon's default engine, the WebAssembly one; `MCPBOOTD_TEST_ENGINE=native` runs them
-/// on the native engine instead (`.ci/run` does both).
+/// Runs one invocation directly on a thread of its own, as a pool worker would, bypassing the
+/// pool so tests do not queue behind each other.
 fn execute(invocation: Invocation) -> Completion {
-    if std::env::var("MCPBOOTD_TEST_ENGINE").as_deref() == Ok("native") {
-        return execute_with(QuickJsEngine::new(), invocation);
-    }
-    let engine = super::WasmEngine::shared(&super::CompileCache::off()).expect("the WebAssembly engine builds");
+    let engine = WasmEngine::process_wide().expect("the WebAssembly engine builds");
     std::thread::spawn(move || drive(engine.execute(invocation, host_context()))).join().unwrap()
-}
-
-fn execute_with(engine: QuickJsEngine, invocation: Invocation) -> Completion {
-    std::thread::Builder::new()
-        .stack_size(WORKER_STACK_BYTES)
-        .spawn(move || {
-            stack_guard::register_worker_thread(WORKER_STACK_BYTES);
-            drive(engine.execute(invocation, host_context()))
-        })
-        .unwrap()
-        .join()
-        .unwrap()
 }
 
 /// A pool of `workers` threads admitting at most `in_flight` calls, with room for `queue`.
@@ -434,8 +415,9 @@ fn busy_loop_hits_the_cpu_limit() {
     assert_limit(&c, "`cpu`");
 }
 
-/// Every array built-in whose loop walks `0..length` without polling the interrupt handler, on
-/// a length no memory can back: refused at once instead of holding the worker (attack run D1).
+/// Every array built-in whose loop walks `0..length` without polling QuickJS's interrupt handler,
+/// on a length no memory can back: refused at once, naming the method, instead of running until a
+/// limit ends it.
 #[test]
 fn array_builtins_refuse_lengths_no_memory_can_hold() {
     const HUGE: &str = "{length: 2 ** 53 - 1}";
@@ -783,21 +765,6 @@ fn path_segment_encodes_one_segment_and_refuses_values_that_would_change_the_pat
     assert!(s["object"].as_str().unwrap().ends_with("not object"), "{s}");
 }
 
-#[test]
-fn prelude_loads_from_bytecode_and_source_alike() {
-    assert_eq!(QuickJsEngine::new().prelude_load(), PreludeLoad::Bytecode);
-    let c = execute_with(
-        QuickJsEngine::with_prelude(PreludeLoad::Source),
-        invocation(
-            "return new URL('https://x.test/p').pathname;",
-            json!({}),
-            SandboxLimits::default(),
-            &FakeHost::default(),
-        ),
-    );
-    assert_eq!((c.outcome, text(&c)), (Outcome::Ok, "/p"));
-}
-
 // ---- check_handler ---------------------------------------------------------------------
 
 #[test]
@@ -871,7 +838,7 @@ fn check_handler_recovers_after_a_check_that_exhausted_its_runtime() {
     let deep = format!("return {}1{};", "(".repeat(100_000), ")".repeat(100_000));
     let err = check_handler(&deep).unwrap_err();
     assert!(err.message.contains("nested too deeply"), "{err:?}");
-    // The thread's checker runtime was replaced: ordinary checks keep working.
+    // Each check runs in a fresh instance: ordinary checks keep working after one that trapped.
     for _ in 0..3 {
         assert_eq!(check_handler("return args.x;"), Ok(()));
         assert!(check_handler("return ;;(").is_err());
@@ -1202,37 +1169,38 @@ fn workers_are_named_and_survive_engine_panics() {
 #[test]
 #[ignore = "profiling aid: run under callgrind"]
 fn profile_pure_calls() {
-    let engine = QuickJsEngine::new();
+    let engine = WasmEngine::process_wide().expect("the WebAssembly engine builds");
     let host = FakeHost::default();
-    std::thread::Builder::new()
-        .stack_size(WORKER_STACK_BYTES)
-        .spawn(move || {
-            stack_guard::register_worker_thread(WORKER_STACK_BYTES);
-            let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-            let n: usize = std::env::var("N").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
-            let started = Instant::now();
-            for _ in 0..n {
-                let c = rt.block_on(engine.execute(
-                    invocation(
-                        "return { sum: args.a + args.b };",
-                        json!({"a": 1, "b": 2}),
-                        SandboxLimits::default(),
-                        &host,
-                    ),
-                    host_context(),
-                ));
-                assert_eq!(c.outcome, Outcome::Ok);
-            }
-            println!("{:.3} ms per call", started.elapsed().as_secs_f64() * 1000.0 / n as f64);
-        })
-        .unwrap()
-        .join()
-        .unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let n: usize = std::env::var("N").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
+        let started = Instant::now();
+        for _ in 0..n {
+            let c = rt.block_on(engine.execute(
+                invocation(
+                    "return { sum: args.a + args.b };",
+                    json!({"a": 1, "b": 2}),
+                    SandboxLimits::default(),
+                    &host,
+                ),
+                host_context(),
+            ));
+            assert_eq!(c.outcome, Outcome::Ok);
+        }
+        println!("{:.3} ms per call", started.elapsed().as_secs_f64() * 1000.0 / n as f64);
+    })
+    .join()
+    .unwrap();
 }
 
 #[test]
 #[ignore = "measurement aid"]
 fn measure_parked_memory() {
+    /// The process's resident memory (Linux), in bytes.
+    fn resident() -> usize {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+        statm.split_whitespace().nth(1).and_then(|pages| pages.parse::<usize>().ok()).unwrap_or(0) * 4096
+    }
     let rt = tokio_runtime();
     let pool = Arc::new(pool(2, 10_000, 0));
     let host = FakeHost::default();
@@ -1242,6 +1210,9 @@ fn measure_parked_memory() {
         SandboxLimits::default(),
         &host,
     );
+    // The engine is built and a worker has run a call before the baseline is taken.
+    rt.block_on(pool.run("a", invocation("return 1;", json!({}), SandboxLimits::default(), &host))).unwrap();
+    let before = resident();
     let tasks: Vec<_> = (0..1000)
         .map(|_| {
             let pool = Arc::clone(&pool);
@@ -1251,7 +1222,12 @@ fn measure_parked_memory() {
         .collect();
     wait_until("all parked", || host.0.live.load(Ordering::SeqCst) == 1000);
     let stats = pool.stats();
-    println!("parked 1000 calls: {} KiB per call (budget accounting, 64 KiB chunks)", stats.memory_bytes / 1000 / 1024);
+    println!(
+        "parked 1000 calls: {} KiB per call resident, {} KiB per call drawn from the memory budget (linear memory \
+         grown past the image, natives' copies)",
+        resident().saturating_sub(before) / 1000 / 1024,
+        stats.memory_bytes / 1000 / 1024
+    );
     for task in tasks {
         rt.block_on(task).unwrap().unwrap();
     }
@@ -1377,7 +1353,7 @@ fn a_script_result_must_be_json() {
 
 #[test]
 fn the_webassembly_engine_runs_handlers_in_a_fresh_instance() {
-    let engine = super::WasmEngine::shared(&super::CompileCache::off()).expect("the WebAssembly engine builds");
+    let engine = WasmEngine::process_wide().expect("the WebAssembly engine builds");
     let run = |handler: &str| {
         let engine = Arc::clone(&engine);
         let invocation = invocation(handler, json!({"a": 2, "b": 3}), SandboxLimits::default(), &FakeHost::default());

@@ -33,18 +33,22 @@ use wasmtime::{
 };
 
 use super::engine::{Engine, HostContext};
-use super::quickjs::{PRELUDE_SOURCE, WRAPPER_HEAD, handler_line, wrap};
 use super::{CompileError, Completion, Invocation};
 
 mod cache;
 mod call;
 mod guest;
 mod image;
+mod memory;
 mod natives;
+mod source;
+mod state;
+mod web;
 
 pub use cache::{CacheUse, CompileCache};
 use call::Host;
 use guest::{EVAL_COMPILE_ONLY, EVAL_GLOBAL, EVAL_STRICT, Guest, JsValue, is_exception};
+use source::{HANDLER_FILE, PRELUDE_SOURCE, WRAPPER_HEAD, handler_line, wrap};
 
 /// The vendored QuickJS module (vendor/quickjs-wasi).
 const QUICKJS_WASM: &[u8] = include_bytes!("wasm/vendor/quickjs.wasm");
@@ -58,9 +62,14 @@ const SLICE_TICKS: u64 = 5;
 const MAX_WASM_STACK: usize = 1024 * 1024;
 /// QuickJS's intrinsics, as `qjs_init2`'s mask: all but `performance` (bit 10).
 const INTRINSICS: i32 = 0x1fff & !(1 << 10);
-/// Instances the daemon's engine has room for at once: one per call in flight (at most
-/// `MAX_IN_FLIGHT`, 4,096 by default), and more for syntax checks, which are not admitted.
-const SLOTS: u32 = crate::config::MAX_IN_FLIGHT as u32 + 2_048;
+/// Instance slots beyond the calls in flight, for syntax checks, which are not admitted: they run
+/// on tokio's blocking threads (512 at most) or, for code-mode scripts, its async ones.
+const CHECK_SLOTS: usize = 1_024;
+/// Memory mappings the pool makes: two per slot from the start (each fiber stack and its guard
+/// page), and about three more per live instance (its image, the memory it grew past it, the
+/// rest of its reservation). Everything else in the daemon needs far fewer than the margin.
+const MAPPINGS_PER_SLOT: u64 = 5;
+const MAPPINGS_MARGIN: u64 = 2_048;
 /// Largest linear memory an instance may reach (its call's limit is lower; see `call.rs`).
 const MAX_MEMORY: usize = 1 << 32;
 
@@ -102,17 +111,30 @@ pub struct WasmEngine {
 static SHARED: OnceLock<Result<Arc<WasmEngine>, String>> = OnceLock::new();
 
 impl WasmEngine {
-    /// The process-wide engine, built on first use: from `cache` when it holds this build's
-    /// compiled image, else compiled (about a second: the module twice and the prelude once) and
-    /// stored there. The first caller's cache is the one used.
-    pub fn shared(cache: &CompileCache) -> Result<Arc<WasmEngine>, String> {
-        SHARED.get_or_init(|| WasmEngine::build(cache, SLOTS).map(Arc::new).map_err(|e| format!("{e:#}"))).clone()
+    /// The process-wide engine, built on first use with room for `max_in_flight` calls (and
+    /// syntax checks beside them): from `cache` when it holds this build's compiled image, else
+    /// compiled (about a second: the module twice and the prelude once) and stored there. The
+    /// first caller's settings are the ones used.
+    pub fn shared(cache: &CompileCache, max_in_flight: usize) -> Result<Arc<WasmEngine>, String> {
+        SHARED
+            .get_or_init(|| {
+                let slots = u32::try_from(max_in_flight.saturating_add(CHECK_SLOTS)).unwrap_or(u32::MAX);
+                WasmEngine::build(cache, slots).map(Arc::new).map_err(|e| format!("{e:#}"))
+            })
+            .clone()
+    }
+
+    /// The engine this process built, or (in tests and tools that start no daemon) one built now
+    /// for the default settings without a cache.
+    pub fn process_wide() -> Result<Arc<WasmEngine>, String> {
+        Self::shared(&CompileCache::off(), crate::config::SandboxConfig::default().max_in_flight)
     }
 
     /// A new engine with room for `slots` instances at once (the daemon uses
     /// [`WasmEngine::shared`]; this is for measuring start-up and testing the cache). Each slot
     /// reserves address space for a whole 4 GiB memory, so a process has room for about 30,000.
     pub fn build(cache: &CompileCache, slots: u32) -> Result<WasmEngine> {
+        check_map_count(slots)?;
         let wasmtime = Wasmtime::new(&config(slots))?;
         start_ticker(&wasmtime);
         let linker = call::linker(&wasmtime)?;
@@ -171,6 +193,27 @@ fn config(slots: u32) -> Config {
     config
 }
 
+/// Refuses a slot count the kernel's limit on memory mappings (`vm.max_map_count`) cannot hold
+/// once every slot is in use: past it, mapping fails in the middle of a call, and an allocation
+/// anywhere in the daemon can fail with it.
+fn check_map_count(slots: u32) -> Result<()> {
+    let Some(limit) = std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        return Ok(());
+    };
+    let needed = u64::from(slots) * MAPPINGS_PER_SLOT + MAPPINGS_MARGIN;
+    if needed > limit {
+        let fits = (limit.saturating_sub(MAPPINGS_MARGIN) / MAPPINGS_PER_SLOT).saturating_sub(CHECK_SLOTS as u64);
+        wasmtime::bail!(
+            "[sandbox] max_in_flight needs about {needed} memory mappings with every call in flight, and the kernel \
+             allows {limit} (vm.max_map_count): lower max_in_flight to at most {fits}, or raise the limit \
+             (sysctl -w vm.max_map_count={})",
+            needed.next_power_of_two()
+        );
+    }
+    Ok(())
+}
+
 /// Advances every engine's epoch each [`TICK`], for as long as the process runs.
 fn start_ticker(engine: &Wasmtime) {
     static STARTED: AtomicBool = AtomicBool::new(false);
@@ -209,7 +252,7 @@ async fn build_image(wasmtime: &Wasmtime, linker: &Linker<Host>, original: &Modu
     let guest = Guest::new(&mut store, &instance, ctx)?;
 
     let strings = async |store: &mut Store<Host>, text: &str| guest.put(store, text.as_bytes()).await;
-    let handler_file = strings(&mut store, "handler").await?;
+    let handler_file = strings(&mut store, HANDLER_FILE).await?;
     let arguments_file = strings(&mut store, "arguments").await?;
     let prelude_file = strings(&mut store, "prelude").await?;
     let max_elements_name = strings(&mut store, "maxElements").await?;
@@ -311,7 +354,7 @@ impl Engine for WasmEngine {
     }
 
     fn execute(&self, invocation: Invocation, host: HostContext) -> LocalBoxFuture<'static, Completion> {
-        Box::pin(call::execute(self.pre.clone(), Arc::clone(&self.image), self.wasmtime.clone(), invocation, host))
+        Box::pin(call::execute(self.pre.clone(), Arc::clone(&self.image), invocation, host))
     }
 }
 

@@ -1,38 +1,44 @@
-//! One call in a fresh instance of the image: its state, its limits and its event loop.
+//! One call in a fresh instance of the image: the store that holds it, the imports it sees and
+//! its event loop.
 //!
-//! The loop is the native engine's (`quickjs/call.rs`): JavaScript runs in turns, and between
-//! them the call parks on its inbox (fetch results) or its next timer, holding no thread. What
-//! differs is how a turn is stopped: the instance's epoch deadline fires every few
-//! milliseconds of a running turn, checks the call's CPU and wall limits, and either ends the
-//! call with a trap or yields to the worker's other calls. The CPU a turn used is measured
-//! per poll of its future (`Metered`), so time the worker spends on other calls between
-//! polls is not charged to it.
+//! JavaScript runs in turns, and between them the call parks on its inbox (fetch results) or
+//! its next timer, holding no thread. A turn is stopped by the instance's epoch deadline, which
+//! fires every few milliseconds of a running turn, checks the call's CPU and wall limits, and
+//! either ends the call with a trap or yields to the worker's other calls. The CPU a turn used
+//! is measured per poll of its future (`Metered`), so time the worker spends on other calls
+//! between polls is not charged to it.
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use wasmtime::{Engine as Wasmtime, InstancePre, Linker, ResourceLimiter, Result, Store, Trap, UpdateDeadline};
+use wasmtime::{Caller, Engine as Wasmtime, InstancePre, Linker, Result, Store, Trap, UpdateDeadline};
 
 use super::super::engine::HostContext;
-use super::super::quickjs::call::{
-    Console, Ended, FetchDone, Fetches, JOBS_PER_CHECK, LimitHit, MIN_WALKABLE_ELEMENTS, Reply, RunEnd, Timers,
-    completion,
-};
-use super::super::quickjs::{SCRIPT_WRAPPER_HEAD, WRAPPER_HEAD, handler_line, wrap};
-use super::super::{
-    Completion, FetchError, FetchHost, FetchRequest, Invocation, IsolateMemory, MAX_HANDLER_BYTES, Program,
-    SandboxLimits, thread_cpu_time,
-};
+use super::super::{Completion, FetchError, Invocation, MAX_HANDLER_BYTES, Program};
 use super::guest::{self, Guest, JobRan, JsValue, OutOfMemory, is_exception};
+use super::memory::Budget;
 use super::natives;
+use super::source::{SCRIPT_WRAPPER_HEAD, WRAPPER_HEAD, handler_line, wrap};
+use super::state::{CallState, CpuMeter, FetchDone, LimitHit, RunEnd};
+use super::web::wtf8_lossy;
 use super::{COMPILE_ONLY, Image, SLICE_TICKS, WasmEngine};
+
+/// Pending promise jobs run between two explicit limit checks (the epoch deadline also stops a
+/// long job; this only bounds how late a limit latched by a native is noticed).
+const JOBS_PER_CHECK: u32 = 256;
+/// The smallest `maxElements` whatever the memory limit (lengths this small are walked in
+/// milliseconds).
+const MIN_WALKABLE_ELEMENTS: usize = 1 << 20;
+/// How long a syntax check may take before it is given up.
+const CHECK_TIME: Duration = Duration::from_secs(2);
+/// Smallest stack a call gets, whatever its limit says.
+const MIN_STACK: usize = 64 * 1024;
 
 /// The store's data: one call's state, reachable from the natives and the epoch callback.
 pub(in crate::serve::isolate) struct Host {
@@ -49,201 +55,6 @@ impl Host {
     }
 }
 
-/// Per-call state (the native engine's `CallState`, owned by the store instead of shared).
-pub(super) struct CallState {
-    pub limits: SandboxLimits,
-    pub deadline: Instant,
-    pub limit: Option<LimitHit>,
-    pub cpu: Arc<CpuMeter>,
-    pub console: Console,
-    pub fetches: Fetches<usize>,
-    pub fetch_denied: bool,
-    pub timers: Timers,
-    events: mpsc::UnboundedSender<FetchDone>,
-    fetch_host: Arc<dyn FetchHost>,
-    runtime: tokio::runtime::Handle,
-    /// Math.random's generator (SplitMix64), seeded per call.
-    random: u64,
-}
-
-impl CallState {
-    pub fn hit(&mut self, limit: LimitHit) {
-        if self.limit.is_none() {
-            self.limit = Some(limit);
-        }
-    }
-
-    /// Checks and latches the CPU and wall limits; true once any limit is latched.
-    fn check_limits(&mut self) -> bool {
-        if self.limit.is_some() {
-            return true;
-        }
-        if Instant::now() >= self.deadline {
-            self.hit(LimitHit::Wall);
-        } else if self.cpu.used() > self.limits.cpu {
-            self.hit(LimitHit::Cpu);
-        }
-        self.limit.is_some()
-    }
-
-    pub fn next_random(&mut self) -> f64 {
-        self.random = self.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.random;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn spawn_fetch(&self, id: u32, request: FetchRequest) -> tokio::task::JoinHandle<()> {
-        let host = Arc::clone(&self.fetch_host);
-        let deadline = self.deadline;
-        let reply = Reply { id, events: Some(self.events.clone()) };
-        self.runtime.spawn(async move {
-            let mut reply = reply;
-            let result = host.fetch(request, deadline).await;
-            reply.send(result);
-        })
-    }
-
-    /// Accepts a `fetch()`: starts it, or queues it behind `max_concurrent_fetches`.
-    pub fn fetch_start(&mut self, request: FetchRequest, charged: usize) -> u32 {
-        let id = self.fetches.next_id;
-        self.fetches.next_id += 1;
-        self.fetches.accepted += 1;
-        self.fetches.charges.insert(id, vec![charged]);
-        if self.fetches.running.len() < self.limits.max_concurrent_fetches as usize {
-            let handle = self.spawn_fetch(id, request);
-            self.fetches.running.insert(id, handle);
-        } else {
-            self.fetches.queued.push_back((id, request));
-        }
-        id
-    }
-
-    /// A fetch finished: free its slot and start queued ones. Returns the bytes its request
-    /// had charged.
-    fn fetch_finished(&mut self, id: u32) -> usize {
-        self.fetches.running.remove(&id);
-        let charged = self.fetches.charges.remove(&id).map_or(0, |c| c.iter().sum());
-        while self.fetches.running.len() < self.limits.max_concurrent_fetches as usize {
-            let Some((next, request)) = self.fetches.queued.pop_front() else {
-                break;
-            };
-            let handle = self.spawn_fetch(next, request);
-            self.fetches.running.insert(next, handle);
-        }
-        charged
-    }
-
-    fn abort_fetches(&mut self) -> Vec<tokio::task::JoinHandle<()>> {
-        self.fetches.queued.clear();
-        self.fetches
-            .running
-            .drain()
-            .map(|(_, handle)| {
-                handle.abort();
-                handle
-            })
-            .collect()
-    }
-}
-
-/// A call's memory: the growth of its linear memory past the image, and the copies natives
-/// hold outside it, both within the call's limit and drawn from the daemon-wide budget.
-pub(in crate::serve::isolate) struct Budget {
-    limit: usize,
-    /// Linear memory the image starts with (not charged: the pages are shared copy-on-write).
-    base: usize,
-    used: usize,
-    daemon: Option<Arc<IsolateMemory>>,
-    /// A request was refused; `daemon` says whether the daemon-wide budget refused it.
-    pub refused: Option<bool>,
-}
-
-impl Budget {
-    fn unlimited() -> Budget {
-        Budget { limit: usize::MAX, base: 0, used: 0, daemon: None, refused: None }
-    }
-
-    /// Takes `bytes` for the call, or refuses (latching why).
-    pub fn take(&mut self, bytes: usize) -> bool {
-        let total = match self.used.checked_add(bytes) {
-            Some(total) if total <= self.limit => total,
-            _ => {
-                self.refused.get_or_insert(false);
-                return false;
-            }
-        };
-        if let Some(daemon) = &self.daemon
-            && !daemon.take(bytes)
-        {
-            self.refused.get_or_insert(true);
-            return false;
-        }
-        self.used = total;
-        true
-    }
-
-    pub fn give_back(&mut self, bytes: usize) {
-        let bytes = bytes.min(self.used);
-        self.used -= bytes;
-        if let Some(daemon) = &self.daemon {
-            daemon.give_back(bytes);
-        }
-    }
-}
-
-impl Drop for Budget {
-    fn drop(&mut self) {
-        if let Some(daemon) = &self.daemon {
-            daemon.give_back(self.used);
-        }
-    }
-}
-
-impl ResourceLimiter for Host {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
-        let base = self.memory.base;
-        let grow = desired.saturating_sub(current.max(base));
-        if grow == 0 || self.memory.take(grow) {
-            return Ok(true);
-        }
-        if let Some(call) = &mut self.call {
-            let daemon = self.memory.refused == Some(true);
-            call.hit(memory_hit(daemon, self.memory.daemon.as_deref()));
-        }
-        Ok(false)
-    }
-
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
-        Ok(desired <= 100_000)
-    }
-}
-
-fn memory_hit(daemon: bool, memory: Option<&IsolateMemory>) -> LimitHit {
-    match (daemon, memory) {
-        (true, Some(memory)) => LimitHit::DaemonMemory(memory.limit()),
-        _ => LimitHit::Memory,
-    }
-}
-
-/// CPU time of a call: the sum of its futures' polls.
-#[derive(Debug, Default)]
-pub(super) struct CpuMeter {
-    total_ns: AtomicU64,
-    /// The thread's CPU clock when the current poll started (0: not in a poll).
-    poll_started_ns: AtomicU64,
-}
-
-impl CpuMeter {
-    pub fn used(&self) -> Duration {
-        let started = self.poll_started_ns.load(Ordering::Relaxed);
-        let running = if started == 0 { 0 } else { (thread_cpu_time().as_nanos() as u64).saturating_sub(started) };
-        Duration::from_nanos(self.total_ns.load(Ordering::Relaxed) + running)
-    }
-}
-
 /// A future whose polls are charged to a call's CPU time.
 struct Metered<F> {
     meter: Arc<CpuMeter>,
@@ -254,12 +65,9 @@ impl<F: Future> Future for Metered<F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let start = (thread_cpu_time().as_nanos() as u64).max(1);
-        self.meter.poll_started_ns.store(start, Ordering::Relaxed);
+        self.meter.poll_started();
         let result = self.inner.as_mut().poll(cx);
-        let used = (thread_cpu_time().as_nanos() as u64).saturating_sub(start);
-        self.meter.poll_started_ns.store(0, Ordering::Relaxed);
-        self.meter.total_ns.fetch_add(used, Ordering::Relaxed);
+        self.meter.poll_ended();
         result
     }
 }
@@ -277,7 +85,7 @@ pub(super) fn linker(engine: &Wasmtime) -> Result<Linker<Host>> {
     linker.func_wrap(
         "wasi_snapshot_preview1",
         "clock_time_get",
-        |mut caller: wasmtime::Caller<'_, Host>, clock: i32, _precision: i64, out: i32| -> i32 {
+        |mut caller: Caller<'_, Host>, clock: i32, _precision: i64, out: i32| -> i32 {
             let now = match clock {
                 0 => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
                 _ => process_start().elapsed(),
@@ -293,7 +101,7 @@ pub(super) fn linker(engine: &Wasmtime) -> Result<Linker<Host>> {
     linker.func_wrap(
         "wasi_snapshot_preview1",
         "random_get",
-        |mut caller: wasmtime::Caller<'_, Host>, buf: i32, len: i32| -> i32 {
+        |mut caller: Caller<'_, Host>, buf: i32, len: i32| -> i32 {
             let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return EINVAL };
             // Written in place: a length the guest chose must not size an allocation here.
             let Some(slot) = guest_slice(memory.data_mut(&mut caller), buf, len) else { return EFAULT };
@@ -307,7 +115,7 @@ pub(super) fn linker(engine: &Wasmtime) -> Result<Linker<Host>> {
     linker.func_wrap(
         "wasi_snapshot_preview1",
         "fd_write",
-        |mut caller: wasmtime::Caller<'_, Host>, _fd: i32, iovs: i32, count: i32, written: i32| -> i32 {
+        |mut caller: Caller<'_, Host>, _fd: i32, iovs: i32, count: i32, written: i32| -> i32 {
             let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else { return EINVAL };
             // The vectors must lie in memory, which bounds the loop by the guest's own size.
             let Some(vectors) =
@@ -365,39 +173,19 @@ enum Next {
 }
 
 /// Runs one invocation in a fresh instance, parking at every await.
+///
+/// Dropping the returned future (the caller went away) drops the instance and aborts the
+/// call's fetches; its timers go with it.
 pub(super) async fn execute(
     pre: InstancePre<Host>,
     image: Arc<Image>,
-    _wasmtime: Wasmtime,
     invocation: Invocation,
     host: HostContext,
 ) -> Completion {
-    let started = Instant::now();
-    let mut limits = invocation.limits.clone();
-    limits.max_concurrent_fetches = limits.max_concurrent_fetches.max(1);
-    let (events, mut inbox) = mpsc::unbounded_channel();
-    let cpu = Arc::new(CpuMeter::default());
-    let call = CallState {
-        deadline: started + limits.wall,
-        limit: None,
-        cpu: Arc::clone(&cpu),
-        console: Console::new(limits.max_console_bytes),
-        fetches: Fetches::default(),
-        fetch_denied: false,
-        timers: Timers::default(),
-        events,
-        fetch_host: Arc::clone(&invocation.fetch),
-        runtime: host.runtime,
-        random: RandomState::new().build_hasher().finish(),
-        limits,
-    };
-    let memory = Budget {
-        limit: call.limits.memory_bytes,
-        base: image.memory_bytes,
-        used: 0,
-        daemon: Some(host.memory),
-        refused: None,
-    };
+    let limits = invocation.limits.clone();
+    let memory = Budget::new(limits.memory_bytes, image.memory_bytes, host.memory);
+    let (call, mut inbox) = CallState::new(limits, Arc::clone(&invocation.fetch), host.runtime);
+    let cpu = Arc::clone(&call.cpu);
     let mut store = Store::new(
         pre.module().engine(),
         Host { guest: None, image: Some(Arc::clone(&image)), call: Some(call), memory },
@@ -421,24 +209,17 @@ pub(super) async fn execute(
         drive(&mut store, &pre, &image, &invocation, &mut inbox, &cpu).await
     };
     let host = store.data_mut();
-    let memory_refused = host.memory.refused;
-    let daemon_memory = host.memory.daemon.clone();
+    let memory_refused = host.memory.refusal();
     let call = host.call.as_mut().expect("the call's state lives as long as its store");
-    if let Some(daemon) = memory_refused {
-        call.hit(memory_hit(daemon, daemon_memory.as_deref()));
+    if let Some(limit) = memory_refused {
+        call.hit(limit);
     }
     let aborted = call.abort_fetches();
-    let ended = Ended {
-        limit: call.limit,
-        limits: &call.limits,
-        console: std::mem::take(&mut call.console.text),
-        fetches: call.fetches.accepted,
-        fetch_denied: call.fetch_denied,
-        cpu_time: cpu.used(),
-        wall_time: started.elapsed(),
-    };
-    let completion = completion(ended, end);
+    let completion = call.completion(end);
     drop(store);
+    // The answer goes out only once no fetch of the call is running any more (an abort takes
+    // effect when the task next yields): a host that counts on the call being over when it
+    // has its answer, like a script whose left-over tool calls must be logged by then, can.
     for aborted in aborted {
         let _ = aborted.await;
     }
@@ -636,8 +417,7 @@ async fn advance(store: &mut Store<Host>, guest: &Guest, image: &Image, promise:
         }
         let state = call(store);
         let next_timer = state.timers.next_due();
-        let fetching = !state.fetches.running.is_empty() || !state.fetches.queued.is_empty();
-        if !fetching {
+        if !state.fetching() {
             match next_timer {
                 None => return Ok(Next::Done(RunEnd::Stalled)),
                 Some(due) if due > state.deadline => return Ok(Next::Done(RunEnd::TimerAfterDeadline)),
@@ -699,7 +479,7 @@ async fn serialise(
     let max = call(store).limits.max_result_bytes;
     let text = guest
         .with_string(&mut *store, json, image.loop_scratch, |bytes| {
-            if bytes.len() > max { Err(bytes.len()) } else { Ok(super::super::quickjs::natives::wtf8_lossy(bytes)) }
+            if bytes.len() > max { Err(bytes.len()) } else { Ok(wtf8_lossy(bytes)) }
         })
         .await?;
     Ok(match text {
@@ -772,18 +552,12 @@ async fn describe(
     for (index, slot) in out.iter_mut().enumerate() {
         let part = guest.get_index(&mut *store, parts, index as u32).await?;
         if guest::is_string(part) {
-            *slot = guest
-                .with_string(&mut *store, part, image.loop_scratch, super::super::quickjs::natives::wtf8_lossy)
-                .await?
-                .unwrap_or_default();
+            *slot = guest.with_string(&mut *store, part, image.loop_scratch, wtf8_lossy).await?.unwrap_or_default();
         }
     }
     let [text, stack] = out;
     Ok(Some((text, stack)))
 }
-
-/// Smallest stack a call gets, whatever its limit says.
-const MIN_STACK: usize = 64 * 1024;
 
 /// Compiles `source` without running it: `Ok(None)` if it compiles, else the error's text and
 /// stack. A fresh instance with no call: nothing it compiles can run.
@@ -791,7 +565,7 @@ pub(super) async fn check(engine: &WasmEngine, source: &str) -> Result<Option<(S
     let image = engine.image();
     let mut store = Store::new(engine.wasmtime(), Host::for_image());
     store.set_epoch_deadline(SLICE_TICKS);
-    let deadline = Instant::now() + super::super::quickjs::CHECK_TIME;
+    let deadline = Instant::now() + CHECK_TIME;
     store.epoch_deadline_callback(move |_| {
         if Instant::now() >= deadline {
             Ok(UpdateDeadline::Interrupt)

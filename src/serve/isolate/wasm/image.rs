@@ -1,7 +1,7 @@
 //! The pre-initialised image every call starts from.
 //!
 //! Creating a QuickJS runtime and context and running the prelude is most of what a fresh
-//! native isolate costs, and the result is the same for every call. So it is done once, in an
+//! isolate would cost, and the result is the same for every call. So it is done once, in an
 //! instance of the vendored module: the instance's linear memory is then written back into a
 //! copy of the module as its data segments (only the 4 KiB pages that are not zero), with the
 //! memory's minimum size raised to match and every mutable global's initial value set to what

@@ -4,8 +4,8 @@
 //! The module's host functions all arrive through one import with the function's name (the
 //! names in [`NAMES`], installed on the prelude's private bindings object when the image is
 //! built) and its arguments as boxed `JSValue`s; the result goes back as a `malloc`ed box, or
-//! 0 with an exception pending. The semantics are the native engine's (`quickjs/natives.rs`
-//! and `quickjs/call.rs`), which the same prelude drives.
+//! 0 with an exception pending. The call's state they act on is `state.rs`; the parts of
+//! URL and form handling that need no guest are `web.rs`.
 //!
 //! Arguments come from the prelude, not from handler code, but nothing here trusts them: a
 //! value of the wrong type is a `TypeError`, never a panic, and only values that already are
@@ -16,12 +16,9 @@ use bytes::Bytes;
 use wasmtime::{Caller, Linker, Result};
 
 use super::super::FetchRequest;
-use super::super::quickjs::call::{LimitHit, Timers, is_token};
-use super::super::quickjs::natives::{
-    FORM_COPIES, URL_COPIES, form_parse, form_serialize, url_parse, url_set, wtf8_lossy,
-};
 use super::call::Host;
 use super::guest::{self, Guest, JsValue};
+use super::web::{FORM_COPIES, URL_COPIES, form_parse, form_serialize, is_token, url_parse, url_set, wtf8_lossy};
 
 /// The natives and their arities.
 pub(super) const NAMES: &[(&str, i32)] = &[
@@ -82,13 +79,9 @@ async fn dispatch(caller: &mut Caller<'_, Host>, name: i32, name_len: i32, argc:
         "fetchStart" => fetch_start(caller, &guest, scratch, [arg(0), arg(1), arg(2), arg(3), arg(4)]).await?,
         "timerSet" => {
             let delay = guest.to_number(&mut *caller, arg(0), scratch).await?.unwrap_or(0.0);
-            let call = caller.data_mut().call.as_mut().expect("natives run inside a call");
-            if call.timers.created >= call.limits.max_timers {
-                call.hit(LimitHit::Timers);
-                Answer::RangeError(LimitHit::Timers.message(&call.limits))
-            } else {
-                let id = call.timers.add(Timers::delay(delay));
-                Answer::Value(guest.new_number(&mut *caller, f64::from(id)).await?)
+            match caller.data_mut().call.as_mut().expect("natives run inside a call").set_timer(delay) {
+                Ok(id) => Answer::Value(guest.new_number(&mut *caller, f64::from(id)).await?),
+                Err(message) => Answer::RangeError(message),
             }
         }
         "timerClear" => {
@@ -334,12 +327,8 @@ async fn utf8_decode(
 /// starts or queues the fetch. Returns its id.
 async fn fetch_start(caller: &mut Caller<'_, Host>, guest: &Guest, scratch: i32, args: [JsValue; 5]) -> Result<Answer> {
     let [url, method, headers, body, redirect] = args;
-    {
-        let call = caller.data_mut().call.as_mut().expect("natives run inside a call");
-        if call.fetches.accepted >= call.limits.max_fetches {
-            call.hit(LimitHit::Fetches);
-            return Ok(Answer::RangeError(LimitHit::Fetches.message(&call.limits)));
-        }
+    if let Err(message) = caller.data_mut().call.as_mut().expect("natives run inside a call").may_fetch() {
+        return Ok(Answer::RangeError(message));
     }
     let mut charged = 0usize;
     let answer = async {
@@ -400,7 +389,7 @@ async fn fetch_start(caller: &mut Caller<'_, Host>, guest: &Guest, scratch: i32,
     .await?;
     match answer {
         Ok(request) => {
-            let id = caller.data_mut().call.as_mut().expect("natives run inside a call").fetch_start(request, charged);
+            let id = caller.data_mut().call.as_mut().expect("natives run inside a call").start_fetch(request, charged);
             Ok(Answer::Value(guest.new_number(&mut *caller, f64::from(id)).await?))
         }
         Err(answer) => {

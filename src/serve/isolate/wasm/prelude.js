@@ -1,10 +1,10 @@
-// Web-platform surface of the isolate, evaluated once per call before the handler.
+// Web-platform surface of the isolate.
 //
-// This file is compiled to QuickJS bytecode once per process (see quickjs.rs) and the
-// bytecode is loaded into every fresh context, so keep it small: every line here is paid
-// for on every tool call. It evaluates to a function that receives the native bindings
-// (an object that is never reachable from the handler's globals) and returns the hooks
-// the Rust event loop drives: [fetchDone, fetchFail, timerFire, describe, fetch, runScript].
+// It runs once, when the engine builds the image every call starts from (wasm.rs), so each
+// call begins with it already run; what it builds is part of that image, so keep it small. It
+// evaluates to a function that receives the native bindings (an object that is never reachable
+// from the handler's globals) and returns the hooks the Rust event loop drives:
+// [fetchDone, fetchFail, timerFire, describe, fetch, runScript].
 (function (native) {
   'use strict';
   const G = globalThis;
@@ -17,15 +17,15 @@
   delete G.queueMicrotask;
 
   // ---- array built-ins on huge lengths ---------------------------------------------------
-  // Some of QuickJS's array built-ins walk indices 0..length of any array-like without polling
-  // the interrupt handler: `Array.prototype.reverse.call({length: 2 ** 53 - 1})` would hold the
-  // worker past every limit. (The ones that poll, like `indexOf`, `every`, `map`, `find` and
-  // `reduce`, end at the CPU limit and are left alone.) No array a call can hold is longer than
-  // its memory allows, so a longer length can only be a sparse array or an array-like that lies:
-  // the methods below refuse it before the walk. The worker-process watchdog backs this up for
-  // anything not listed. This runs for every call, so it takes the cheapest form: one object
-  // literal of methods (methods get no `prototype` object) and plain assignments; the price is
-  // that these methods' `length` is 0.
+  // Some of QuickJS's array built-ins walk indices 0..length of any array-like:
+  // `Array.prototype.reverse.call({length: 2 ** 53 - 1})` would run until the call's CPU limit
+  // ends it, with an error that says nothing of why. No array a call can hold is longer than its
+  // memory allows, so a longer length can only be a sparse array or an array-like that lies: the
+  // methods below refuse it before the walk, naming the method. (Others, like `indexOf`, `every`,
+  // `map`, `find` and `reduce`, are left alone: they end at the CPU limit like any loop, and every
+  // wrapper is a call more on every use.) The wrappers take the cheapest form: one object literal
+  // of methods (methods get no `prototype` object) and plain assignments; the price is that these
+  // methods' `length` is 0.
   {
     const AP = Array.prototype, originals = {};
     const lengthOf = (o) => { const n = Math.trunc(Number(o.length)); return n > 0 ? n : 0; };

@@ -1,14 +1,14 @@
 //! Density benchmark: what calls parked on a slow API cost in memory, and where it goes.
 //!
-//! `cargo bench --bench density` (10,000 calls; add `-- --quick` for 2,000). For each engine, the
-//! real daemon binary runs as a child process (`support/process.rs`) and the benchmark measures
-//! its proportional set size (PSS: the daemon plus any worker processes, shared pages divided
-//! among their sharers) through four steps, each on the same client connections:
+//! `cargo bench --bench density` (10,000 calls; add `-- --quick` for 2,000). The real daemon
+//! binary runs as a child process (`support/process.rs`) and the benchmark measures its
+//! proportional set size (PSS: shared pages divided among their sharers) through four steps,
+//! each on the same client connections:
 //!
 //! 1. the idle daemon with two servers registered;
 //! 2. N keep-alive connections, each after one `GET /healthz`: the inbound connection;
 //! 3. N `tools/call`s parked on a 12 s timer: the call and its isolate, without an upstream
-//!    request (the isolate part is the WebAssembly pool's pages, or the worker processes');
+//!    request (the isolate part is the WebAssembly instances' linear memory);
 //! 4. N `tools/call`s parked on a fetch to an upstream that answers after 12 s: adds the
 //!    outbound connection and the fetch.
 //!
@@ -42,29 +42,39 @@ static ARRIVALS: AtomicU64 = AtomicU64::new(0);
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let calls = if quick { 2_000 } else { 10_000 };
-    let limit = raise_descriptor_limit(4 * calls as u64 + 1_000);
-    println!("mcpbootd density benchmark: {calls} calls parked {} s, descriptor limit {limit}\n", PARKED_FOR.as_secs());
-    let upstream = start_upstream().await?;
-    for engine in ["wasm", "native"] {
-        measure(engine, calls, upstream).await?;
-        println!();
+    if std::env::args().any(|a| a == "--upstream") {
+        return serve_upstream().await;
     }
-    Ok(())
+    mcpbootd::install_crypto_provider();
+    let quick = std::env::args().any(|a| a == "--quick");
+    let wanted = if quick { 2_000 } else { 10_000 };
+    // The daemon holds two descriptors per call parked on a fetch (inbound and outbound), and
+    // the limit is the hard one where it cannot be raised.
+    let limit = raise_descriptor_limit(2 * wanted as u64 + 1_000);
+    let calls = wanted.min((limit.saturating_sub(400) / 2) as usize);
+    println!(
+        "mcpbootd density benchmark: {calls} calls parked {} s, descriptor limit {limit}{}\n",
+        PARKED_FOR.as_secs(),
+        if calls < wanted { format!(" ({wanted} would need {})", 2 * wanted + 400) } else { String::new() }
+    );
+    // The upstream runs in a process of its own, so its sockets do not count against this one's.
+    let (upstream, _upstream_process) = spawn_upstream()?;
+    measure(calls, upstream).await
 }
 
-async fn measure(engine: &str, calls: usize, upstream: SocketAddr) -> anyhow::Result<()> {
+async fn measure(calls: usize, upstream: SocketAddr) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let room = (calls + 100).to_string();
     let daemon = DaemonProcess::spawn_with(
         dir.path(),
-        engine,
+        "daemon",
         &[
-            ("MCPBOOTD_SANDBOX__ENGINE", engine.to_string()),
             ("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT", room.clone()),
             ("MCPBOOTD_SANDBOX__MAX_IN_FLIGHT_PER_SERVER", room.clone()),
             ("MCPBOOTD_SANDBOX__TIMEOUT_MS", "60000".to_string()),
+            // The default 1 GiB budget for all isolates is what the operator would raise for
+            // this many calls; the figures below show what they use.
+            ("MCPBOOTD_SANDBOX__MEMORY_BUDGET_MB", "16384".to_string()),
             ("MCPBOOTD_SERVER__MAX_CONNECTIONS", (2 * calls + 100).to_string()),
             ("MCPBOOTD_SERVER__HEADER_READ_TIMEOUT_MS", "600000".to_string()),
             ("MCPBOOTD_EGRESS__RESOLVE__api.bench.test", "127.0.0.1".to_string()),
@@ -93,25 +103,31 @@ async fn measure(engine: &str, calls: usize, upstream: SocketAddr) -> anyhow::Re
     call(&mut warm[0], "timer").await.map_err(anyhow::Error::msg)?;
 
     let pid = daemon.pid();
-    let label = |step: &str| format!("{engine}: {step}");
+    let label = |step: &str| step.to_string();
     tokio::time::sleep(SETTLE).await;
-    let idle = Pss::of_tree(pid)?;
+    let idle = Pss::of(pid)?;
     idle.print(&label("idle daemon"), None, calls);
 
     let connections = open_connections(daemon.address, calls).await?;
     tokio::time::sleep(SETTLE).await;
-    let connected = Pss::of_tree(pid)?;
+    let connected = Pss::of(pid)?;
     connected.print(&label(&format!("+ {calls} keep-alive connections")), Some(&idle), calls);
 
-    let mut timers = park(connections, "timer", pid, daemon.address, &http, calls, || 0).await?;
+    let mut timers = park(connections, "timer", pid, daemon.address, &http, calls, None).await?;
     timers.pss.print(&label(&format!("+ {calls} calls parked on a timer")), Some(&connected), calls);
     tokio::time::sleep(SETTLE).await;
-    let after_timers = Pss::of_tree(pid)?;
+    let after_timers = Pss::of(pid)?;
 
-    let before = ARRIVALS.load(Ordering::SeqCst);
-    let fetches = park(std::mem::take(&mut timers.connections), "fetch", pid, daemon.address, &http, calls, || {
-        ARRIVALS.load(Ordering::SeqCst) - before
-    })
+    let before = arrivals(&http, upstream).await;
+    let fetches = park(
+        std::mem::take(&mut timers.connections),
+        "fetch",
+        pid,
+        daemon.address,
+        &http,
+        calls,
+        Some((upstream, before)),
+    )
     .await?;
     fetches.pss.print(&label("  the same calls parked on a fetch (12 s API)"), Some(&after_timers), calls);
     println!(
@@ -156,7 +172,8 @@ impl Parked {
 }
 
 /// Sends a call of `tool` on every connection, reads PSS once they are all parked (the daemon
-/// reports them in flight and `arrived()` reaches the count, or 5 s have passed), then waits for
+/// reports them in flight and, for fetches, the upstream `(address, requests before)` has had
+/// them all, or 5 s have passed), then waits for
 /// every answer.
 async fn park(
     connections: Vec<SendRequest<Full<Bytes>>>,
@@ -165,7 +182,7 @@ async fn park(
     address: SocketAddr,
     http: &reqwest::Client,
     calls: usize,
-    arrived: impl Fn() -> u64,
+    upstream: Option<(SocketAddr, u64)>,
 ) -> anyhow::Result<Parked> {
     let sent = Instant::now();
     let mut tasks = Vec::with_capacity(connections.len());
@@ -177,14 +194,17 @@ async fn park(
             (outcome, started.elapsed(), connection)
         }));
     }
-    let needed = if tool == "fetch" { calls as u64 } else { 0 };
     while sent.elapsed() < Duration::from_secs(5) {
-        if in_flight(http, address).await >= calls && arrived() >= needed {
+        let arrived = match upstream {
+            Some((upstream, before)) => arrivals(http, upstream).await - before >= calls as u64,
+            None => true,
+        };
+        if arrived && in_flight(http, address).await >= calls {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let pss = Pss::of_tree(pid)?;
+    let pss = Pss::of(pid)?;
     let (mut answered, mut failures, mut longest) = (0, std::collections::BTreeMap::new(), Duration::ZERO);
     let mut connections = Vec::with_capacity(tasks.len());
     for task in tasks {
@@ -261,8 +281,8 @@ async fn call(connection: &mut SendRequest<Full<Bytes>>, tool: &str) -> Result<(
     Ok(())
 }
 
-/// PSS of a process and its descendants, in KB: in all, and the part that is isolates (the
-/// WebAssembly pool's memory mappings, or the worker processes).
+/// PSS of the daemon, in KB: in all, and the part that is isolates (the
+/// WebAssembly instances' linear memory).
 #[derive(Clone, Copy)]
 struct Pss {
     total: u64,
@@ -270,17 +290,9 @@ struct Pss {
 }
 
 impl Pss {
-    fn of_tree(pid: u32) -> anyhow::Result<Pss> {
-        let mut pss = Pss { total: 0, isolate: 0 };
-        let (daemon_total, pool) = smaps(pid)?;
-        pss.total += daemon_total;
-        pss.isolate += pool;
-        for child in descendants(pid) {
-            let (child_total, _) = smaps(child).unwrap_or((0, 0));
-            pss.total += child_total;
-            pss.isolate += child_total;
-        }
-        Ok(pss)
+    fn of(pid: u32) -> anyhow::Result<Pss> {
+        let (total, isolate) = smaps(pid)?;
+        Ok(Pss { total, isolate })
     }
 
     fn print(&self, name: &str, before: Option<&Pss>, calls: usize) {
@@ -297,42 +309,31 @@ impl Pss {
     }
 }
 
-/// A process's PSS in KB, and the part in mappings of 1 TiB or more (the WebAssembly pool, which
-/// reserves address space for every slot's linear memory).
+/// A process's PSS in KB, and the part that is WebAssembly linear memory: the mappings of the
+/// engine's memory image (`memfd:wasm-memory-image`, copy-on-write, so a call's writes land in
+/// them) and the anonymous mappings between them (memory grown past the image).
 fn smaps(pid: u32) -> anyhow::Result<(u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
-    let (mut total, mut pool, mut in_pool) = (0, 0, false);
+    // (start, end, is the image, anonymous, PSS)
+    let mut mappings: Vec<(u64, u64, bool, bool, u64)> = Vec::new();
     for line in text.lines() {
         if let Some(kb) = line.strip_prefix("Pss:") {
-            let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
-            total += kb;
-            if in_pool {
-                pool += kb;
+            if let Some(last) = mappings.last_mut() {
+                last.4 = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
             }
-        } else if let Some((range, _)) = line.split_once(' ')
-            && let Some((start, end)) = range.split_once('-')
-            && let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
-        {
-            in_pool = end - start >= 1 << 40;
+            continue;
         }
+        let mut fields = line.split_whitespace();
+        let Some((start, end)) = fields.next().and_then(|range| range.split_once('-')) else { continue };
+        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16)) else { continue };
+        let path = fields.nth(4).unwrap_or("");
+        mappings.push((start, end, path.contains("wasm-memory-image"), path.is_empty(), 0));
     }
-    Ok((total, pool))
-}
-
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let mut queue = vec![pid];
-    while let Some(pid) = queue.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
-        for task in tasks.flatten() {
-            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
-                found.push(child);
-                queue.push(child);
-            }
-        }
-    }
-    found
+    let total = mappings.iter().map(|m| m.4).sum();
+    let images = mappings.iter().filter(|m| m.2);
+    let (low, high) = images.fold((u64::MAX, 0), |(low, high), m| (low.min(m.0), high.max(m.1)));
+    let linear = mappings.iter().filter(|m| m.0 >= low && m.1 <= high && (m.2 || m.3)).map(|m| m.4).sum();
+    Ok((total, linear))
 }
 
 /// Raises this process's descriptor limit towards `wanted` (children inherit it); returns it.
@@ -364,18 +365,48 @@ async fn wait_ready(http: &reqwest::Client, address: SocketAddr) -> anyhow::Resu
     }
 }
 
-/// The upstream: `/park` answers after [`PARKED_FOR`], counting arrivals.
-async fn start_upstream() -> anyhow::Result<SocketAddr> {
-    let router = axum::Router::new().route(
-        "/park",
-        get(|| async {
-            ARRIVALS.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(PARKED_FOR).await;
-            Json(json!({"id": 3, "title": "A slow item"}))
-        }),
-    );
+/// This benchmark again as the upstream (`--upstream`), killed on drop; its address.
+fn spawn_upstream() -> anyhow::Result<(SocketAddr, KillOnDrop)> {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .arg("--upstream")
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
+    let address = line.trim().parse().map_err(|_| anyhow::anyhow!("the upstream printed {line:?}"))?;
+    Ok((address, KillOnDrop(child)))
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The upstream: `/park` answers after [`PARKED_FOR`]; `/arrivals` counts the requests so far.
+async fn serve_upstream() -> anyhow::Result<()> {
+    let router = axum::Router::new()
+        .route(
+            "/park",
+            get(|| async {
+                ARRIVALS.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(PARKED_FOR).await;
+                Json(json!({"id": 3, "title": "A slow item"}))
+            }),
+        )
+        .route("/arrivals", get(|| async { ARRIVALS.load(Ordering::SeqCst).to_string() }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let address = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    Ok(address)
+    println!("{}", listener.local_addr()?);
+    axum::serve(listener, router).await?;
+    Ok(())
+}
+
+/// Requests the upstream has had.
+async fn arrivals(http: &reqwest::Client, upstream: SocketAddr) -> u64 {
+    let Ok(response) = http.get(format!("http://{upstream}/arrivals")).send().await else { return 0 };
+    response.text().await.ok().and_then(|t| t.parse().ok()).unwrap_or(0)
 }

@@ -1,8 +1,9 @@
 //! Serving benchmark: prints figures from one run, side by side, so ratios survive a noisy machine.
 //!
-//! `cargo bench --bench serving` (add `-- --quick` for a short run). Measures:
-//! * isolate create + run + drop (through the worker pool, one call at a time) for each engine,
-//!   with a pure handler and one that spends its time in JavaScript;
+//! `cargo bench --bench serving` (add `-- --quick` for a short run, `-- --isolates-only` for the
+//! first section alone, e.g. under `valgrind --tool=callgrind`). Measures:
+//! * isolate create + run + drop (through the worker pool, one call at a time), with a pure
+//!   handler and one that spends its time in JavaScript;
 //! * MCP `tools/call` round trip for a pure handler;
 //! * the same for a handler doing one fetch to a loopback upstream, beside a direct HTTP GET to
 //!   that upstream (the overhead is the difference);
@@ -11,8 +12,8 @@
 //!   with 32, 256 and 1,024 concurrent clients, beside the ideal rate (clients / 0.1 s);
 //! * noisy neighbour: server B's pure calls at 16 clients, alone and while server A keeps 512
 //!   calls parked on an upstream that answers after 5 s, and the ratio of B's p99s;
-//! * per engine, `tools/list` beside pure and one-fetch `tools/call`s on the same mount at 64
-//!   clients: the MCP path without an isolate is the limit a tool call could reach.
+//! * `tools/list` beside pure and one-fetch `tools/call`s on the same mount at 64 clients: the
+//!   MCP path without an isolate is the limit a tool call could reach.
 //!
 //! The loaded sections (each I/O-bound client count, the noisy neighbour) get a fresh daemon and
 //! send raw JSON-RPC `tools/call` POSTs; a call counts only if it returns a result that is not
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use mcpbootd::serve::isolate::{
     CompileCache, Engine, FetchError, FetchHost, FetchRequest, FetchResponse, Invocation, IsolatePool, PoolSettings,
-    Program, QuickJsEngine, SandboxLimits, WasmEngine,
+    Program, SandboxLimits, WasmEngine,
 };
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -69,36 +70,24 @@ async fn main() -> anyhow::Result<()> {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     println!("mcpbootd serving benchmark: {cpus} CPUs, {iterations} iterations per latency figure\n");
 
-    // 1. Isolate create + run + drop through the pool, one at a time, for each engine
-    //    (interleaved, so both see the same machine); then a handler that spends its time in JS.
-    let engines: [(&str, Arc<dyn Engine>); 2] = [
-        ("wasm", WasmEngine::shared(&CompileCache::off()).map_err(|e| anyhow::anyhow!(e))?),
-        ("native", Arc::new(QuickJsEngine::new())),
-    ];
-    let pools: Vec<_> = engines
-        .iter()
-        .map(|(_, engine)| {
-            IsolatePool::with_engine(engine.clone(), PoolSettings::with_workers(1), tokio::runtime::Handle::current())
-        })
-        .collect();
+    // 1. Isolate create + run + drop through the pool, one at a time: a pure handler, then one
+    //    that spends its time in JavaScript.
+    // A few slots: the pool reserves address space per slot, and valgrind has less of it.
+    let engine: Arc<dyn Engine> = Arc::new(WasmEngine::build(&CompileCache::off(), 16)?);
+    let pool = IsolatePool::with_engine(engine, PoolSettings::with_workers(1), tokio::runtime::Handle::current());
     let pure_handler: Arc<str> = Arc::from("return { sum: args.a + args.b };");
     let cpu_handler: Arc<str> =
         Arc::from("let s = 0; for (let i = 0; i < 1e6; i++) { s += i % 7; } return { s, j: JSON.stringify(args) };");
     for (label, handler, rounds) in [("pure handler", &pure_handler, iterations), ("1M additions", &cpu_handler, 30)] {
-        let mut samples = vec![Vec::with_capacity(rounds); pools.len()];
+        let mut samples = Vec::with_capacity(rounds);
         for _ in 0..rounds {
-            for (pool, samples) in pools.iter().zip(samples.iter_mut()) {
-                samples.push(run_once(pool, handler).await?);
-            }
+            samples.push(run_once(&pool, handler).await?);
         }
-        let mut p50s = Vec::new();
-        for ((name, _), samples) in engines.iter().zip(samples) {
-            p50s.push(summarise(&format!("isolate create+run+drop, {label}, {name}"), samples).0);
-        }
-        println!("{:<44} {:>9.2}x", format!("{label}: wasm p50 / native p50"), ms(p50s[0]) / ms(p50s[1]));
+        summarise(&format!("isolate create+run+drop, {label}"), samples);
     }
-    for pool in &pools {
-        pool.close();
+    pool.close();
+    if std::env::args().any(|a| a == "--isolates-only") {
+        return Ok(());
     }
 
     // 2. The daemon on a port-0 listener with a loopback upstream.
@@ -274,56 +263,43 @@ async fn main() -> anyhow::Result<()> {
     print_left_queued(&http, daemon.address).await;
     daemon.stop().await?;
 
-    // 7. The MCP path with and without an isolate, per engine: `tools/list` on a mount beside a
-    //    pure `tools/call` and a one-fetch call on the same mount, 64 clients, alternating
-    //    engines, two rounds each. `tools/list` is the limit a tool call could reach.
+    // 7. The MCP path with and without an isolate: `tools/list` on a mount beside a pure
+    //    `tools/call` and a one-fetch call on the same mount, 64 clients, two rounds.
+    //    `tools/list` is the limit a tool call could reach.
     println!();
     let fast_url = format!("http://api.bench.test:{}/item", upstream.port());
-    let mut rates: std::collections::BTreeMap<(&str, &str), Vec<f64>> = Default::default();
+    let mut rates: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     for _round in 0..2 {
-        for engine in ["wasm", "native"] {
-            let mut env = loaded_daemon_env();
-            env.push(("MCPBOOTD_SANDBOX__ENGINE", engine.to_string()));
-            let daemon = support::start_daemon(env).await?;
-            register(&http, daemon.address, "pure", "return { sum: args.a + args.b };").await?;
-            register(
-                &http,
-                daemon.address,
-                "fetch",
-                &format!("const r = await fetch('{fast_url}'); return await r.json();"),
-            )
-            .await?;
-            for (what, target) in [
-                ("tools/list", RawCall::tools_list(daemon.address, "pure")),
-                ("pure", RawCall::new(daemon.address, "pure")),
-                ("fetch", RawCall::new(daemon.address, "fetch")),
-            ] {
-                let window = Window::after(warmup, throughput_window);
-                let report = Report::collect(window, spawn_raw_clients(&target, 64, window)).await?;
-                report.print(&format!("{what}, 64 clients, engine = {engine}"), "");
-                rates.entry((what, engine)).or_default().push(report.rate());
-            }
-            daemon.stop().await?;
+        let daemon = support::start_daemon(loaded_daemon_env()).await?;
+        register(&http, daemon.address, "pure", "return { sum: args.a + args.b };").await?;
+        register(
+            &http,
+            daemon.address,
+            "fetch",
+            &format!("const r = await fetch('{fast_url}'); return await r.json();"),
+        )
+        .await?;
+        for (what, target) in [
+            ("tools/list", RawCall::tools_list(daemon.address, "pure")),
+            ("pure tools/call", RawCall::new(daemon.address, "pure")),
+            ("one-fetch tools/call", RawCall::new(daemon.address, "fetch")),
+        ] {
+            let window = Window::after(warmup, throughput_window);
+            let report = Report::collect(window, spawn_raw_clients(&target, 64, window)).await?;
+            report.print(&format!("{what}, 64 clients"), "");
+            rates.entry(what).or_default().push(report.rate());
         }
+        daemon.stop().await?;
     }
-    let mean = |what, engine| {
-        let r: &Vec<f64> = &rates[&(what, engine)];
+    let mean = |what| {
+        let r: &Vec<f64> = &rates[what];
         r.iter().sum::<f64>() / r.len() as f64
     };
-    for engine in ["wasm", "native"] {
-        println!(
-            "{:<44} {:>9.2}x   target >= 0.40",
-            format!("pure tools/call / tools/list, {engine}"),
-            mean("pure", engine) / mean("tools/list", engine)
-        );
-    }
-    for what in ["pure", "fetch"] {
-        println!(
-            "{:<44} {:>9.2}x",
-            format!("{what}: wasm rate / native rate"),
-            mean(what, "wasm") / mean(what, "native")
-        );
-    }
+    println!(
+        "{:<44} {:>9.2}x   target >= 0.40",
+        "pure tools/call / tools/list",
+        mean("pure tools/call") / mean("tools/list")
+    );
     Ok(())
 }
 

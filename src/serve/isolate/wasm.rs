@@ -180,7 +180,9 @@ fn config(slots: u32) -> Config {
     config.memory_init_cow(true);
     let mut pool = PoolingAllocationConfig::new();
     // Slots cost address space, not memory, until used.
-    pool.total_core_instances(slots).total_memories(slots).total_tables(slots).total_stacks(slots.min(2_000));
+    // A store keeps the fiber stack of its last call into the guest until it is dropped, so a
+    // parked call holds a stack too: one per slot.
+    pool.total_core_instances(slots).total_memories(slots).total_tables(slots).total_stacks(slots);
     pool.max_memory_size(MAX_MEMORY);
     // Resetting a slot by rewriting the pages it dirtied is cheaper than unmapping them, for
     // the first few MiB (the image and a small call's heap).
@@ -197,7 +199,8 @@ fn config(slots: u32) -> Config {
 /// once every slot is in use: past it, mapping fails in the middle of a call, and an allocation
 /// anywhere in the daemon can fail with it.
 fn check_map_count(slots: u32) -> Result<()> {
-    let Some(limit) = std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|s| s.trim().parse::<u64>().ok())
+    let Some(limit) =
+        std::fs::read_to_string("/proc/sys/vm/max_map_count").ok().and_then(|s| s.trim().parse::<u64>().ok())
     else {
         return Ok(());
     };

@@ -8,13 +8,19 @@ use serde_json::json;
 use crate::helpers::*;
 
 /// Native steps QuickJS's interpreter never polls its interrupt handler in: BigInt to decimal
-/// (about 2.5 s at QuickJS's size cap), string search, a walk over a huge array-like, a regular
-/// expression that backtracks exponentially.
-const NATIVE_STEPS: [&str; 4] = [
+/// (about 2.5 s at QuickJS's size cap), string search in its several forms, walks over a huge
+/// array-like, a regular expression that backtracks exponentially, a typed-array sort.
+const NATIVE_STEPS: [&str; 10] = [
     "return String(2n ** 1000000n).length;",
     "return 'a'.repeat(2 ** 24).indexOf('a'.repeat(2 ** 12) + 'b');",
+    "return 'a'.repeat(2 ** 24).includes('a'.repeat(2 ** 12) + 'b');",
+    "return 'a'.repeat(2 ** 24).split('a'.repeat(2 ** 12) + 'b').length;",
+    "return 'a'.repeat(2 ** 24).replaceAll('a'.repeat(2 ** 12) + 'b', '').length;",
     "return Array.prototype.lastIndexOf.call({length: 2 ** 40}, 1);",
+    "return 'a'.repeat(2 ** 24).lastIndexOf('a'.repeat(2 ** 12) + 'b');",
+    "return Array.prototype.includes.call({length: 2 ** 40}, 1);",
     "return /^(a+)+$/.test('a'.repeat(40) + 'b');",
+    "for (;;) { const a = new Float64Array(2 ** 20).map(Math.random); a.sort(); a.sort((x, y) => y - x); }",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,12 +30,15 @@ async fn with_the_webassembly_engine_a_call_in_any_builtin_ends_at_its_limit_and
             ("MCPBOOTD_SANDBOX__WORKERS".into(), "1".into()),
             ("MCPBOOTD_SANDBOX__TIMEOUT_MS".into(), "600".into()),
             ("MCPBOOTD_SANDBOX__CPU_MS".into(), "60000".into()),
+            ("MCPBOOTD_CODE_MODE__ENABLED".into(), "true".into()),
+            ("MCPBOOTD_CODE_MODE__TIMEOUT_MS".into(), "1000".into()),
+            ("MCPBOOTD_CODE_MODE__CPU_MS".into(), "60000".into()),
         ],
         ..AppOptions::default()
     })
     .await;
     let tools: Vec<_> = NATIVE_STEPS.iter().enumerate().map(|(i, code)| tool(&format!("step{i}"), code)).collect();
-    app.register(json!({"id": "stuck", "tools": tools})).await;
+    app.register(json!({"id": "stuck", "code_mode": {"enabled": true}, "tools": tools})).await;
     app.register(
         json!({"id": "other", "tools": [tool("wait", "await new Promise(r => setTimeout(r, 200)); return 'done';")]}),
     )
@@ -54,6 +63,45 @@ async fn with_the_webassembly_engine_a_call_in_any_builtin_ends_at_its_limit_and
         }
     }
     // No turn outlasted its call's wall limit: the pool's watchdog never saw one.
+    // The same steps from any MCP client through code mode (no admin rights): the script's
+    // isolate ends at its own wall limit too.
+    let client = app.mcp("stuck").await;
+    for code in NATIVE_STEPS {
+        let mut params = rmcp::model::CallToolRequestParams::new("code_execution");
+        params = params.with_arguments(json!({"code": code}).as_object().unwrap().clone());
+        let started = Instant::now();
+        let result = client.call_tool(params).await.unwrap();
+        let elapsed = started.elapsed();
+        let text = result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
+        assert_eq!(result.is_error, Some(true), "{code}: {result:?}");
+        assert!(text.contains("\"TIMEOUT\"") && text.contains("did not finish within 1000 ms"), "{code}: {text}");
+        assert!(elapsed < Duration::from_secs(4), "{code} ended after {elapsed:?}");
+    }
+    client.cancel().await.unwrap();
     let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
     assert!(metrics.lines().any(|l| l == "mcpbootd_isolate_overruns_total 0"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_any_builtin_ends_at_its_cpu_limit() {
+    let app = spawn_app_with(AppOptions {
+        env: vec![
+            ("MCPBOOTD_SANDBOX__WORKERS".into(), "1".into()),
+            ("MCPBOOTD_SANDBOX__TIMEOUT_MS".into(), "20000".into()),
+            ("MCPBOOTD_SANDBOX__CPU_MS".into(), "300".into()),
+        ],
+        ..AppOptions::default()
+    })
+    .await;
+    let tools: Vec<_> = NATIVE_STEPS.iter().enumerate().map(|(i, code)| tool(&format!("step{i}"), code)).collect();
+    app.register(json!({"id": "stuck", "tools": tools})).await;
+    for (index, code) in NATIVE_STEPS.iter().enumerate() {
+        let started = Instant::now();
+        let (_, body) = app.admin_call("stuck", &format!("step{index}"), json!({})).await;
+        let elapsed = started.elapsed();
+        let text = body["result"]["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains("CPU time limit exceeded"), "{code}: {body}");
+        // 0.3 s of CPU, far from the 20 s wall limit, with room for a loaded machine.
+        assert!(elapsed < Duration::from_secs(5), "{code} ended after {elapsed:?}");
+    }
 }

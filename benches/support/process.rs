@@ -29,17 +29,15 @@ impl DaemonProcess {
         for (key, _) in std::env::vars().filter(|(key, _)| key.starts_with("MCPBOOTD_")) {
             command.env_remove(key);
         }
-        command.envs(env.iter().map(|(key, value)| (key, value)));
-        let child = command
+        command
             .args(["serve", "--listen", &address.to_string()])
             .env("MCPBOOTD_CATALOG__PATH", dir.join("catalog.db"))
             .env("MCPBOOTD_SANDBOX__COMPILE_CACHE", dir.join("cache"))
             .env("MCPBOOTD_LOG__LEVEL", "warn")
-            .env("MCPBOOTD_LOG__FORMAT", "json")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()?;
+            .env("MCPBOOTD_LOG__FORMAT", "json");
+        // The caller's settings last, so they replace the ones above.
+        command.envs(env.iter().map(|(key, value)| (key, value)));
+        let child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(&log)?).spawn()?;
         Ok(DaemonProcess { child: Some(child), address, log })
     }
 

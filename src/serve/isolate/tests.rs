@@ -1420,3 +1420,20 @@ fn the_compiled_engine_is_kept_between_starts_and_a_damaged_or_exposed_cache_is_
     assert_eq!(CompileCache::from_setting("off"), CompileCache::off());
     assert_eq!(CompileCache::from_setting("/var/cache/x").dir(), Some(std::path::Path::new("/var/cache/x")));
 }
+
+#[test]
+fn a_handler_read_back_from_its_bytecode_behaves_as_when_compiled() {
+    let host = FakeHost::default();
+    let handler = "const x = args.n * 2;\nif (x > 10) throw new TypeError('too big: ' + x);\nreturn {x, s: `${x}`};";
+    let run = |n: i64| execute(invocation(handler, json!({"n": n}), SandboxLimits::default(), &host));
+    // The first call compiles; the later ones read the bytecode it left.
+    let first = (run(2), run(9));
+    for _ in 0..3 {
+        let again = (run(2), run(9));
+        assert_eq!(again.0.result.structured_content, first.0.result.structured_content);
+        assert_eq!(again.0.result.structured_content, Some(json!({"x": 4, "s": "4"})));
+        assert_eq!(again.1.result.content, first.1.result.content, "the error and its line read the same");
+        let text = again.1.result.content[0]["text"].as_str().unwrap_or_default().to_owned();
+        assert!(text.contains("too big: 18") && text.contains("line 2"), "{text}");
+    }
+}

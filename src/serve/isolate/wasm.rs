@@ -35,6 +35,7 @@ use wasmtime::{
 use super::engine::{Engine, HostContext};
 use super::{CompileError, Completion, Invocation};
 
+mod bytecode;
 mod cache;
 mod call;
 mod guest;

@@ -23,11 +23,11 @@ use super::super::engine::HostContext;
 use super::super::{Completion, FetchError, Invocation, MAX_HANDLER_BYTES, Program};
 use super::guest::{self, Guest, JobRan, JsValue, OutOfMemory, is_exception};
 use super::memory::Budget;
-use super::natives;
 use super::source::{SCRIPT_WRAPPER_HEAD, WRAPPER_HEAD, handler_line, wrap};
 use super::state::{CallState, CpuMeter, FetchDone, LimitHit, RunEnd};
 use super::web::wtf8_lossy;
 use super::{COMPILE_ONLY, Image, SLICE_TICKS, WasmEngine};
+use super::{bytecode, natives};
 
 /// Pending promise jobs run between two explicit limit checks (the epoch deadline also stops a
 /// long job; this only bounds how late a limit latched by a native is noticed).
@@ -163,6 +163,26 @@ fn guest_slice(memory: &mut [u8], ptr: i32, len: i32) -> Option<&mut [u8]> {
 fn process_start() -> Instant {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     *START.get_or_init(Instant::now)
+}
+
+/// The handler's function: from the bytecode an earlier call left, else compiled here (and its
+/// bytecode kept for the next call). An exception value when it does not compile.
+async fn compiled_handler(store: &mut Store<Host>, guest: &Guest, image: &Image, source: &str) -> Result<JsValue> {
+    if let Some(bytecode) = bytecode::get(source) {
+        let compiled = guest.read_compiled(&mut *store, &bytecode).await?;
+        if is_exception(compiled) {
+            return Ok(compiled);
+        }
+        return guest.run_compiled(&mut *store, compiled).await;
+    }
+    let (compiled, bytecode) = guest.compile(&mut *store, source, image.handler_file, image.loop_scratch).await?;
+    if is_exception(compiled) {
+        return Ok(compiled);
+    }
+    if let Some(bytecode) = bytecode {
+        bytecode::insert(source, bytecode);
+    }
+    guest.run_compiled(&mut *store, compiled).await
 }
 
 /// What a turn decided.
@@ -326,7 +346,11 @@ async fn start(
         Program::Handler => WRAPPER_HEAD,
         Program::Script { .. } => SCRIPT_WRAPPER_HEAD,
     };
-    let handler = guest.eval(&mut *store, &wrap(head, body), image.handler_file, 0).await?;
+    let source = wrap(head, body);
+    let handler = match &invocation.program {
+        Program::Handler => compiled_handler(store, &guest, image, &source).await?,
+        Program::Script { .. } => guest.eval(&mut *store, &source, image.handler_file, 0).await?,
+    };
     if is_exception(handler) {
         return Ok(Started::Finished(exception_end(store, &guest, image, body).await?));
     }

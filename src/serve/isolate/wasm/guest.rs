@@ -62,6 +62,10 @@ pub(super) const EVAL_GLOBAL: i32 = 0;
 pub(super) const EVAL_STRICT: i32 = 1 << 3;
 pub(super) const EVAL_COMPILE_ONLY: i32 = 1 << 5;
 
+/// `JS_WRITE_OBJ_BYTECODE` and `JS_READ_OBJ_BYTECODE` (quickjs.h): functions as bytecode.
+const WRITE_OBJ_BYTECODE: i32 = 1;
+const READ_OBJ_BYTECODE: i32 = 1;
+
 /// `JSPromiseStateEnum`.
 pub(super) const PROMISE_PENDING: i32 = 0;
 pub(super) const PROMISE_FULFILLED: i32 = 1;
@@ -79,6 +83,10 @@ pub(super) struct Guest {
     set_max_stack_size: TypedFunc<i32, ()>,
     execute_pending_job: TypedFunc<(), i32>,
     eval: TypedFunc<(i32, i32, i32, i32, i32), i64>,
+    eval_function: TypedFunc<(i32, i64), i64>,
+    write_object: TypedFunc<(i32, i32, i64, i32), i32>,
+    read_object: TypedFunc<(i32, i32, i32, i32), i64>,
+    js_free: TypedFunc<(i32, i32), ()>,
     parse_json: TypedFunc<(i32, i32, i32, i32), i64>,
     call: TypedFunc<(i32, i64, i64, i32, i32), i64>,
     call_constructor: TypedFunc<(i32, i64, i32, i32), i64>,
@@ -127,6 +135,10 @@ impl Guest {
             set_max_stack_size: f!("qjs_set_max_stack_size"),
             execute_pending_job: f!("qjs_execute_pending_job"),
             eval: f!("JS_Eval"),
+            eval_function: f!("JS_EvalFunction"),
+            write_object: f!("JS_WriteObject"),
+            read_object: f!("JS_ReadObject"),
+            js_free: f!("js_free"),
             parse_json: f!("JS_ParseJSON"),
             call: f!("JS_Call"),
             call_constructor: f!("JS_CallConstructor"),
@@ -265,6 +277,53 @@ impl Guest {
         let ptr = self.put(&mut store, source.as_bytes()).await?;
         let len = i32::try_from(source.len()).map_err(|_| wasmtime::Error::msg("source too large"))?;
         let value = self.eval.call_async(&mut store, (self.ctx, ptr, len, file, flags)).await?;
+        self.free(&mut store, ptr).await?;
+        Ok(value)
+    }
+
+    /// Compiles `source` as a script without running it and returns the compiled function with
+    /// its bytecode (`JS_WriteObject`), or the exception value with nothing when it does not
+    /// compile. `scratch` receives the bytecode's length.
+    pub(super) async fn compile(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        source: &str,
+        file: i32,
+        scratch: i32,
+    ) -> Result<(JsValue, Option<Vec<u8>>)> {
+        let compiled = self.eval(&mut store, source, file, EVAL_GLOBAL | EVAL_COMPILE_ONLY).await?;
+        if is_exception(compiled) {
+            return Ok((compiled, None));
+        }
+        let ptr = self.write_object.call_async(&mut store, (self.ctx, scratch, compiled, WRITE_OBJ_BYTECODE)).await?;
+        if ptr == 0 {
+            return Ok((compiled, None));
+        }
+        let len = self.read_u32(&store, scratch)? as usize;
+        let bytecode = self.read(store.as_context(), ptr, len)?.to_vec();
+        self.js_free.call_async(&mut store, (self.ctx, ptr)).await?;
+        Ok((compiled, Some(bytecode)))
+    }
+
+    /// Runs what [`Guest::compile`] compiled, as `JS_Eval` would have.
+    pub(super) async fn run_compiled(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        compiled: JsValue,
+    ) -> Result<JsValue> {
+        self.eval_function.call_async(&mut store, (self.ctx, compiled)).await
+    }
+
+    /// Reads bytecode written by [`Guest::compile`] back into a compiled function, to run with
+    /// [`Guest::run_compiled`].
+    pub(super) async fn read_compiled(
+        &self,
+        mut store: impl AsContextMut<Data: Send>,
+        bytecode: &[u8],
+    ) -> Result<JsValue> {
+        let ptr = self.put(&mut store, bytecode).await?;
+        let len = i32::try_from(bytecode.len()).map_err(|_| wasmtime::Error::msg("bytecode too large"))?;
+        let value = self.read_object.call_async(&mut store, (self.ctx, ptr, len, READ_OBJ_BYTECODE)).await?;
         self.free(&mut store, ptr).await?;
         Ok(value)
     }

@@ -73,7 +73,15 @@ async fn main() -> anyhow::Result<()> {
     // 1. Isolate create + run + drop through the pool, one at a time: a pure handler, then one
     //    that spends its time in JavaScript.
     // A few slots: the pool reserves address space per slot, and valgrind has less of it.
-    let engine: Arc<dyn Engine> = Arc::new(WasmEngine::build(&CompileCache::off(), 16)?);
+    let wasm = Arc::new(WasmEngine::build(&CompileCache::off(), 16)?);
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let started = Instant::now();
+        wasm.instantiate_and_drop()?;
+        samples.push(started.elapsed());
+    }
+    summarise("isolate create+drop (instantiate, drop)", samples);
+    let engine: Arc<dyn Engine> = wasm;
     let pool = IsolatePool::with_engine(engine, PoolSettings::with_workers(1), tokio::runtime::Handle::current());
     let pure_handler: Arc<str> = Arc::from("return { sum: args.a + args.b };");
     let cpu_handler: Arc<str> =

@@ -155,6 +155,17 @@ impl WasmEngine {
         Ok(WasmEngine { wasmtime, pre, image: Arc::new(image), cache_use })
     }
 
+    /// Makes a fresh instance of the image and drops it, as every call does around its work:
+    /// what the serving bench measures as an isolate's creation and teardown.
+    #[doc(hidden)]
+    pub fn instantiate_and_drop(&self) -> Result<()> {
+        let mut store = Store::new(&self.wasmtime, Host::for_image());
+        store.set_epoch_deadline(u64::MAX / 2);
+        futures_util::FutureExt::now_or_never(self.pre.instantiate_async(&mut store))
+            .ok_or_else(|| wasmtime::Error::msg("instantiating had to wait"))??;
+        Ok(())
+    }
+
     /// Whether this engine came from the compile cache.
     pub fn cache_use(&self) -> CacheUse {
         self.cache_use

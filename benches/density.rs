@@ -204,6 +204,11 @@ async fn park(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Admitted is not yet started: give the workers time to run every call's first turn (the
+    // calls stay parked for 12 s).
+    if upstream.is_none() {
+        tokio::time::sleep(SETTLE).await;
+    }
     let pss = Pss::of(pid)?;
     let (mut answered, mut failures, mut longest) = (0, std::collections::BTreeMap::new(), Duration::ZERO);
     let mut connections = Vec::with_capacity(tasks.len());

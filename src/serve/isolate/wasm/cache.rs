@@ -200,10 +200,12 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so a reader
-/// never sees half a file.
+/// Writes `bytes` to a temporary file beside `path` (named after it and this process, so two
+/// daemons sharing the directory never write the same one) and renames it over `path`, so a
+/// reader never sees half a file.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let temporary = path.with_extension(format!("tmp-{}", std::process::id()));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temporary = path.with_file_name(format!("{name}.tmp-{}", std::process::id()));
     let written = (|| {
         let mut file =
             std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temporary)?;

@@ -35,6 +35,8 @@ mod support;
 const PARKED_FOR: Duration = Duration::from_secs(12);
 /// Connections opened at once while setting up.
 const CONNECTING_AT_ONCE: usize = 256;
+/// The size of a fiber stack's mapping: the engine's `async_stack_size`, 1.5 MiB.
+const FIBER_STACK: u64 = 1536 * 1024;
 /// Pause before each reading, so that freed memory settles.
 const SETTLE: Duration = Duration::from_secs(2);
 
@@ -140,13 +142,16 @@ async fn measure(calls: usize, upstream: SocketAddr) -> anyhow::Result<()> {
     );
     let per_call = |a: u64, b: u64| (a as f64 - b as f64) / calls as f64;
     println!(
-        "{:<52} {:.1} KB: inbound connection {:.1}, isolate {:.1}, rest of the call {:.1}, outbound connection and fetch {:.1}",
+        "{:<52} {:.1} KB: inbound connection {:.1}, isolate {:.1}, rest of the call {:.1} (fiber stack {:.1}), \
+         outbound connection and fetch {:.1} (of which more isolate {:.1})",
         label("KB per call parked on the API"),
         per_call(fetches.pss.total, idle.total),
         per_call(connected.total, idle.total),
         per_call(timers.pss.isolate, connected.isolate),
         per_call(timers.pss.total - timers.pss.isolate, connected.total - connected.isolate),
+        per_call(timers.pss.stacks, connected.stacks),
         per_call(fetches.pss.total, timers.pss.total),
+        per_call(fetches.pss.isolate, timers.pss.isolate),
     );
     daemon.terminate(Duration::from_secs(60))?;
     Ok(())
@@ -292,12 +297,14 @@ async fn call(connection: &mut SendRequest<Full<Bytes>>, tool: &str) -> Result<(
 struct Pss {
     total: u64,
     isolate: u64,
+    /// The fiber stacks parked stores keep (part of the rest, not of `isolate`).
+    stacks: u64,
 }
 
 impl Pss {
     fn of(pid: u32) -> anyhow::Result<Pss> {
-        let (total, isolate) = smaps(pid)?;
-        Ok(Pss { total, isolate })
+        let (total, isolate, stacks) = smaps(pid)?;
+        Ok(Pss { total, isolate, stacks })
     }
 
     fn print(&self, name: &str, before: Option<&Pss>, calls: usize) {
@@ -316,11 +323,12 @@ impl Pss {
 
 /// A process's PSS in KB, and the part that is WebAssembly linear memory: the mappings of the
 /// engine's memory image (`memfd:wasm-memory-image`, copy-on-write, so a call's writes land in
-/// them) and the anonymous mappings between them (memory grown past the image).
-fn smaps(pid: u32) -> anyhow::Result<(u64, u64)> {
+/// them) and the anonymous mappings between them (memory grown past the image); and the part
+/// that is fiber stacks (the pool's anonymous writable mappings of exactly [`FIBER_STACK`]).
+fn smaps(pid: u32) -> anyhow::Result<(u64, u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
-    // (start, end, is the image, anonymous, PSS)
-    let mut mappings: Vec<(u64, u64, bool, bool, u64)> = Vec::new();
+    // (start, end, is the image, anonymous, PSS, a fiber stack)
+    let mut mappings: Vec<(u64, u64, bool, bool, u64, bool)> = Vec::new();
     for line in text.lines() {
         if let Some(kb) = line.strip_prefix("Pss:") {
             if let Some(last) = mappings.last_mut() {
@@ -331,14 +339,17 @@ fn smaps(pid: u32) -> anyhow::Result<(u64, u64)> {
         let mut fields = line.split_whitespace();
         let Some((start, end)) = fields.next().and_then(|range| range.split_once('-')) else { continue };
         let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16)) else { continue };
-        let path = fields.nth(4).unwrap_or("");
-        mappings.push((start, end, path.contains("wasm-memory-image"), path.is_empty(), 0));
+        let writable = fields.next().is_some_and(|perms| perms.starts_with("rw"));
+        let path = fields.nth(3).unwrap_or("");
+        let stack = writable && path.is_empty() && end - start == FIBER_STACK;
+        mappings.push((start, end, path.contains("wasm-memory-image"), path.is_empty(), 0, stack));
     }
     let total = mappings.iter().map(|m| m.4).sum();
     let images = mappings.iter().filter(|m| m.2);
     let (low, high) = images.fold((u64::MAX, 0), |(low, high), m| (low.min(m.0), high.max(m.1)));
     let linear = mappings.iter().filter(|m| m.0 >= low && m.1 <= high && (m.2 || m.3)).map(|m| m.4).sum();
-    Ok((total, linear))
+    let stacks = mappings.iter().filter(|m| m.5).map(|m| m.4).sum();
+    Ok((total, linear, stacks))
 }
 
 /// Raises this process's descriptor limit towards `wanted` (children inherit it); returns it.

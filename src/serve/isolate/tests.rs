@@ -530,7 +530,7 @@ fn memory_blowup_hits_the_memory_limit() {
     assert_limit(&c, "memory_bytes");
 }
 
-/// Natives' copies outside the JS heap count against the call's memory (attack run D11): a
+/// Natives' copies outside the JS heap count against the call's memory: a
 /// TextEncoder cannot be used to keep memory the budget does not see, nor a TextDecoder to
 /// build text three times the size of its input on the side.
 #[test]

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::process::{DaemonProcess, daemon_binary};
+use support::process::{DaemonProcess, daemon_binary, wait_ready};
 
 mod support;
 
@@ -105,20 +105,6 @@ async fn main() -> anyhow::Result<()> {
     );
     daemon.terminate(Duration::from_secs(30))?;
     Ok(())
-}
-
-/// Polls `/readyz` until it answers 200 and returns its body.
-async fn wait_ready(http: &reqwest::Client, address: SocketAddr, limit: Duration) -> anyhow::Result<Value> {
-    let started = Instant::now();
-    loop {
-        if let Ok(response) = http.get(format!("http://{address}/readyz")).send().await
-            && response.status() == 200
-        {
-            return Ok(response.json().await?);
-        }
-        anyhow::ensure!(started.elapsed() < limit, "/readyz did not answer 200 within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
 }
 
 /// Registers `servers` servers with `REGISTRATION_CONCURRENCY` requests in flight.

@@ -27,7 +27,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::json;
-use support::process::DaemonProcess;
+use support::process::{DaemonProcess, wait_ready};
 
 mod support;
 
@@ -84,7 +84,7 @@ async fn measure(calls: usize, upstream: SocketAddr) -> anyhow::Result<()> {
         ],
     )?;
     let http = reqwest::Client::new();
-    wait_ready(&http, daemon.address).await.map_err(|e| daemon.explain(e))?;
+    wait_ready(&http, daemon.address, Duration::from_secs(60)).await.map_err(|e| daemon.explain(e))?;
     let park_url = format!("http://api.bench.test:{}/park", upstream.port());
     support::load::register(
         &http,
@@ -204,7 +204,8 @@ async fn park(
             Some((upstream, before)) => arrivals(http, upstream).await - before >= calls as u64,
             None => true,
         };
-        if arrived && in_flight(http, address).await >= calls {
+        let in_flight = support::load::gauge(http, address, "mcpbootd_isolate_in_flight_calls").await;
+        if arrived && in_flight.is_some_and(|n| n as usize >= calls) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -227,15 +228,6 @@ async fn park(
         }
     }
     Ok(Parked { pss, answered, failures, longest, connections })
-}
-
-/// Calls in flight as the daemon's metrics report them.
-async fn in_flight(http: &reqwest::Client, address: SocketAddr) -> usize {
-    let Ok(response) = http.get(format!("http://{address}/metrics")).send().await else { return 0 };
-    let text = response.text().await.unwrap_or_default();
-    text.lines()
-        .find_map(|line| line.strip_prefix("mcpbootd_isolate_in_flight_calls ")?.trim().parse::<f64>().ok())
-        .map_or(0, |n| n as usize)
 }
 
 /// `count` HTTP/1.1 connections to the daemon, each after one `GET /healthz`.
@@ -280,15 +272,7 @@ async fn call(connection: &mut SendRequest<Full<Bytes>>, tool: &str) -> Result<(
     let response = connection.send_request(request).await.map_err(|_| "connection error".to_string())?;
     let status = response.status();
     let body = response.into_body().collect().await.map_err(|_| "connection error".to_string())?.to_bytes();
-    if status != 200 {
-        return Err(format!("HTTP {status}"));
-    }
-    let reply: serde_json::Value = serde_json::from_slice(&body).map_err(|_| "unparsable reply".to_string())?;
-    if reply["result"]["isError"] == true || reply["result"].is_null() {
-        let text = reply["result"]["content"][0]["text"].as_str().or(reply["error"]["message"].as_str());
-        return Err(support::load::truncate(text.unwrap_or("no result")));
-    }
-    Ok(())
+    support::load::classify_reply(status, &body)
 }
 
 /// PSS of the daemon, in KB: in all, and the part that is isolates (the
@@ -326,29 +310,45 @@ impl Pss {
 /// them) and the anonymous mappings between them (memory grown past the image); and the part
 /// that is fiber stacks (the pool's anonymous writable mappings of exactly [`FIBER_STACK`]).
 fn smaps(pid: u32) -> anyhow::Result<(u64, u64, u64)> {
+    /// One mapping of `/proc/<pid>/smaps`, as far as the split needs it.
+    struct Mapping {
+        start: u64,
+        end: u64,
+        image: bool,
+        anonymous: bool,
+        fiber_stack: bool,
+        pss_kb: u64,
+    }
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
-    // (start, end, is the image, anonymous, PSS, a fiber stack)
-    let mut mappings: Vec<(u64, u64, bool, bool, u64, bool)> = Vec::new();
+    let mut mappings: Vec<Mapping> = Vec::new();
     for line in text.lines() {
         if let Some(kb) = line.strip_prefix("Pss:") {
             if let Some(last) = mappings.last_mut() {
-                last.4 = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                last.pss_kb = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
             }
             continue;
         }
+        // A mapping's header: `start-end perms offset device inode [path]`.
         let mut fields = line.split_whitespace();
         let Some((start, end)) = fields.next().and_then(|range| range.split_once('-')) else { continue };
         let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16)) else { continue };
         let writable = fields.next().is_some_and(|perms| perms.starts_with("rw"));
         let path = fields.nth(3).unwrap_or("");
-        let stack = writable && path.is_empty() && end - start == FIBER_STACK;
-        mappings.push((start, end, path.contains("wasm-memory-image"), path.is_empty(), 0, stack));
+        mappings.push(Mapping {
+            start,
+            end,
+            image: path.contains("wasm-memory-image"),
+            anonymous: path.is_empty(),
+            fiber_stack: writable && path.is_empty() && end - start == FIBER_STACK,
+            pss_kb: 0,
+        });
     }
-    let total = mappings.iter().map(|m| m.4).sum();
-    let images = mappings.iter().filter(|m| m.2);
-    let (low, high) = images.fold((u64::MAX, 0), |(low, high), m| (low.min(m.0), high.max(m.1)));
-    let linear = mappings.iter().filter(|m| m.0 >= low && m.1 <= high && (m.2 || m.3)).map(|m| m.4).sum();
-    let stacks = mappings.iter().filter(|m| m.5).map(|m| m.4).sum();
+    let total = mappings.iter().map(|m| m.pss_kb).sum();
+    let images = mappings.iter().filter(|m| m.image);
+    let (low, high) = images.fold((u64::MAX, 0), |(low, high), m| (low.min(m.start), high.max(m.end)));
+    let in_pool = |m: &&Mapping| m.start >= low && m.end <= high && (m.image || m.anonymous);
+    let linear = mappings.iter().filter(in_pool).map(|m| m.pss_kb).sum();
+    let stacks = mappings.iter().filter(|m| m.fiber_stack).map(|m| m.pss_kb).sum();
     Ok((total, linear, stacks))
 }
 
@@ -366,19 +366,6 @@ fn raise_descriptor_limit(wanted: u64) -> u64 {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
     }
     limit.rlim_cur
-}
-
-async fn wait_ready(http: &reqwest::Client, address: SocketAddr) -> anyhow::Result<()> {
-    let started = Instant::now();
-    loop {
-        if let Ok(response) = http.get(format!("http://{address}/readyz")).send().await
-            && response.status() == 200
-        {
-            return Ok(());
-        }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(60), "/readyz did not answer 200 within 60 s");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// This benchmark again as the upstream (`--upstream`), killed on drop; its address.

@@ -46,13 +46,17 @@ pub fn loaded_daemon_env() -> Vec<(&'static str, String)> {
 /// Prints how many calls still wait in the daemon's queue once every client has stopped (calls
 /// whose clients gave up), when there are any and `/metrics` reports the queue depth.
 pub async fn print_left_queued(http: &reqwest::Client, address: SocketAddr) {
-    let Ok(response) = http.get(format!("http://{address}/metrics")).send().await else { return };
-    let text = response.text().await.unwrap_or_default();
-    let queued =
-        text.lines().find_map(|line| line.strip_prefix("mcpbootd_isolate_queue_depth ")?.trim().parse::<u64>().ok());
+    let queued = gauge(http, address, "mcpbootd_isolate_queue_depth").await.map(|n| n as u64);
     if let Some(queued) = queued.filter(|&n| n > 0) {
         println!("{:<44} {queued} calls still queued in the daemon after its clients stopped", "");
     }
+}
+
+/// The value of an unlabelled metric `name` on the daemon's `/metrics`, if it reports one.
+pub async fn gauge(http: &reqwest::Client, address: SocketAddr, name: &str) -> Option<f64> {
+    let response = http.get(format!("http://{address}/metrics")).send().await.ok()?;
+    let text = response.text().await.ok()?;
+    text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// Registers a one-tool server `id` whose tool `call` runs `handler`.
@@ -216,21 +220,27 @@ impl RawCall {
             .map_err(|e| transport_failure(&e))?;
         let status = response.status();
         let body = response.bytes().await.map_err(|e| transport_failure(&e))?;
-        if status != 200 {
-            return Err(format!("HTTP {status}"));
-        }
-        let reply: serde_json::Value = serde_json::from_slice(&body).map_err(|_| "unparsable reply".to_string())?;
-        if let Some(error) = reply.get("error") {
-            return Err(format!("JSON-RPC error {}", error["code"]));
-        }
-        if reply["result"]["isError"] == true {
-            return Err(classify_tool_error(reply["result"]["content"][0]["text"].as_str().unwrap_or("")));
-        }
-        if reply["result"].is_null() {
-            return Err("reply without a result".into());
-        }
-        Ok(())
+        classify_reply(status, &body)
     }
+}
+
+/// What the reply to a JSON-RPC request says: `Ok` for a result that is not `isError`, else the
+/// kind of failure the reports count.
+pub fn classify_reply(status: reqwest::StatusCode, body: &[u8]) -> Result<(), String> {
+    if status != 200 {
+        return Err(format!("HTTP {status}"));
+    }
+    let reply: serde_json::Value = serde_json::from_slice(body).map_err(|_| "unparsable reply".to_string())?;
+    if let Some(error) = reply.get("error") {
+        return Err(format!("JSON-RPC error {}", error["code"]));
+    }
+    if reply["result"]["isError"] == true {
+        return Err(classify_tool_error(reply["result"]["content"][0]["text"].as_str().unwrap_or("")));
+    }
+    if reply["result"].is_null() {
+        return Err("reply without a result".into());
+    }
+    Ok(())
 }
 
 pub fn spawn_raw_clients(

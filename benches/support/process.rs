@@ -106,3 +106,21 @@ pub fn free_port() -> anyhow::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?)
 }
+
+/// Polls `/readyz` until it answers 200 and returns its body.
+pub async fn wait_ready(
+    http: &reqwest::Client,
+    address: SocketAddr,
+    limit: Duration,
+) -> anyhow::Result<serde_json::Value> {
+    let started = Instant::now();
+    loop {
+        if let Ok(response) = http.get(format!("http://{address}/readyz")).send().await
+            && response.status() == 200
+        {
+            return Ok(response.json().await?);
+        }
+        anyhow::ensure!(started.elapsed() < limit, "/readyz did not answer 200 within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}

@@ -8,9 +8,10 @@
 //!
 //! A call reaches a worker through [`Admission`] (slots, memory and a fair queue, see
 //! `admission.rs`), and is handed to the worker that is not running JavaScript right now
-//! and has the fewest calls, so a worker busy with a computing call does not collect new work. Each worker takes its new calls round-robin across servers
-//! ([`Inbox`]), so a burst of hundreds of calls to one server delays another server's next
-//! call by at most one first turn per busy server, not by the whole burst.
+//! and has the fewest calls, so a worker busy with a computing call does not collect new work.
+//! Each worker takes its new calls round-robin across servers ([`Inbox`]), so a burst of
+//! hundreds of calls to one server delays another server's next call by at most one first turn
+//! per busy server, not by the whole burst.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -220,8 +221,8 @@ impl fmt::Debug for IsolatePool {
 }
 
 impl IsolatePool {
-    /// A pool running the daemon's engine ([`WasmEngine::shared`]); `runtime` is where fetches
-    /// run.
+    /// A pool running the process's engine ([`WasmEngine::process_wide`]); `runtime` is where
+    /// fetches run.
     ///
     /// # Panics
     ///

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod auth;
 pub mod backup;
 pub mod code_mode;
+pub mod connect;
 pub mod connections;
 pub mod console;
 pub mod credentials;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub overview: Arc<History>,
     /// Checks OAuth access tokens on the mounts, when `[auth.oauth]` names an issuer.
     pub oauth: Option<crate::oauth::Validator>,
+    /// Per-user credentials: the connect pages and each server's connections.
+    pub accounts: Arc<crate::accounts::Accounts>,
 }
 
 impl AppState {
@@ -92,6 +95,8 @@ pub fn router(state: AppState) -> Router {
         .merge(Router::from(open_routes()))
         // The console's static files are not part of the API, so not in its description.
         .merge(console::routes(&state))
+        // The connect pages are HTML for a person's browser, not API either.
+        .merge(connect::routes())
         .fallback(error::route_not_found)
         .layer(middleware::from_fn(wire::json_errors))
         .layer(middleware::from_fn(unread_body::drain_unread))
@@ -131,6 +136,8 @@ pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::put_auth, admin::delete_auth))
         .routes(routes!(credentials::list_credentials))
         .routes(routes!(credentials::put_credential, credentials::delete_credential))
+        .routes(routes!(credentials::list_connections))
+        .routes(routes!(credentials::delete_connection))
         .routes(routes!(admin::call_tool))
         .routes(routes!(code_mode::put_code_mode))
         .routes(routes!(code_mode::run_code))

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
+use crate::accounts::Accounts;
 use crate::api::AppState;
 use crate::api::connections::{self, ConnectionLimits, effective_max_connections};
 use crate::api::mcp::transport::AllowedHosts;
@@ -116,7 +117,11 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
     metrics.set_replica(&catalog.replica().id, catalog.backend().name());
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
-    let registry = Registry::new(&config, caller.clone(), catalog.clone(), vault.clone());
+    let oauth = oauth_validator(&config)?;
+    let accounts =
+        Accounts::new(&config, catalog.clone(), vault.clone(), oauth.clone(), metrics.clone(), tasks.clone())
+            .context("cannot build the HTTP client for connected accounts")?;
+    let registry = Registry::new(&config, caller.clone(), catalog.clone(), vault.clone(), accounts.clone());
     let mut llm = crate::llm::LlmSettings::from_config(&config.llm)
         .and_then(|settings| settings.map(crate::llm::build_client).transpose())
         .map_err(|e| anyhow::anyhow!("[llm]: {e}"))?;
@@ -158,7 +163,6 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         generator.spawn_drift_checks(every);
     }
     let mcp_hosts = Arc::new(AllowedHosts::new(&config.mcp_allowed_hosts()));
-    let oauth = oauth_validator(&config)?;
     let state = AppState {
         config,
         catalog,
@@ -172,6 +176,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
         mcp_hosts,
         overview: Arc::default(),
         oauth,
+        accounts,
     };
     crate::api::overview::spawn_sampler(&state);
     Ok(Daemon { state, pool, own_addresses })

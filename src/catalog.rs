@@ -30,6 +30,7 @@ use tokio::sync::mpsc;
 
 pub use crate::config::CatalogLocation;
 
+mod accounts;
 mod calls;
 mod changes;
 mod copy;
@@ -41,6 +42,7 @@ mod servers;
 mod tools;
 mod versions;
 
+pub use accounts::{ConnectionRecord, FlowRecord, NewConnection, TakenFlow};
 pub use calls::{CallCounts, CallFilter, CallLog, CallRecord, EgressRecord, Retention};
 pub use changes::CatalogChange;
 pub use copy::{CopiedTable, CopyError};

@@ -182,6 +182,18 @@ enum Command {
         #[command(subcommand)]
         action: CredentialsAction,
     },
+    /// Connected accounts: each caller's own connection to a server's per-user credentials
+    /// (docs/connected-accounts.md). Lists subjects, scopes and times, never a token.
+    #[command(
+        after_help = "Examples:\n  mcpbootd connections github\n  mcpbootd connections github --delete 0190c1d2e3f4"
+    )]
+    Connections {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+        /// Delete this connection (its caller connects again on their next call).
+        #[arg(long, value_name = "CONNECTION_ID")]
+        delete: Option<String>,
+    },
     /// Code mode: run a script that calls a server's tools (docs/code-mode.md).
     Code {
         #[command(subcommand)]
@@ -490,6 +502,10 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
                 commands::CodeExec { code, file, input, input_file, timeout_ms, max_tool_calls, allowed_servers };
             commands::code_exec(session, &id, exec).await
         }
+        Command::Connections { id, delete: Some(connection) } => {
+            commands::delete_connection(session, &id, &connection).await
+        }
+        Command::Connections { id, delete: None } => commands::list_connections(session, &id).await,
         Command::Credentials { action } => match action {
             CredentialsAction::Set { id, name, domains, header, format, query, basic } => {
                 let inject = match (header, query, basic) {

@@ -23,9 +23,9 @@ use url::Url;
 
 use crate::api::error::ErrorCode;
 use crate::api::model::{
-    ActivateRequest, AuthSet, CallList, CallRequest, CallResult, CredentialList, CredentialView, DriftReport,
-    ErrorBody, GenerationStarted, RegenerateRequest, Registered, Registration, RejectRequest, ServerList, ServerView,
-    ToolsetRegistration, VersionChanged, VersionDiff, VersionList,
+    ActivateRequest, AuthSet, CallList, CallRequest, CallResult, ConnectionList, CredentialList, CredentialView,
+    DriftReport, ErrorBody, GenerationStarted, RegenerateRequest, Registered, Registration, RejectRequest, ServerList,
+    ServerView, ToolsetRegistration, VersionChanged, VersionDiff, VersionList,
 };
 use crate::serve::code_mode::{ScriptRequest, ScriptResult};
 use crate::toolset::AuthSetting;
@@ -209,6 +209,18 @@ impl AdminClient {
     /// `GET /admin/servers/{id}/credentials`
     pub async fn credentials(&self, id: &str) -> Result<CredentialList, ClientError> {
         self.json(Method::GET, &["admin", "servers", id, "credentials"], &[], NO_BODY).await
+    }
+
+    /// `GET /admin/servers/{id}/connections`
+    pub async fn connections(&self, id: &str) -> Result<ConnectionList, ClientError> {
+        self.json(Method::GET, &["admin", "servers", id, "connections"], &[], NO_BODY).await
+    }
+
+    /// `DELETE /admin/servers/{id}/connections/{connection}`; 204 without a body.
+    pub async fn delete_connection(&self, id: &str, connection: &str) -> Result<(), ClientError> {
+        self.send_json(Method::DELETE, &["admin", "servers", id, "connections", connection], &[], NO_BODY)
+            .await
+            .map(drop)
     }
 
     /// `DELETE /admin/servers/{id}/credentials/{name}`; 204 without a body.

@@ -116,6 +116,13 @@ pub struct OAuthConfig {
     pub introspection_client_secret: Secret,
     /// How long an introspection answer is reused (never past the token's `exp`).
     pub introspection_cache_seconds: u64,
+    /// The daemon as an OpenID client of `issuer`, for its connect pages (docs/connected-accounts.md):
+    /// a person who opens a connect link signs in first, so a forwarded link is refused. Its
+    /// redirect URI is `<public_url>/connect/signin`. Empty: per-user credentials are refused.
+    pub connect_client_id: String,
+    pub connect_client_secret: Secret,
+    /// How long a connect link stays usable, in seconds.
+    pub connect_link_seconds: u64,
 }
 
 impl Default for OAuthConfig {
@@ -131,6 +138,9 @@ impl Default for OAuthConfig {
             introspection_client_id: String::new(),
             introspection_client_secret: Secret::default(),
             introspection_cache_seconds: 30,
+            connect_client_id: String::new(),
+            connect_client_secret: Secret::default(),
+            connect_link_seconds: 600,
         }
     }
 }
@@ -143,6 +153,16 @@ impl OAuthConfig {
     /// The canonical URL of a mount: the audience its tokens must name.
     pub fn resource(&self, mcp_path: &str) -> String {
         format!("{}{mcp_path}", self.public_url.trim_end_matches('/'))
+    }
+
+    /// Whether the connect pages are configured, which per-user credentials need.
+    pub fn connects(&self) -> bool {
+        self.enabled() && !self.connect_client_id.is_empty()
+    }
+
+    /// The daemon's URL for `path` (which starts with `/`).
+    pub fn public(&self, path: &str) -> String {
+        format!("{}{path}", self.public_url.trim_end_matches('/'))
     }
 
     /// The audience of tokens for the admin API (`admin_scope`).
@@ -171,6 +191,7 @@ impl OAuthConfig {
                 ("write_scope", !self.write_scope.is_empty()),
                 ("admin_scope", !self.admin_scope.is_empty()),
                 ("introspection_client_id", !self.introspection_client_id.is_empty()),
+                ("connect_client_id", !self.connect_client_id.is_empty()),
             ];
             if let Some((key, _)) = set.iter().find(|(_, set)| *set) {
                 return invalid(format!(
@@ -231,6 +252,19 @@ impl OAuthConfig {
                  introspection endpoint needs both (MCPBOOTD_AUTH__OAUTH__INTROSPECTION_CLIENT_SECRET)"
                     .into(),
             );
+        }
+        if self.connect_client_id.is_empty() != self.connect_client_secret.is_empty() {
+            return invalid(
+                "[auth.oauth] connect_client_id and connect_client_secret go together: the connect pages sign \
+                 people in as this client of the issuer (MCPBOOTD_AUTH__OAUTH__CONNECT_CLIENT_SECRET)"
+                    .into(),
+            );
+        }
+        if !(10..=86_400).contains(&self.connect_link_seconds) {
+            return invalid(format!(
+                "[auth.oauth] connect_link_seconds = {} must be between 10 and 86400: a connect link is short-lived",
+                self.connect_link_seconds
+            ));
         }
         if url::Url::parse(&self.public_url).is_ok_and(|url| url.path() != "/") {
             return invalid(format!(

@@ -7,9 +7,11 @@
 //! ever see names. Every response the egress hands to a handler, and everything a handler returns
 //! or logs, is scrubbed of the values in every form they take on the wire ([`redact`]).
 
+pub mod per_user;
 pub mod redact;
 pub mod vault;
 
+pub use self::per_user::PerUser;
 pub use self::redact::Redactor;
 
 use serde::{Deserialize, Serialize};
@@ -89,6 +91,9 @@ fn plain_format() -> String {
 pub struct Binding {
     pub domains: Vec<String>,
     pub inject: Injection,
+    /// Each caller's own value instead of one stored value ([`per_user`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_user: Option<PerUser>,
 }
 
 /// A credential ready to be injected: its binding and its value, in memory only.
@@ -181,7 +186,7 @@ impl Binding {
                 }
             }
         }
-        Ok(Binding { domains: canonical, inject })
+        Ok(Binding { domains: canonical, inject, per_user: None })
     }
 
     /// Whether a request to `host` gets this credential: the host is one of the domains or a
@@ -408,7 +413,11 @@ mod tests {
 
     #[test]
     fn bindings_match_their_domains_and_subdomains_only() {
-        let binding = Binding { domains: vec!["example.test".into()], inject: Injection::Query { query: "k".into() } };
+        let binding = Binding {
+            domains: vec!["example.test".into()],
+            inject: Injection::Query { query: "k".into() },
+            per_user: None,
+        };
         for host in ["example.test", "api.example.test", "a.b.example.test"] {
             assert!(binding.matches(host), "{host}");
         }
@@ -451,6 +460,7 @@ mod tests {
         let binding = |domains: &[&str]| Binding {
             domains: domains.iter().map(|d| d.to_string()).collect(),
             inject: Injection::Query { query: "k".into() },
+            per_user: None,
         };
         let warning = binding(&["api.example.test"]).reach_warning("key", &whitelist).unwrap();
         assert!(warning.contains("\"key\" is sent to api.example.test only"), "{warning}");

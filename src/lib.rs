@@ -2,6 +2,7 @@
 //! isolates. See ARCHITECTURE.md for the map.
 
 pub mod access_token;
+pub mod accounts;
 pub mod api;
 pub mod app;
 pub mod catalog;

@@ -395,6 +395,12 @@ impl Validator {
         Ok(claims)
     }
 
+    /// Whether `token` is an ID token our issuer signed for the client `client_id` (the connect
+    /// pages' sign-in): the same checks as an access token's, with the client as the audience.
+    pub async fn validate_id_token(&self, token: &str, client_id: &str) -> Result<Claims, Refusal> {
+        self.verify(token, client_id).await
+    }
+
     /// The full check of a JWT: header, issuer, key, signature, claims.
     async fn verify(&self, token: &str, resource: &str) -> Result<Claims, Refusal> {
         let header = parse_header(token)?;

@@ -8,4 +8,5 @@ pub mod egress;
 pub mod health;
 pub mod isolate;
 pub mod mount;
+pub mod per_user;
 pub mod registry;

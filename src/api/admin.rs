@@ -473,6 +473,7 @@ pub async fn call_tool(
         CallError::Busy(_) => ApiError::new(ErrorCode::Busy, e.to_string()),
         CallError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, e.to_string()),
         CallError::Forbidden(missing) => ApiError::new(ErrorCode::Forbidden, missing.to_string()),
+        CallError::NotConnected(_) => ApiError::new(ErrorCode::NotConnected, e.to_string()),
     })?;
     Ok(Json(CallResult { execution_id: output.execution_id, outcome: output.outcome, result: output.result.into() }))
 }

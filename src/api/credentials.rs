@@ -10,11 +10,12 @@ use axum::http::StatusCode;
 use crate::api::AppState;
 use crate::api::admin::{not_found, parse_id};
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::model::{CredentialList, CredentialRequest, CredentialView, ErrorBody};
+use crate::api::model::{ConnectionList, ConnectionView, CredentialList, CredentialRequest, CredentialView, ErrorBody};
 use crate::catalog::{NewCredential, PutCredential};
 use crate::credentials::vault::Vault;
-use crate::credentials::{self, Binding, Injection, MAX_PER_SERVER};
+use crate::credentials::{self, Binding, Injection, MAX_PER_SERVER, PerUser};
 use crate::serve::egress::is_forbidden_header;
+use crate::toolset::AuthSetting;
 use crate::toolset::ServerId;
 use crate::whitelist::Whitelist;
 
@@ -51,10 +52,16 @@ pub async fn put_credential(
         None => Whitelist::from_operator_domains(&record.allow_domains).map_err(invalid)?,
     };
     let new = seal(&state.vault, &id, name, body, &whitelist)?;
+    check_per_user_door(
+        &state,
+        std::slice::from_ref(&new),
+        record.access_token_sha256.is_some(),
+        record.auth.as_ref(),
+    )?;
     let warnings = reach_warnings(&id, std::slice::from_ref(&new), &whitelist);
     let _change = state.registry.serialize(&id).await;
     let (created, record) = match state.catalog.put_credential(&id, &new, MAX_PER_SERVER).await? {
-        PutCredential::Stored { created, record } => (created, record),
+        PutCredential::Stored { created, record } => (created, *record),
         PutCredential::NoServer => return Err(not_found(&id)),
         PutCredential::Full => {
             return Err(invalid(format!("server {id:?} has {MAX_PER_SERVER} credentials already; delete one first")));
@@ -118,6 +125,58 @@ pub async fn delete_credential(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// List a server's connected accounts (never a token)
+#[utoipa::path(
+    get,
+    path = "/admin/servers/{id}/connections",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, description = "each caller's connection to a per-user credential", body = ConnectionList),
+        (status = 404, description = "no such server", body = ErrorBody),
+    ),
+)]
+pub async fn list_connections(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<ConnectionList>, ApiError> {
+    let id = parse_id(&id)?;
+    if state.catalog.server_status(&id).await?.is_none() {
+        return Err(not_found(&id));
+    }
+    let connections = state.accounts.connections(&id).await?;
+    Ok(Json(ConnectionList { connections: connections.into_iter().map(ConnectionView::from).collect() }))
+}
+
+/// Delete a connected account
+///
+/// The caller's next call that needs it asks them to connect again. Its token is revoked at
+/// the upstream when the credential names a `revocation_url`.
+#[utoipa::path(
+    delete,
+    path = "/admin/servers/{id}/connections/{connection}",
+    params(("id" = String, Path), ("connection" = String, Path)),
+    responses(
+        (status = 204, description = "deleted"),
+        (status = 404, description = "no such server or connection", body = ErrorBody),
+    ),
+)]
+pub async fn delete_connection(
+    State(state): State<AppState>,
+    Path((id, connection)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id(&id)?;
+    if !state.accounts.delete_connection(Some(&id), &connection, None).await? {
+        if state.catalog.server_status(&id).await?.is_none() {
+            return Err(not_found(&id));
+        }
+        return Err(ApiError::new(
+            ErrorCode::ConnectionNotFound,
+            format!("server {id:?} has no connection {connection:?}; mcpbootd connections {id} lists them"),
+        ));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
 fn invalid(message: String) -> ApiError {
     ApiError::new(ErrorCode::InvalidCredential, message)
 }
@@ -132,7 +191,6 @@ pub(crate) fn seal(
     whitelist: &Whitelist,
 ) -> Result<NewCredential, ApiError> {
     credentials::check_name(&name).map_err(invalid)?;
-    credentials::check_value(&request.value).map_err(|m| invalid(format!("credential {name:?}: {m}")))?;
     if let Injection::Header { header, .. } = &request.inject
         && is_forbidden_header(&header.to_ascii_lowercase())
     {
@@ -140,14 +198,76 @@ pub(crate) fn seal(
             "credential {name:?}: inject.header {header:?} is a header the daemon sets itself"
         )));
     }
-    let binding = Binding::check(&request.domains, request.inject, whitelist)
+    let mut binding = Binding::check(&request.domains, request.inject, whitelist)
         .map_err(|m| invalid(format!("credential {name:?}: {m}")))?;
-    Ok(NewCredential {
-        sealed: vault.seal(id.as_str(), &name, &request.value),
-        fingerprint: credentials::fingerprint(&request.value),
-        name,
-        binding,
-    })
+    // A per-user credential stores no value: its sealed column holds the OAuth client's secret
+    // (empty for an API key), which only the connect flow and refreshes open.
+    let (value, fingerprint_of) = match (request.value, request.per_user) {
+        (Some(value), None) => {
+            credentials::check_value(&value).map_err(|m| invalid(format!("credential {name:?}: {m}")))?;
+            let fingerprint = credentials::fingerprint(&value);
+            (value, fingerprint)
+        }
+        (None, Some(per_user)) => {
+            let (kind, client_secret) = per_user.split();
+            kind.check().map_err(|m| invalid(format!("credential {name:?}: {m}")))?;
+            let secret = client_secret.unwrap_or_default();
+            if matches!(kind, PerUser::Oauth2(_)) && (secret.is_empty() || secret.chars().any(char::is_control)) {
+                return Err(invalid(format!(
+                    "credential {name:?}: per_user.client_secret must be the secret the upstream's authorization \
+                     server issued with client_id"
+                )));
+            }
+            binding.per_user = Some(kind);
+            let fingerprint =
+                if secret.is_empty() { "per-user".to_string() } else { credentials::fingerprint(&secret) };
+            (secret, fingerprint)
+        }
+        (Some(_), Some(_)) => {
+            return Err(invalid(format!(
+                "credential {name:?}: give either value (one value for every caller) or per_user (each caller's own), \
+                 not both"
+            )));
+        }
+        (None, None) => {
+            return Err(invalid(format!(
+                "credential {name:?}: value is missing (or give per_user for a credential each caller connects)"
+            )));
+        }
+    };
+    Ok(NewCredential { sealed: vault.seal(id.as_str(), &name, &value), fingerprint: fingerprint_of, name, binding })
+}
+
+/// Refuses per-user credentials on a server whose mount does not sign its callers in: the
+/// caller's OAuth subject is whose value a call carries. `access_token` and `auth` are the
+/// server's door settings.
+pub(crate) fn check_per_user_door(
+    state: &AppState,
+    credentials: &[NewCredential],
+    access_token: bool,
+    auth: Option<&AuthSetting>,
+) -> Result<(), ApiError> {
+    let Some(per_user) = credentials.iter().find(|c| c.binding.per_user.is_some()) else { return Ok(()) };
+    let name = &per_user.name;
+    let oauth = &state.config.auth.oauth;
+    if !oauth.connects() {
+        return Err(invalid(format!(
+            "credential {name:?} is per_user, which needs [auth.oauth] issuer, public_url, connect_client_id and \
+             connect_client_secret: callers sign in at the issuer to connect their accounts \
+             (docs/connected-accounts.md)"
+        )));
+    }
+    if !matches!(
+        crate::api::mcp::door(access_token.then_some(()), auth, oauth.required),
+        crate::api::mcp::Door::OAuth(_)
+    ) {
+        return Err(invalid(format!(
+            "credential {name:?} is per_user, so the server's mount must require OAuth (each call carries its \
+             caller's own value): register it with \"auth\": {{\"mode\": \"oauth\"}} and no access_token, or set \
+             [auth.oauth] required = true"
+        )));
+    }
+    Ok(())
 }
 
 /// The warnings for credentials of server `id` that its handlers could carry, in a piece or a

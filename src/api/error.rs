@@ -78,6 +78,10 @@ text_enum! {
         /// A credential whose name, value, domains or injection rule is refused.
         InvalidCredential = "invalid_credential",
         CredentialNotFound = "credential_not_found",
+        /// A call of a server with per-user credentials that needs the caller's own account: the
+        /// admin API has no caller, and an MCP caller who has not connected gets a link.
+        NotConnected = "not_connected",
+        ConnectionNotFound = "connection_not_found",
         InvalidDomain = "invalid_domain",
         InvalidTool = "invalid_tool",
         HandlerCompileError = "handler_compile_error",
@@ -123,12 +127,12 @@ impl ErrorCode {
             | BatchNotSupported => StatusCode::BAD_REQUEST,
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden | InsufficientScope | HostNotAllowed | OriginNotAllowed => StatusCode::FORBIDDEN,
-            RouteNotFound | ServerNotFound | ToolNotFound | CredentialNotFound | OauthNotSupported | MethodNotFound
-            | VersionNotFound => StatusCode::NOT_FOUND,
+            RouteNotFound | ServerNotFound | ToolNotFound | CredentialNotFound | ConnectionNotFound
+            | OauthNotSupported | MethodNotFound | VersionNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             ServerExists | NotGenerated | GenerationRunning | NothingToExport | CodeModeDisabled | VersionConflict
-            | BackupNotSupported => StatusCode::CONFLICT,
+            | BackupNotSupported | NotConnected => StatusCode::CONFLICT,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             InvalidBody | InvalidId | InvalidAccessToken | InvalidAuth | InvalidCredential | InvalidDomain

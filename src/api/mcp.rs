@@ -95,7 +95,7 @@ fn insufficient_scope(state: &AppState, mcp_path: &str, missing: &MissingScope) 
 }
 
 /// How a mount's requests are let in.
-pub(super) enum Door<'a, Token = &'a str> {
+pub(crate) enum Door<'a, Token = &'a str> {
     /// Anyone who reaches the daemon.
     Open,
     /// The static bearer token (its sha256, for a mount).
@@ -107,7 +107,7 @@ pub(super) enum Door<'a, Token = &'a str> {
 /// The door of a server with this access token and auth setting: a static token wins (a
 /// server never has both it and a setting); then the server's own setting; then `[auth.oauth]
 /// required`. The one rule, for the mount and for what the admin API shows.
-pub(super) fn door<Token>(
+pub(crate) fn door<Token>(
     access_token: Option<Token>,
     setting: Option<&AuthSetting>,
     required: bool,

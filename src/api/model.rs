@@ -1188,13 +1188,21 @@ impl From<catalog::EgressRecord> for EgressEntry {
 
 // Credentials: `/admin/servers/{id}/credentials`.
 
-/// A credential for an upstream API: its value, where it may be sent, and how it is added.
+/// A credential for an upstream API: its value (or `per_user`), where it may be sent, and how it
+/// is added.
 #[derive(Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CredentialRequest {
-    /// The secret. Stored encrypted; no response, log or export ever shows it again.
+    /// The secret. Stored encrypted; no response, log or export ever shows it again. Absent for a
+    /// `per_user` credential.
+    #[serde(default)]
     #[schema(min_length = 8, max_length = 8192)]
-    pub value: String,
+    pub value: Option<String>,
+    /// Each caller's own value instead of one: `{"kind": "oauth2", "authorize_url", "token_url",
+    /// "client_id", "client_secret", "scopes"}` or `{"kind": "api_key"}`
+    /// (docs/connected-accounts.md). Needs OAuth on the server's mount.
+    #[serde(default)]
+    pub per_user: Option<PerUserRequest>,
     /// Hosts that get it (and their subdomains); each must be on the server's whitelist.
     pub domains: Vec<String>,
     /// `{"header": "Authorization", "format": "Bearer {value}"}`, `{"query": "api_key"}` or
@@ -1205,9 +1213,68 @@ pub struct CredentialRequest {
 impl std::fmt::Debug for CredentialRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CredentialRequest")
+            .field("per_user", &self.per_user.as_ref().map(PerUserRequest::kind))
             .field("domains", &self.domains)
             .field("inject", &self.inject)
             .finish_non_exhaustive()
+    }
+}
+
+/// A per-user credential as registered: how each user's value is obtained, and for `oauth2` the
+/// daemon's client secret at the upstream's authorization server (sealed like a value, never
+/// shown again).
+#[derive(Clone, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PerUserRequest {
+    Oauth2 {
+        authorize_url: String,
+        token_url: String,
+        client_id: String,
+        client_secret: String,
+        #[serde(default)]
+        scopes: Vec<String>,
+        /// Extra parameters for the authorization request (`audience`, `resource`, `prompt`, …).
+        #[serde(default)]
+        authorize_params: BTreeMap<String, String>,
+        /// RFC 7009 endpoint called when a connection is deleted.
+        #[serde(default)]
+        revocation_url: Option<String>,
+    },
+    ApiKey,
+}
+
+impl PerUserRequest {
+    /// What is stored in the clear, and the client secret to seal.
+    pub fn split(self) -> (crate::credentials::PerUser, Option<String>) {
+        match self {
+            PerUserRequest::Oauth2 {
+                authorize_url,
+                token_url,
+                client_id,
+                client_secret,
+                scopes,
+                authorize_params,
+                revocation_url,
+            } => (
+                crate::credentials::PerUser::Oauth2(crate::credentials::per_user::OAuth2Client {
+                    authorize_url,
+                    token_url,
+                    client_id,
+                    scopes,
+                    authorize_params,
+                    revocation_url,
+                }),
+                Some(client_secret),
+            ),
+            PerUserRequest::ApiKey => (crate::credentials::PerUser::ApiKey, None),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            PerUserRequest::Oauth2 { .. } => "oauth2",
+            PerUserRequest::ApiKey => "api_key",
+        }
     }
 }
 
@@ -1215,6 +1282,9 @@ impl std::fmt::Debug for CredentialRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CredentialView {
     pub name: String,
+    /// How each caller's own value is obtained, for a per-user credential (never a secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_user: Option<crate::credentials::PerUser>,
     pub domains: Vec<String>,
     pub inject: Injection,
     /// The first 8 hex digits of the value's sha256, to tell values apart.
@@ -1236,6 +1306,7 @@ pub struct CredentialList {
 impl From<catalog::CredentialRecord> for CredentialView {
     fn from(record: catalog::CredentialRecord) -> CredentialView {
         CredentialView {
+            per_user: record.binding.per_user,
             name: record.name,
             domains: record.binding.domains,
             inject: record.binding.inject,
@@ -1316,4 +1387,43 @@ fn is_zero(value: &i64) -> bool {
 /// `null` as the default, as if the field were absent.
 fn null_as_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(deserializer: D) -> Result<T, D::Error> {
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+// Connected accounts: `/admin/servers/{id}/connections`.
+
+/// One caller's connection to a per-user credential: never a token.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ConnectionView {
+    pub id: String,
+    pub credential: String,
+    /// The caller as the identity provider names them (`sub`).
+    pub subject: String,
+    pub issuer: String,
+    /// The scopes granted, space separated (empty for an API key).
+    pub scopes: String,
+    pub connected_at: i64,
+    /// When the access token expires (milliseconds); it is refreshed when next used after that.
+    pub expires_at: Option<i64>,
+    pub last_used_at: Option<i64>,
+}
+
+/// A server's connections, by credential and subject.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ConnectionList {
+    pub connections: Vec<ConnectionView>,
+}
+
+impl From<catalog::ConnectionRecord> for ConnectionView {
+    fn from(record: catalog::ConnectionRecord) -> ConnectionView {
+        ConnectionView {
+            id: record.id,
+            credential: record.credential,
+            subject: record.subject,
+            issuer: record.issuer,
+            scopes: record.scopes,
+            connected_at: record.connected_at,
+            expires_at: record.expires_at,
+            last_used_at: record.last_used_at,
+        }
+    }
 }

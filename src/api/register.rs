@@ -134,6 +134,7 @@ async fn start_generation(
 ) -> Result<Registered, ApiError> {
     let Checked { id, name, description, access_token_sha256, auth, whitelist } = server;
     let credentials = seal_credentials(state, &id, credentials, &whitelist)?;
+    crate::api::credentials::check_per_user_door(state, &credentials, access_token_sha256.is_some(), auth.as_ref())?;
     // Logged only: generation may add hosts to the whitelist, so this answer could not list them
     // all.
     crate::api::credentials::reach_warnings(&id, &credentials, &whitelist);
@@ -322,6 +323,7 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
     let Checked { id, name, description, access_token_sha256, auth, whitelist } =
         Checked::new(body.id, body.name, body.description, access, &body.allow_domains)?;
     let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
+    crate::api::credentials::check_per_user_door(state, &credentials, access_token_sha256.is_some(), auth.as_ref())?;
     check_code_mode(body.code_mode.as_ref())?;
     let toolset = Toolset::new(body.tools).map_err(|e| ApiError::new(ErrorCode::InvalidTool, e.to_string()))?;
     let (toolset, mut warnings) = check_handlers(toolset).await?;

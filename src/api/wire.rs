@@ -33,7 +33,14 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    // The connect pages answer a browser, whose person reads the page.
+    let is_page = path.starts_with("/connect")
+        && response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json || is_page {
         return response;
     }
     let allow = response.headers().get(ALLOW).cloned();

@@ -47,7 +47,22 @@ pub async fn rekey(config: &Config, new_key_file: Option<&Path>) -> anyhow::Resu
         let plain = old.open_value(&server, &name, &value)?;
         resealed.push((server.clone(), name.clone(), new.seal(&server, &name, &plain)));
     }
-    if let Err(error) = catalog.replace_sealed(&resealed).await {
+    let mut connections = Vec::new();
+    for record in catalog.sealed_connections().await? {
+        let name =
+            |which: &str| crate::accounts::token_name(&record.credential, &record.issuer, &record.subject, which);
+        let access = old.open_value(&record.server_id, &name("access"), &record.sealed_access)?;
+        let refresh = match &record.sealed_refresh {
+            Some(sealed) => Some(old.open_value(&record.server_id, &name("refresh"), sealed)?),
+            None => None,
+        };
+        connections.push((
+            record.id.clone(),
+            new.seal(&record.server_id, &name("access"), &access),
+            refresh.map(|token| new.seal(&record.server_id, &name("refresh"), &token)),
+        ));
+    }
+    if let Err(error) = catalog.replace_sealed(&resealed, &connections).await {
         let _ = std::fs::remove_file(&staged);
         return Err(error).context("nothing was re-encrypted; the current key still holds");
     }

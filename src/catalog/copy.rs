@@ -12,8 +12,16 @@ use sqlx::{Executor, Row};
 use super::{Backend, Catalog, CatalogError, flag, stored_text};
 
 /// Tables in the order their references allow. `calls` and `egress` only with the call log.
-const TABLES: [&str; 7] =
-    ["servers", "generations", "tools", "documents", "generation_documents", "credentials", "drift_events"];
+const TABLES: [&str; 8] = [
+    "servers",
+    "generations",
+    "tools",
+    "documents",
+    "generation_documents",
+    "credentials",
+    "connections",
+    "drift_events",
+];
 const CALL_LOG_TABLES: [&str; 2] = ["calls", "egress"];
 
 /// How many rows of each table were copied, and counted in the target afterwards.

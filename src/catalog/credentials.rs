@@ -27,6 +27,9 @@ pub struct NewCredential {
     pub fingerprint: String,
 }
 
+/// A connection's tokens sealed under a new key: its id, access token, refresh token.
+pub type ResealedConnection = (String, Vec<u8>, Option<Vec<u8>>);
+
 /// What [`Catalog::put_credential`] did.
 #[derive(Debug)]
 pub enum PutCredential {
@@ -35,7 +38,7 @@ pub enum PutCredential {
     Full,
     Stored {
         created: bool,
-        record: CredentialRecord,
+        record: Box<CredentialRecord>,
     },
 }
 
@@ -113,7 +116,7 @@ impl Catalog {
             created_at: rotated.unwrap_or(now),
             rotated_at: now,
         };
-        Ok(PutCredential::Stored { created: rotated.is_none(), record })
+        Ok(PutCredential::Stored { created: rotated.is_none(), record: Box::new(record) })
     }
 
     /// A server's credentials, by name.
@@ -154,10 +157,24 @@ impl Catalog {
         Ok(rows.into_iter().map(|row| (row.get("server_id"), row.get("name"), row.get("sealed"))).collect())
     }
 
-    /// Replaces the sealed values of credentials, all in one transaction: every row is
-    /// re-encrypted, or none is.
-    pub async fn replace_sealed(&self, rows: &[(String, String, Vec<u8>)]) -> Result<(), CatalogError> {
+    /// Replaces the sealed values of credentials and the sealed tokens of connections (id,
+    /// access, refresh), all in one transaction: every row is re-encrypted, or none is. Connect
+    /// flows in progress are dropped (their verifiers were sealed under the old key).
+    pub async fn replace_sealed(
+        &self,
+        rows: &[(String, String, Vec<u8>)],
+        connections: &[ResealedConnection],
+    ) -> Result<(), CatalogError> {
         let mut tx = self.writer.begin().await?;
+        for (id, access, refresh) in connections {
+            sqlx::query("UPDATE connections SET sealed_access = $1, sealed_refresh = $2 WHERE id = $3")
+                .bind(access)
+                .bind(refresh)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("DELETE FROM connect_flows").execute(&mut *tx).await?;
         for (server, name, sealed) in rows {
             let updated = sqlx::query("UPDATE credentials SET sealed = $1 WHERE server_id = $2 AND name = $3")
                 .bind(sealed)

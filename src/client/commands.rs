@@ -655,6 +655,32 @@ pub async fn delete_credential(session: &Session, id: &str, name: &str) -> Resul
     Ok(())
 }
 
+/// `connections <id>`
+pub async fn list_connections(session: &Session, id: &str) -> Result<(), Failure> {
+    let list = session.client.connections(id).await?;
+    if session.json {
+        print_out(&output::pretty(&list));
+        return Ok(());
+    }
+    if list.connections.is_empty() {
+        print_out(&format!("{id} has no connected accounts"));
+        return Ok(());
+    }
+    print_out(&output::connections_table(&list));
+    Ok(())
+}
+
+/// `connections <id> --delete <connection>`
+pub async fn delete_connection(session: &Session, id: &str, connection: &str) -> Result<(), Failure> {
+    session.client.delete_connection(id, connection).await?;
+    print_out(&if session.json {
+        output::pretty(&json!({"id": id, "connection": connection, "deleted": true}))
+    } else {
+        format!("deleted connection {connection} of {id}; its caller connects again on their next call")
+    });
+    Ok(())
+}
+
 /// The secret, from a no-echo prompt on a terminal or the first line of piped stdin.
 fn read_secret(name: &str) -> Result<String, Failure> {
     use std::io::IsTerminal;

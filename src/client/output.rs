@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::model::{
-    AuthSet, CallEntry, CallList, CallResult, GenerationView, ServerList, ServerView, ToolView, VersionDiff,
-    VersionList,
+    AuthSet, CallEntry, CallList, CallResult, ConnectionList, GenerationView, ServerList, ServerView, ToolView,
+    VersionDiff, VersionList,
 };
 use crate::serve::code_mode::ScriptResult;
 use crate::states::GenerationSource;
@@ -186,6 +186,35 @@ pub fn calls_table(body: &CallList) -> String {
     } else {
         table(&["TIME", "TOOL", "OUTCOME", "DURATION", "FETCHES", "ERROR"], rows)
     }
+}
+
+/// `connections <id>`: ID, CREDENTIAL, SUBJECT, SCOPES, CONNECTED, EXPIRES, LAST USED (the subject
+/// comes from the identity provider: control characters are left out before it reaches a terminal).
+pub fn connections_table(body: &ConnectionList) -> String {
+    let plain = |text: &str| text.chars().filter(|c| !c.is_control()).collect::<String>();
+    let when = |millis: Option<i64>| match millis {
+        Some(millis) => timestamp(
+            &humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_millis(millis.max(0) as u64))
+                .to_string(),
+        ),
+        None => "-".to_string(),
+    };
+    let rows = body
+        .connections
+        .iter()
+        .map(|c| {
+            vec![
+                c.id.clone(),
+                plain(&c.credential),
+                plain(&c.subject),
+                if c.scopes.is_empty() { "-".into() } else { plain(&c.scopes) },
+                when(Some(c.connected_at)),
+                when(c.expires_at),
+                when(c.last_used_at),
+            ]
+        })
+        .collect();
+    table(&["ID", "CREDENTIAL", "SUBJECT", "SCOPES", "CONNECTED", "EXPIRES", "LAST USED"], rows)
 }
 
 /// Who made a call with an OAuth token: its subject, and the client it used (control characters

@@ -501,7 +501,7 @@ mod tests {
     fn credential(name: &str, value: &str, inject: Injection) -> Credential {
         Credential {
             name: name.into(),
-            binding: Binding { domains: vec!["api.example.test".into()], inject },
+            binding: Binding { domains: vec!["api.example.test".into()], inject, per_user: None },
             value: value.into(),
         }
     }

@@ -141,6 +141,15 @@ fn associated_data(server: &str, name: &str) -> Vec<u8> {
 }
 
 /// `<catalog>.key` beside the catalog file.
+/// A fresh secret for a link or an OAuth `state`: 32 random bytes, base64url without padding.
+pub fn random_token() -> String {
+    use base64::Engine as _;
+    use chacha20poly1305::aead::rand_core::RngCore as _;
+    let mut bytes = [0u8; 32];
+    OsRng.fill_bytes(&mut bytes);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
 pub fn default_key_file(catalog: &Path) -> PathBuf {
     let mut name = catalog.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "mcpbootd.db".into());
     name.push(".key");

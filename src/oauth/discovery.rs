@@ -18,6 +18,9 @@ pub struct IssuerMetadata {
     /// Signature algorithms accepted on access tokens: never empty, never `none` or HS*.
     pub algorithms: Vec<Algorithm>,
     pub scopes_supported: Option<Vec<String>>,
+    /// Where the connect pages send a person to sign in, and trade the code for tokens.
+    pub authorization_endpoint: Option<String>,
+    pub token_endpoint: Option<String>,
     /// Where the metadata was read from, for logs.
     pub metadata_url: String,
 }
@@ -30,6 +33,8 @@ struct RawMetadata {
     jwt_access_token_signing_alg_values_supported: Option<Vec<String>>,
     id_token_signing_alg_values_supported: Option<Vec<String>>,
     scopes_supported: Option<Vec<String>>,
+    authorization_endpoint: Option<String>,
+    token_endpoint: Option<String>,
 }
 
 /// Fetches the metadata of `issuer`: first from the RFC 8414 location, then from the OpenID
@@ -108,6 +113,8 @@ async fn fetch_metadata(http: &reqwest::Client, issuer: &str, url: &str) -> Resu
         introspection_endpoint: raw.introspection_endpoint,
         algorithms: allowed_algorithms(advertised_algorithms.as_deref()),
         scopes_supported: raw.scopes_supported,
+        authorization_endpoint: raw.authorization_endpoint,
+        token_endpoint: raw.token_endpoint,
         metadata_url: url.to_string(),
     })
 }

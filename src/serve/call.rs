@@ -52,6 +52,17 @@ pub enum CallError {
     /// The caller's OAuth token does not carry the scope this tool needs.
     #[error("{0}")]
     Forbidden(crate::oauth::MissingScope),
+    /// The server sends each caller's own credential, and this caller has not connected it (or
+    /// it cannot be used now).
+    #[error("{}", not_connected_text(.0))]
+    NotConnected(crate::accounts::NotConnected),
+}
+
+fn not_connected_text(reason: &crate::accounts::NotConnected) -> String {
+    match reason {
+        crate::accounts::NotConnected::Connect(link) => link.message.clone(),
+        crate::accounts::NotConnected::Unavailable(text) => text.clone(),
+    }
 }
 
 /// Who asked for a call, as its call-log entry records it.
@@ -546,6 +557,7 @@ mod tests {
             binding: Binding {
                 domains: vec!["api.example.test".into()],
                 inject: Injection::Query { query: "k".into() },
+                per_user: None,
             },
             value: "live-credential-value-123".into(),
         };

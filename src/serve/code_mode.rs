@@ -104,6 +104,9 @@ text_enum! {
         MaxToolCalls = "MAX_TOOL_CALLS",
         /// `call_tool`: the caller's OAuth token lacks the scope the tool needs.
         InsufficientScope = "INSUFFICIENT_SCOPE",
+        /// `call_tool`: the tool's server sends each caller's own credential, which the caller has
+        /// not connected yet; the message carries the link to connect it.
+        NotConnected = "NOT_CONNECTED",
         /// `call_tool`: the arguments do not match the tool's input schema.
         InvalidArguments = "INVALID_ARGUMENTS",
         /// `call_tool`: the tool ran and returned an error.
@@ -769,6 +772,9 @@ impl ScriptHost {
             }
             Err(CallError::ShuttingDown) => {
                 return Answer::Failed(ErrorKind::ShuttingDown, "the daemon is shutting down".into());
+            }
+            Err(error @ CallError::NotConnected(_)) => {
+                return Answer::Failed(ErrorKind::NotConnected, format!("{server}.{tool}: {error}"));
             }
         };
         let kind = match output.outcome {

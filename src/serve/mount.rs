@@ -24,6 +24,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::accounts::{ConnectLink, NotConnected};
 use crate::config::Config;
 use crate::oauth::{Admission, Grant};
 use crate::serve::call::{CallError, Caller, Origin};
@@ -49,7 +50,46 @@ pub struct McpSettings {
     max_body_bytes: usize,
     caller: Caller,
     code_mode: Arc<CodeMode>,
+    elicitation: Arc<UrlElicitationClients>,
 }
+
+/// Signed-in clients whose last `initialize` declared URL-mode elicitation.
+///
+/// A stateless request of the handshake revisions (2025-11-25 and before) does not say what its
+/// client can do: only `initialize` did, on a request of its own. So what a client declared
+/// there is remembered per (subject, OAuth client), the closest these revisions come to a
+/// session, and read when one of its calls needs a connect link. A 2026-07-28 request carries
+/// its capabilities in `_meta` and is judged by them alone.
+#[derive(Default)]
+pub struct UrlElicitationClients {
+    declared: Mutex<std::collections::HashSet<(String, Option<String>)>>,
+}
+
+/// Clients remembered at most; past it the set starts afresh (a forgotten client gets the link
+/// as a tool error, which every host shows).
+const MAX_ELICITATION_CLIENTS: usize = 65_536;
+
+impl UrlElicitationClients {
+    fn record(&self, grant: &Grant, declared: bool) {
+        let key = (grant.claims.sub.clone(), grant.claims.client_id.clone());
+        let mut set = lock(&self.declared);
+        if declared {
+            if set.len() >= MAX_ELICITATION_CLIENTS {
+                set.clear();
+            }
+            set.insert(key);
+        } else {
+            set.remove(&key);
+        }
+    }
+
+    fn declared(&self, grant: &Grant) -> bool {
+        lock(&self.declared).contains(&(grant.claims.sub.clone(), grant.claims.client_id.clone()))
+    }
+}
+
+/// MCP's `URLElicitationRequiredError`: the request needs the user to open a URL first.
+const URL_ELICITATION_REQUIRED: i32 = -32042;
 
 /// One server's MCP endpoint.
 pub struct McpMount {
@@ -94,6 +134,7 @@ pub struct McpHandler {
     caller: Caller,
     tools: Vec<Tool>,
     code_mode: Arc<CodeMode>,
+    elicitation: Arc<UrlElicitationClients>,
     unmounting: Unmounting,
     /// The `code_execution` tool as last listed, with the generations it was built from: its
     /// description declares the tools of other servers, which may have changed since.
@@ -111,6 +152,7 @@ impl McpSettings {
             max_body_bytes: config.server.max_body_bytes,
             caller,
             code_mode,
+            elicitation: Arc::default(),
         }
     }
 
@@ -137,6 +179,7 @@ impl McpMount {
             caller: settings.caller.clone(),
             tools,
             code_mode: settings.code_mode.clone(),
+            elicitation: settings.elicitation.clone(),
             unmounting,
             code_tool: Mutex::new(None),
         });
@@ -235,6 +278,20 @@ impl ServerHandler for McpHandler {
         self.tools.iter().find(|t| t.name == name).cloned()
     }
 
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        if let Ok(Some(grant)) = self.admission(&context) {
+            let declared =
+                request.capabilities.elicitation.as_ref().is_some_and(|elicitation| elicitation.url.is_some());
+            self.elicitation.record(&grant, declared);
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -266,13 +323,29 @@ impl ServerHandler for McpHandler {
                     None,
                 ))
             }
-            // Argument and capacity problems are tool errors, so the model can read them and adapt.
+            Err(CallError::NotConnected(NotConnected::Connect(link))) if self.declares_url_elicitation(&context) => {
+                Err(url_elicitation_required(&link))
+            }
+            // Argument and capacity problems are tool errors, so the model can read them and adapt;
+            // so is a connect link for a host that cannot open one itself: the person reads it.
             Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into()),
         }
     }
 }
 
 impl McpHandler {
+    /// Whether the client making this request takes URL-mode elicitations (see
+    /// [`UrlElicitationClients`]).
+    fn declares_url_elicitation(&self, context: &RequestContext<RoleServer>) -> bool {
+        if let Some(capabilities) = context.meta.client_capabilities() {
+            return capabilities.elicitation.is_some_and(|elicitation| elicitation.url.is_some());
+        }
+        match self.admission(context) {
+            Ok(Some(grant)) => self.elicitation.declared(&grant),
+            _ => false,
+        }
+    }
+
     /// How the HTTP door let this request in (`api/mcp.rs` puts it in the HTTP request's
     /// extensions, which rmcp hands on with the request's parts): the OAuth grant to check every
     /// call against, or none to check. A request without it is refused, so a path into the mount
@@ -369,6 +442,20 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The MCP result for a tool result: what deserialising its JSON (`content`, `structuredContent`,
 /// `isError`) would give, without building that JSON object (and copying the content into it)
 /// first.
+/// The `-32042` error naming the link a caller must open (MCP 2025-11-25, URL-mode elicitation):
+/// the host shows the message and offers to open the URL, outside the model's context.
+fn url_elicitation_required(link: &ConnectLink) -> ErrorData {
+    let data = serde_json::json!({
+        "elicitations": [{
+            "mode": "url",
+            "elicitationId": link.elicitation_id,
+            "url": link.url,
+            "message": link.message,
+        }]
+    });
+    ErrorData::new(rmcp::model::ErrorCode(URL_ELICITATION_REQUIRED), link.message.clone(), Some(data))
+}
+
 fn call_tool_result(result: ToolResult) -> CallToolResult {
     let mut mcp = match serde_json::from_value::<Vec<ContentBlock>>(Value::Array(result.content)) {
         Ok(content) => CallToolResult::success(content),

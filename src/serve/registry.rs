@@ -23,15 +23,17 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
+use crate::accounts::{Accounts, PerUserCredential};
 use crate::catalog::{Catalog, CatalogError, CredentialRecord, MountRecord, ServedGeneration};
 use crate::config::Config;
-use crate::credentials::Credential;
 use crate::credentials::vault::Vault;
+use crate::credentials::{Credential, PerUser};
 use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Origin};
 use crate::serve::code_mode::CodeMode;
 use crate::serve::egress::ServerPolicy;
 use crate::serve::health::{Health, HealthRule, ToolHealth};
 use crate::serve::mount::{McpMount, McpSettings, Unmounted, Unmounting};
+use crate::serve::per_user::PerUserCredentials;
 use crate::telemetry::metrics::{Metrics, ToolSeries};
 use crate::toolset::{AuthSetting, CodeModeSettings, ServerId};
 
@@ -46,6 +48,8 @@ pub struct MountedServer {
     pub generation_id: i64,
     pub policy: Arc<ServerPolicy>,
     pub tools: Vec<CallableTool>,
+    /// Its per-user credentials, whose values each caller brings (`None`: it has none).
+    pub per_user: Option<PerUserCredentials>,
     /// Its code-mode settings (`None`: off).
     pub code_mode: Option<CodeModeSettings>,
     /// The series its `code_execution` runs are counted under, when code mode is on.
@@ -61,6 +65,8 @@ pub struct Registry {
     catalog: Catalog,
     /// Opens the server's credentials when a mount is built.
     vault: Vault,
+    /// Where per-user credentials' values come from.
+    accounts: Arc<Accounts>,
     mcp: McpSettings,
     metrics: Arc<Metrics>,
     max_response_bytes: u64,
@@ -119,7 +125,15 @@ impl MountedServer {
         origin: impl Into<Origin>,
     ) -> Result<CallOutput, CallError> {
         let tool = self.tool(tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
-        caller.call(&self.id, self.generation_id, &self.policy, tool, arguments, origin.into()).await
+        let origin = origin.into();
+        let policy = match &self.per_user {
+            None => self.policy.clone(),
+            Some(per_user) => {
+                let subject = origin.grant.as_ref().map(|grant| grant.claims.sub.as_str());
+                per_user.policy_for(&self.id, &self.policy, subject).await.map_err(CallError::NotConnected)?
+            }
+        };
+        caller.call(&self.id, self.generation_id, &policy, tool, arguments, origin).await
     }
 }
 
@@ -152,7 +166,13 @@ impl Mount {
 }
 
 impl Registry {
-    pub fn new(config: &Config, caller: Caller, catalog: Catalog, vault: Vault) -> Arc<Registry> {
+    pub fn new(
+        config: &Config,
+        caller: Caller,
+        catalog: Catalog,
+        vault: Vault,
+        accounts: Arc<Accounts>,
+    ) -> Arc<Registry> {
         // Scripts look other servers up here, so the code-mode runner holds the registry weakly.
         Arc::new_cyclic(|registry| {
             let code_mode =
@@ -167,6 +187,7 @@ impl Registry {
                 mcp: McpSettings::new(config, caller, Arc::new(code_mode)),
                 catalog,
                 vault,
+                accounts,
             }
         })
     }
@@ -315,7 +336,7 @@ impl Registry {
                     });
                 let built = self
                     .open_credentials(mount, credentials)
-                    .and_then(|c| self.assemble(mount, generation, c, &recent));
+                    .and_then(|(shared, per_user)| self.assemble(mount, generation, shared, per_user, &recent));
                 if let Err(message) = &built {
                     tracing::error!(server_id = %mount.id, generation_id = mount.generation_id, error = %message, "cannot mount server");
                 }
@@ -328,19 +349,33 @@ impl Registry {
         }
     }
 
-    /// The server's credentials, opened; a value that does not open makes the mount unusable,
+    /// The server's credentials, opened: the shared ones with their values, the per-user ones
+    /// with their OAuth client secrets. A value that does not open makes the mount unusable,
     /// with the reason (which names the key in use), rather than send requests without it.
-    fn open_credentials(&self, mount: &Mount, records: Vec<CredentialRecord>) -> Result<Vec<Credential>, String> {
-        records
-            .into_iter()
-            .map(|record| {
-                let value = self
-                    .vault
-                    .open_value(mount.id.as_str(), &record.name, &record.sealed)
-                    .map_err(|e| e.to_string())?;
-                Ok(Credential { name: record.name, binding: record.binding, value })
-            })
-            .collect()
+    fn open_credentials(
+        &self,
+        mount: &Mount,
+        records: Vec<CredentialRecord>,
+    ) -> Result<(Vec<Credential>, Vec<PerUserCredential>), String> {
+        let mut shared = Vec::new();
+        let mut per_user = Vec::new();
+        for record in records {
+            let value =
+                self.vault.open_value(mount.id.as_str(), &record.name, &record.sealed).map_err(|e| e.to_string())?;
+            match record.binding.per_user.clone() {
+                None => shared.push(Credential { name: record.name, binding: record.binding, value }),
+                Some(kind) => {
+                    let client_secret = matches!(kind, PerUser::Oauth2(_)).then_some(value);
+                    per_user.push(PerUserCredential {
+                        name: record.name,
+                        binding: record.binding,
+                        kind,
+                        client_secret,
+                    });
+                }
+            }
+        }
+        Ok((shared, per_user))
     }
 
     fn assemble(
@@ -348,6 +383,7 @@ impl Registry {
         mount: &Mount,
         generation: ServedGeneration,
         credentials: Vec<Credential>,
+        per_user: Vec<PerUserCredential>,
         recent: &std::collections::BTreeMap<String, Vec<bool>>,
     ) -> Result<Arc<Mounted>, String> {
         let tools = generation.tools.iter().map(|spec| {
@@ -366,6 +402,7 @@ impl Registry {
                 ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes).with_credentials(credentials),
             ),
             tools,
+            per_user: (!per_user.is_empty()).then(|| PerUserCredentials::new(self.accounts.clone(), per_user)),
             code_mode: mount.code_mode.clone(),
             code_series: mount
                 .code_mode

@@ -205,6 +205,43 @@ pub struct Metrics {
     /// Every call whatever its server, for the console's overview.
     totals: super::overview::CallTotals,
     oauth_refusals: Family<OAuthRefusalLabels, Counter>,
+    account_events: Family<AccountEventLabels, Counter>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AccountEventLabels {
+    event: &'static str,
+}
+
+/// What happened to a connected account (per-user credentials), counted by event only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccountEvent {
+    /// A call needed a connection the caller had not made: a connect link was sent.
+    Elicitation,
+    Connected,
+    Refreshed,
+    RefreshFailed,
+    Revoked,
+}
+
+impl AccountEvent {
+    const ALL: [AccountEvent; 5] = [
+        AccountEvent::Elicitation,
+        AccountEvent::Connected,
+        AccountEvent::Refreshed,
+        AccountEvent::RefreshFailed,
+        AccountEvent::Revoked,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            AccountEvent::Elicitation => "elicitation",
+            AccountEvent::Connected => "connected",
+            AccountEvent::Refreshed => "refreshed",
+            AccountEvent::RefreshFailed => "refresh_failed",
+            AccountEvent::Revoked => "revoked",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -280,7 +317,11 @@ impl Metrics {
             gauges: GaugeHandles::default(),
             totals: super::overview::CallTotals::default(),
             oauth_refusals: Family::default(),
+            account_events: Family::default(),
         };
+        for event in AccountEvent::ALL {
+            let _ = metrics.account_events.get_or_create(&AccountEventLabels { event: event.label() });
+        }
         // Zero-valued series that dashboards expect to exist from the start.
         for outcome in [EgressOutcome::Allowed, EgressOutcome::Denied, EgressOutcome::Error] {
             let _ = metrics.egress.get_or_create(&EgressLabels { outcome });
@@ -313,6 +354,12 @@ impl Metrics {
         let registry = &mut self.registry;
         let g = &self.gauges;
         registry.register("mcpbootd_tool_calls", "Tool calls by server, tool and outcome", self.calls.clone());
+        registry.register(
+            "mcpbootd_connected_account_events",
+            "Connected accounts (per-user credentials): connect links sent, connects, token refreshes and their \
+             failures, revocations; never by subject",
+            self.account_events.clone(),
+        );
         registry.register(
             "mcpbootd_oauth_refusals",
             "Requests refused at OAuth mounts, by reason (missing_token, insufficient_scope, expired, wrong_audience, …)",
@@ -522,6 +569,11 @@ impl Metrics {
     /// A request refused at an OAuth mount, by reason (never by subject or client).
     pub fn record_oauth_refusal(&self, reason: &'static str) {
         self.oauth_refusals.get_or_create(&OAuthRefusalLabels { reason }).inc();
+    }
+
+    /// An event of a connected account (never by subject or server).
+    pub fn record_account_event(&self, event: AccountEvent) {
+        self.account_events.get_or_create(&AccountEventLabels { event: event.label() }).inc();
     }
 
     /// Every call counted so far, whatever its server.

@@ -133,7 +133,7 @@ fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeS
 #[test]
 fn the_module_graph_follows_the_layers() {
     let graph = module_graph();
-    let rules: [(&str, &[&str], &str); 3] = [
+    let rules: [(&str, &[&str], &str); 4] = [
         (
             "serve",
             &["app", "api", "generate", "llm", "cli", "client"],
@@ -141,6 +141,11 @@ fn the_module_graph_follows_the_layers() {
         ),
         ("generate", &["app", "api", "cli", "client"], "generation must not depend on the HTTP glue"),
         ("catalog", &["app", "api", "generate", "llm", "serve", "cli", "client"], "the catalog is storage only"),
+        (
+            "accounts",
+            &["app", "api", "generate", "llm", "serve", "cli", "client"],
+            "connected accounts serve the serving side and the pages, below both",
+        ),
     ];
     for (module, forbidden, why) in rules {
         let named = graph.get(module).unwrap_or_else(|| panic!("no module {module}"));

@@ -70,7 +70,7 @@ mod tests {
     fn credential(name: &str, domain: &str, inject: Injection) -> Credential {
         Credential {
             name: name.into(),
-            binding: Binding { domains: vec![domain.into()], inject },
+            binding: Binding { domains: vec![domain.into()], inject, per_user: None },
             value: format!("{name}-secret-value"),
         }
     }

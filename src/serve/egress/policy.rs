@@ -86,6 +86,16 @@ impl ServerPolicy {
         self
     }
 
+    /// The hosts and limits of `policy`, without its credentials.
+    pub fn whitelisted_as(policy: &ServerPolicy) -> ServerPolicy {
+        ServerPolicy {
+            hosts: policy.hosts.clone(),
+            max_response_bytes: policy.max_response_bytes,
+            credentials: Vec::new(),
+            redactor: Redactor::default(),
+        }
+    }
+
     pub fn whitelisted(whitelist: Whitelist, max_response_bytes: u64) -> ServerPolicy {
         ServerPolicy {
             hosts: HostRule::Whitelist(whitelist),

@@ -1202,6 +1202,7 @@ pub struct CredentialRequest {
     /// "client_id", "client_secret", "scopes"}` or `{"kind": "api_key"}`
     /// (docs/connected-accounts.md). Needs OAuth on the server's mount.
     #[serde(default)]
+    #[schema(value_type = Option<PerUserSettings>)]
     pub per_user: Option<PerUserRequest>,
     /// Hosts that get it (and their subdomains); each must be on the server's whitelist.
     pub domains: Vec<String>,
@@ -1223,7 +1224,7 @@ impl std::fmt::Debug for CredentialRequest {
 /// A per-user credential as registered: how each user's value is obtained, and for `oauth2` the
 /// daemon's client secret at the upstream's authorization server (sealed like a value, never
 /// shown again).
-#[derive(Clone, Deserialize, ToSchema)]
+#[derive(Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PerUserRequest {
     Oauth2 {
@@ -1241,6 +1242,26 @@ pub enum PerUserRequest {
         revocation_url: Option<String>,
     },
     ApiKey,
+}
+
+/// A per-user credential's settings as the API describes them, in one shape for both kinds:
+/// `kind` says which fields apply (the OAuth ones for `oauth2`, none for `api_key`).
+/// `client_secret` is accepted when setting the credential and never shown.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct PerUserSettings {
+    #[schema(pattern = "^(oauth2|api_key)$")]
+    kind: String,
+    authorize_url: Option<String>,
+    token_url: Option<String>,
+    client_id: Option<String>,
+    #[schema(write_only)]
+    client_secret: Option<String>,
+    scopes: Option<Vec<String>>,
+    /// Extra parameters for the authorization request (`audience`, `resource`, `prompt`, …).
+    authorize_params: Option<BTreeMap<String, String>>,
+    /// RFC 7009 endpoint called when a connection is deleted.
+    revocation_url: Option<String>,
 }
 
 impl PerUserRequest {
@@ -1284,6 +1305,7 @@ pub struct CredentialView {
     pub name: String,
     /// How each caller's own value is obtained, for a per-user credential (never a secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<PerUserSettings>)]
     pub per_user: Option<crate::credentials::PerUser>,
     pub domains: Vec<String>,
     pub inject: Injection,

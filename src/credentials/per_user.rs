@@ -8,11 +8,10 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// How each user's value is obtained, as stored (the OAuth client secret is sealed apart, in
 /// the credential's value column, never here).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PerUser {
     /// The daemon is an OAuth client of the upstream's authorization server: each user signs
@@ -24,7 +23,7 @@ pub enum PerUser {
 
 /// The daemon as an OAuth client of an upstream authorization server (authorization code with
 /// PKCE, always).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuth2Client {
     pub authorize_url: String,

@@ -78,6 +78,7 @@ class ServerPage {
     const extra = {
       versions: this.tab === "versions" || this.tab === "documents" ? api.get(api.path`/admin/servers/${id}/versions`, { signal }) : null,
       credentials: this.tab === "settings" ? api.get(api.path`/admin/servers/${id}/credentials`, { signal }) : null,
+      connections: this.tab === "settings" ? api.get(api.path`/admin/servers/${id}/connections`, { signal }) : null,
       servers: this.tab === "settings" ? api.get("/admin/servers", { signal }) : null,
     };
     let server;
@@ -576,6 +577,7 @@ class ServerPage {
       "div",
       { class: "sv-settings" },
       credentialsSection(this),
+      connectionsSection(this),
       authSection(this),
       accessTokenSection(this),
       approvalSection(this),
@@ -910,6 +912,53 @@ function section(id, title, ...body) {
   return h("section", { class: "card sv-setting", "aria-labelledby": id }, h("h3", { id, tabindex: "-1" }, title), ...body);
 }
 
+/** Each caller's connected account for the server's per-user credentials (never a token). */
+function connectionsSection(page) {
+  const list = page.data.connections;
+  const perUser = (page.data.credentials?.credentials || []).filter((credential) => credential.per_user);
+  if (!perUser.length && !(list && list.connections && list.connections.length)) return null;
+  let listing;
+  if (list && list.error) listing = errorBox(list.error);
+  else if (!list || !list.connections.length) listing = h("p", { class: "muted" }, "Nobody has connected an account yet. A caller's first call sends them a link to connect theirs.");
+  else
+    listing = table(
+      ["Credential", "Subject", "Scopes", "Connected", "Expires", "Last used", "Actions"],
+      list.connections.map((connection) => [
+        h("code", {}, connection.credential),
+        connection.subject,
+        connection.scopes ? h("code", {}, connection.scopes) : "—",
+        time(isoFromMillis(connection.connected_at)),
+        connection.expires_at ? time(isoFromMillis(connection.expires_at)) : "—",
+        connection.last_used_at ? time(isoFromMillis(connection.last_used_at)) : "—",
+        actionButton(
+          "Delete",
+          async () => {
+            const ok = await confirmDialog({
+              title: `Delete ${connection.subject}'s connection?`,
+              text: "Their next call asks them to connect again. The token is revoked upstream where the credential names a revocation endpoint.",
+              confirm: "Delete connection",
+              danger: true,
+            });
+            if (!ok) return;
+            await page.change(() => api.del(api.path`/admin/servers/${page.id}/connections/${connection.id}`, { signal: page.signal }));
+            toast(`Connection of ${connection.subject} deleted.`, "ok");
+            await page.reload({ focusId: "sv-conn-h" });
+          },
+          { "aria-label": `Delete the connection of ${connection.subject} for ${connection.credential}`, class: "quiet" },
+        ),
+      ]),
+      "Connected accounts",
+    );
+  const element = section(
+    "sv-conn-h",
+    "Connected accounts",
+    h("p", { class: "muted" }, "Callers' own accounts for the per-user credentials (", perUser.map((credential, index) => [index ? ", " : "", h("code", {}, credential.name)]), "). Subjects and times only; tokens are never shown."),
+    listing,
+  );
+  element.classList.add("sv-wide");
+  return element;
+}
+
 function injectionText(inject) {
   if (!inject) return "—";
   if (inject.header) return h("span", {}, "header ", h("code", {}, inject.header), ": ", h("code", {}, inject.format || "{value}"));
@@ -1044,7 +1093,7 @@ function credentialsSection(page) {
       list.credentials.map((credential) => [
         h("code", {}, credential.name),
         credential.domains.map((domain, index) => [index ? ", " : "", h("code", {}, domain)]),
-        injectionText(credential.inject),
+        [injectionText(credential.inject), credential.per_user ? h("span", { class: "muted" }, ` — each caller's own (${credential.per_user.kind})`) : null],
         h("code", {}, credential.fingerprint),
         time(isoFromMillis(credential.created_at)),
         time(isoFromMillis(credential.rotated_at)),

@@ -9,6 +9,7 @@ mod api_descriptions;
 mod backup;
 mod cli;
 mod code_mode;
+mod connected_accounts;
 mod connections;
 mod console;
 mod conventions;

@@ -12,6 +12,7 @@ pub mod credentials;
 pub mod error;
 pub mod events;
 pub mod health;
+pub mod limits;
 pub mod mcp;
 pub mod model;
 pub mod oauth;
@@ -136,6 +137,7 @@ pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::put_auth, admin::delete_auth))
         .routes(routes!(credentials::list_credentials))
         .routes(routes!(credentials::put_credential, credentials::delete_credential))
+        .routes(routes!(limits::get_limits, limits::put_limits))
         .routes(routes!(credentials::list_connections))
         .routes(routes!(credentials::delete_connection))
         .routes(routes!(admin::call_tool))

@@ -194,6 +194,27 @@ enum Command {
         #[arg(long, value_name = "CONNECTION_ID")]
         delete: Option<String>,
     },
+    /// Show or change a server's traffic limits (docs/traffic.md): with no option it shows them;
+    /// each option sets one (0 turns it off for the server), the others are kept.
+    #[command(
+        after_help = "Examples:\n  mcpbootd limits github\n  mcpbootd limits github --per-caller-per-minute 60 --per-caller-concurrency 4\n  \
+                      mcpbootd limits github --upstream https://api.github.com=5000"
+    )]
+    Limits {
+        /// The server's id, as `mcpbootd list` shows it.
+        id: String,
+        #[arg(long, value_name = "N")]
+        per_caller_per_minute: Option<u32>,
+        #[arg(long, value_name = "N")]
+        per_server_per_minute: Option<u32>,
+        #[arg(long, value_name = "N")]
+        per_tool_per_minute: Option<u32>,
+        #[arg(long, value_name = "N")]
+        per_caller_concurrency: Option<u32>,
+        /// Requests per minute to an upstream origin, as ORIGIN=N (repeatable; N = 0 removes it).
+        #[arg(long, value_name = "ORIGIN=N")]
+        upstream: Vec<String>,
+    },
     /// Code mode: run a script that calls a server's tools (docs/code-mode.md).
     Code {
         #[command(subcommand)]
@@ -501,6 +522,23 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Failure> {
             let exec =
                 commands::CodeExec { code, file, input, input_file, timeout_ms, max_tool_calls, allowed_servers };
             commands::code_exec(session, &id, exec).await
+        }
+        Command::Limits {
+            id,
+            per_caller_per_minute,
+            per_server_per_minute,
+            per_tool_per_minute,
+            per_caller_concurrency,
+            upstream,
+        } => {
+            let change = commands::LimitsChange {
+                per_caller_per_minute,
+                per_server_per_minute,
+                per_tool_per_minute,
+                per_caller_concurrency,
+                upstream,
+            };
+            commands::limits(session, &id, change).await
         }
         Command::Connections { id, delete: Some(connection) } => {
             commands::delete_connection(session, &id, &connection).await

@@ -24,8 +24,8 @@ use url::Url;
 use crate::api::error::ErrorCode;
 use crate::api::model::{
     ActivateRequest, AuthSet, CallList, CallRequest, CallResult, ConnectionList, CredentialList, CredentialView,
-    DriftReport, ErrorBody, GenerationStarted, RegenerateRequest, Registered, Registration, RejectRequest, ServerList,
-    ServerView, ToolsetRegistration, VersionChanged, VersionDiff, VersionList,
+    DriftReport, ErrorBody, GenerationStarted, LimitsView, RegenerateRequest, Registered, Registration, RejectRequest,
+    ServerList, ServerView, ToolsetRegistration, VersionChanged, VersionDiff, VersionList,
 };
 use crate::serve::code_mode::{ScriptRequest, ScriptResult};
 use crate::toolset::AuthSetting;
@@ -209,6 +209,16 @@ impl AdminClient {
     /// `GET /admin/servers/{id}/credentials`
     pub async fn credentials(&self, id: &str) -> Result<CredentialList, ClientError> {
         self.json(Method::GET, &["admin", "servers", id, "credentials"], &[], NO_BODY).await
+    }
+
+    /// `GET /admin/servers/{id}/limits`
+    pub async fn limits(&self, id: &str) -> Result<LimitsView, ClientError> {
+        self.json(Method::GET, &["admin", "servers", id, "limits"], &[], NO_BODY).await
+    }
+
+    /// `PUT /admin/servers/{id}/limits`
+    pub async fn put_limits(&self, id: &str, limits: &crate::toolset::ServerLimits) -> Result<LimitsView, ClientError> {
+        self.json(Method::PUT, &["admin", "servers", id, "limits"], &[], Some(limits)).await
     }
 
     /// `GET /admin/servers/{id}/connections`

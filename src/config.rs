@@ -36,6 +36,7 @@ pub struct Config {
     pub credentials: CredentialsConfig,
     pub sandbox: SandboxConfig,
     pub code_mode: CodeModeConfig,
+    pub limits: LimitsConfig,
     pub egress: EgressConfig,
     pub llm: LlmConfig,
     pub generation: GenerationConfig,
@@ -356,6 +357,23 @@ pub struct SandboxConfig {
 /// The most calls `[sandbox] max_in_flight` may allow: every call in flight holds an instance slot
 /// of the WebAssembly engine, and each slot reserves address space for a whole 4 GiB memory.
 pub const MAX_IN_FLIGHT: usize = 16_384;
+
+/// `[limits]`: the daemon-wide defaults of the traffic limits at the door (docs/traffic.md). A
+/// server's own limits (`PUT /admin/servers/{id}/limits`) replace each key they name. 0 is off.
+/// They are counted per replica: behind a balancer over R replicas a caller may get up to R
+/// times each rate, so set them to the rate wanted divided by R.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Tool calls per minute by one caller on one server (a burst of N refilled over a minute).
+    pub per_caller_per_minute: u32,
+    /// Tool calls per minute on one server.
+    pub per_server_per_minute: u32,
+    /// Calls per minute of one tool.
+    pub per_tool_per_minute: u32,
+    /// Calls one caller may have running at once on one server.
+    pub per_caller_concurrency: u32,
+}
 
 /// `[code_mode]`: agents send a script that calls several tools (`docs/code-mode.md`).
 /// The limits are defaults: a server's `code_mode` settings may replace them, and a request's

@@ -9,4 +9,5 @@ pub mod health;
 pub mod isolate;
 pub mod mount;
 pub mod per_user;
+pub mod quota;
 pub mod registry;

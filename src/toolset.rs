@@ -41,6 +41,66 @@ pub struct CodeModeSettings {
     pub max_tool_result_bytes: Option<u64>,
 }
 
+/// A server's traffic limits (`PUT /admin/servers/{id}/limits`, docs/traffic.md): each key left
+/// out inherits the daemon's `[limits]` default; 0 turns a limit off for this server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerLimits {
+    /// Tool calls per minute by one caller (OAuth subject, else the static token, else the
+    /// client's address): a burst of N, refilled over a minute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_caller_per_minute: Option<u32>,
+    /// Tool calls per minute on the server, whoever makes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_server_per_minute: Option<u32>,
+    /// Calls per minute of each of the server's tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_tool_per_minute: Option<u32>,
+    /// Calls one caller may have running at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_caller_concurrency: Option<u32>,
+    /// Requests per minute to each upstream origin (`scheme://host:port`), for a paid API's quota.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub upstream: std::collections::BTreeMap<String, UpstreamLimit>,
+}
+
+/// The rate the server's handlers may send to one upstream origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamLimit {
+    pub per_minute: u32,
+}
+
+impl ServerLimits {
+    /// Checks the upstream origins (serialised as `scheme://host:port`) and rates; returns the
+    /// settings with each origin in canonical form.
+    pub fn checked(mut self) -> Result<ServerLimits, String> {
+        let mut upstream = std::collections::BTreeMap::new();
+        for (origin, limit) in std::mem::take(&mut self.upstream) {
+            let url = url::Url::parse(&origin).map_err(|e| {
+                format!("upstream origin {origin:?} is not a URL ({e}); write it as scheme://host:port")
+            })?;
+            if !matches!(url.scheme(), "http" | "https")
+                || url.host_str().is_none()
+                || url.path() != "/"
+                || url.query().is_some()
+            {
+                return Err(format!(
+                    "upstream origin {origin:?} must be scheme://host:port (http or https, no path), e.g. https://api.example.com:443"
+                ));
+            }
+            if limit.per_minute == 0 {
+                return Err(format!(
+                    "upstream.{origin}.per_minute must be at least 1 (leave the origin out for no limit)"
+                ));
+            }
+            upstream.insert(url.origin().ascii_serialization(), limit);
+        }
+        self.upstream = upstream;
+        Ok(self)
+    }
+}
+
 /// Who may use a server's MCP mount, when set per server: `"auth"` at registration,
 /// `PUT /admin/servers/{id}/auth` later. Without it the mount has a static access token if one was
 /// set, else the daemon's `[auth.oauth] required` decides (docs/oauth.md).

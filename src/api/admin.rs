@@ -474,6 +474,9 @@ pub async fn call_tool(
         CallError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, e.to_string()),
         CallError::Forbidden(missing) => ApiError::new(ErrorCode::Forbidden, missing.to_string()),
         CallError::NotConnected(_) => ApiError::new(ErrorCode::NotConnected, e.to_string()),
+        CallError::Limited(refusal) => {
+            ApiError::new(ErrorCode::RateLimited, refusal.to_string()).with_retry_after(refusal.retry_after_seconds())
+        }
     })?;
     Ok(Json(CallResult { execution_id: output.execution_id, outcome: output.outcome, result: output.result.into() }))
 }

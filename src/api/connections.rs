@@ -95,6 +95,10 @@ async fn take_slot(slots: &Arc<Semaphore>, silent: &SilentConnections) -> Option
     None
 }
 
+/// The address a request's connection came from (the client's, or a proxy's in front of it).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddress(pub std::net::SocketAddr);
+
 /// Serves `router` on `listener` until `shutdown` resolves; then stops accepting and waits for
 /// the open connections to finish their requests (the caller bounds that wait).
 pub async fn serve(
@@ -119,7 +123,7 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let (mut stream, _) = match accepted {
+        let (mut stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
                 // Out of descriptors or a connection reset before accept: not the listener's end.
@@ -141,9 +145,11 @@ pub async fn serve(
         };
         // Without TCP_NODELAY, small MCP responses wait on Nagle's algorithm (~40 ms with some clients).
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(
-            router.clone().map_request(|request: Request<Incoming>| request.map(axum::body::Body::new)),
-        );
+        let service = TowerToHyperService::new(router.clone().map_request(move |request: Request<Incoming>| {
+            let mut request = request.map(axum::body::Body::new);
+            request.extensions_mut().insert(ClientAddress(peer));
+            request
+        }));
         let builder = builder.clone();
         let watcher = graceful.watcher();
         let header_read_timeout = limits.header_read_timeout;

@@ -82,6 +82,8 @@ text_enum! {
         /// admin API has no caller, and an MCP caller who has not connected gets a link.
         NotConnected = "not_connected",
         ConnectionNotFound = "connection_not_found",
+        /// A traffic limit refused the call (`[limits]`, `PUT /admin/servers/{id}/limits`).
+        RateLimited = "rate_limited",
         InvalidDomain = "invalid_domain",
         InvalidTool = "invalid_tool",
         HandlerCompileError = "handler_compile_error",
@@ -134,6 +136,7 @@ impl ErrorCode {
             ServerExists | NotGenerated | GenerationRunning | NothingToExport | CodeModeDisabled | VersionConflict
             | BackupNotSupported | NotConnected => StatusCode::CONFLICT,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            RateLimited => StatusCode::TOO_MANY_REQUESTS,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             InvalidBody | InvalidId | InvalidAccessToken | InvalidAuth | InvalidCredential | InvalidDomain
             | InvalidTool | HandlerCompileError | InvalidOpenapi | PromptTooLong | InvalidArguments
@@ -159,7 +162,7 @@ impl ErrorCode {
             Unauthorized => -32001,
             Internal => -32603,
             Starting | ServerNotReady | ServerUnavailable | Busy | ShuttingDown | CatalogUnwritable
-            | CatalogUnavailable => -32000,
+            | CatalogUnavailable | RateLimited => -32000,
             _ => -32600,
         }
     }
@@ -193,6 +196,8 @@ pub struct ApiError {
     /// The `WWW-Authenticate` challenge, when not the plain bearer one a 401 gets.
     /// Boxed: errors travel in `Result`s on every handler, and most have none.
     pub challenge: Option<Box<HeaderValue>>,
+    /// Seconds a refused client should wait (`Retry-After`), for a traffic limit's refusal.
+    pub retry_after: Option<std::num::NonZeroU32>,
 }
 
 impl ApiError {
@@ -210,6 +215,7 @@ impl ApiError {
             shape: ErrorShape::Api,
             reply_to: Value::Null,
             challenge: None,
+            retry_after: None,
         }
     }
 
@@ -217,6 +223,13 @@ impl ApiError {
     /// resource's metadata is).
     pub fn with_challenge(self, challenge: HeaderValue) -> ApiError {
         ApiError { challenge: Some(Box::new(challenge)), ..self }
+    }
+
+    /// The same error with a `Retry-After` of this many seconds.
+    pub fn with_retry_after(self, seconds: u64) -> ApiError {
+        let seconds =
+            std::num::NonZeroU32::new(u32::try_from(seconds).unwrap_or(u32::MAX)).unwrap_or(std::num::NonZeroU32::MIN);
+        ApiError { retry_after: Some(seconds), ..self }
     }
 
     /// The same error, written as a JSON-RPC error response (the MCP endpoint's form).
@@ -269,6 +282,9 @@ impl IntoResponse for ApiError {
         };
         if let Some(challenge) = challenge {
             response.headers_mut().insert(WWW_AUTHENTICATE, challenge);
+        }
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from(seconds.get()));
         }
         // For the layers above that count and log refusals by code (`api::mcp`).
         response.extensions_mut().insert(self.code);

@@ -18,8 +18,10 @@ use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::JsonRpcError;
 use std::sync::Arc;
 
+use crate::api::connections::ClientAddress;
 use crate::config::OAuthConfig;
 use crate::oauth::{Admission, Grant, MissingScope};
+use crate::serve::quota::CallerKey;
 use crate::serve::registry::{Mount, MountError, Mounted};
 use crate::telemetry::metrics::ClientMistake;
 use crate::toolset::AuthSetting;
@@ -52,11 +54,20 @@ use crate::toolset::ServerId;
 pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, mut request: Request) -> Response {
     let max_body_bytes = state.config.server.max_body_bytes;
     let response = match find_mount(&state, &id, request.uri(), request.headers()).await {
-        Ok((mounted, None)) => {
+        Ok((mounted, None, token_door)) => {
+            // Who the call counts against at the door: the static token's holder, else the
+            // client's address (docs/traffic.md).
+            let caller = match request.extensions().get::<ClientAddress>() {
+                _ if token_door => CallerKey::token(),
+                Some(ClientAddress(address)) => CallerKey::address(address.ip()),
+                None => CallerKey::unknown(),
+            };
+            request.extensions_mut().insert(caller);
             request.extensions_mut().insert(Admission::Unscoped);
             transport::answer(&mounted.mcp, request, max_body_bytes, None).await
         }
-        Ok((mounted, Some(grant))) => {
+        Ok((mounted, Some(grant), _)) => {
+            request.extensions_mut().insert(CallerKey::subject(&grant.claims.sub));
             // The serving path checks every tool call against the grant and logs its caller;
             // `gate` refuses a `tools/call` the token cannot make before any work, with the 403 a
             // host can step up from.
@@ -154,7 +165,7 @@ async fn find_mount(
     id: &str,
     uri: &Uri,
     headers: &HeaderMap,
-) -> Result<(Arc<Mounted>, Option<Arc<Grant>>), ApiError> {
+) -> Result<(Arc<Mounted>, Option<Arc<Grant>>, bool), ApiError> {
     // The Host is checked first, so a page reaching the daemon through DNS rebinding learns
     // nothing, not even which servers exist.
     state.mcp_hosts.check(uri, headers)?;
@@ -172,7 +183,9 @@ async fn find_mount(
         return Err(not_found());
     };
     // The token is checked before anything is built, so unauthenticated requests cost a lookup.
-    let grant = match mount_door(&mount, &state.config.auth.oauth) {
+    let door = mount_door(&mount, &state.config.auth.oauth);
+    let token_door = matches!(door, Door::AccessToken(_));
+    let grant = match door {
         Door::Open => None,
         Door::AccessToken(expected) => {
             let presented = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
@@ -184,7 +197,7 @@ async fn find_mount(
         Door::OAuth(extra) => Some(Arc::new(check_oauth(state, id, headers, extra).await?)),
     };
     match state.registry.build(&mount).await {
-        Ok(mounted) => Ok((mounted, grant)),
+        Ok(mounted) => Ok((mounted, grant, token_door)),
         Err(MountError::Gone { .. }) => Err(not_found()),
         Err(failure) => Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
     }

@@ -1449,3 +1449,26 @@ impl From<catalog::ConnectionRecord> for ConnectionView {
         }
     }
 }
+
+// Traffic limits: `/admin/servers/{id}/limits`.
+
+/// A server's traffic limits: its own, the daemon's defaults, and what applies.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LimitsView {
+    pub id: String,
+    /// What the server sets (keys left out inherit `defaults`).
+    pub limits: crate::toolset::ServerLimits,
+    /// The daemon's `[limits]`.
+    pub defaults: EffectiveLimitsView,
+    /// What applies to the server's calls (0: off).
+    pub effective: EffectiveLimitsView,
+}
+
+/// One set of door limits (0: off).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EffectiveLimitsView {
+    pub per_caller_per_minute: u32,
+    pub per_server_per_minute: u32,
+    pub per_tool_per_minute: u32,
+    pub per_caller_concurrency: u32,
+}

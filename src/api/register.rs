@@ -362,6 +362,8 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
                     access_token_sha256,
                     auth,
                     code_mode,
+                    // Limits are set after registration (PUT /admin/servers/{id}/limits).
+                    limits: None,
                     credentials_stamp: (0, 0),
                 }),
                 true => catalog.mount_record(&id).await?,

@@ -5,7 +5,7 @@ use sqlx::Row;
 use super::tools::tool_from_row;
 use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis, optional_flag};
 use crate::states::{ServerKind, Status};
-use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ToolSpec};
+use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ServerLimits, ToolSpec};
 use crate::whitelist::Whitelist;
 
 /// A server as the list of servers shows it.
@@ -37,6 +37,8 @@ pub struct MountRecord {
     /// The server's own auth setting (never together with an access token).
     pub auth: Option<AuthSetting>,
     pub code_mode: Option<CodeModeSettings>,
+    /// Its traffic limits (`None`: the daemon's defaults).
+    pub limits: Option<ServerLimits>,
     /// How many credentials the server has and when the newest was set: a mount built with
     /// other credentials is out of date.
     pub credentials_stamp: (i64, i64),
@@ -70,6 +72,7 @@ pub struct ServerRecord {
     /// Names of the server's upstream credentials.
     pub credentials: Vec<String>,
     pub code_mode: Option<CodeModeSettings>,
+    pub limits: Option<ServerLimits>,
     /// How tools are derived, for a server registered from an API description.
     pub openapi: Option<OpenApiSettings>,
     /// Whether new versions wait for approval; `None`: the daemon's setting.
@@ -115,7 +118,7 @@ impl Catalog {
         let mut snapshot = self.snapshot().await?;
         let row = sqlx::query(
             "SELECT id, name, description, kind, prompt, allow_domains, status, active_generation_id, created_at,
-                    updated_at, access_token_sha256, auth, code_mode, openapi, require_approval, drift
+                    updated_at, access_token_sha256, auth, code_mode, limits, openapi, require_approval, drift
              FROM servers WHERE id = $1",
         )
         .bind(id.as_str())
@@ -132,7 +135,7 @@ impl Catalog {
     /// Every server with a generation to serve, in one query: what start-up mounts.
     pub async fn mount_records(&self) -> Result<Vec<MountRecord>, CatalogError> {
         let rows = sqlx::query(
-            "SELECT id, name, active_generation_id, access_token_sha256, auth, code_mode,
+            "SELECT id, name, active_generation_id, access_token_sha256, auth, code_mode, limits,
                     (SELECT COUNT(*) FROM credentials c WHERE c.server_id = s.id) AS credential_count,
                     (SELECT COALESCE(MAX(rotated_at), 0) FROM credentials c WHERE c.server_id = s.id) AS credentials_at
              FROM servers s WHERE active_generation_id IS NOT NULL",
@@ -145,7 +148,7 @@ impl Catalog {
     /// One server's [`MountRecord`]; `None` if it does not exist or serves no generation yet.
     pub async fn mount_record(&self, id: &ServerId) -> Result<Option<MountRecord>, CatalogError> {
         let row = sqlx::query(
-            "SELECT id, name, active_generation_id, access_token_sha256, auth, code_mode,
+            "SELECT id, name, active_generation_id, access_token_sha256, auth, code_mode, limits,
                     (SELECT COUNT(*) FROM credentials c WHERE c.server_id = s.id) AS credential_count,
                     (SELECT COALESCE(MAX(rotated_at), 0) FROM credentials c WHERE c.server_id = s.id) AS credentials_at
              FROM servers s WHERE id = $1 AND active_generation_id IS NOT NULL",
@@ -267,6 +270,17 @@ impl Catalog {
         Ok(updated.rows_affected() == 1)
     }
 
+    /// Sets (or with `None` clears) a server's traffic limits; `false` if there is no such server.
+    pub async fn set_limits(&self, id: &ServerId, limits: Option<&ServerLimits>) -> Result<bool, CatalogError> {
+        let updated = sqlx::query("UPDATE servers SET limits = $1, updated_at = $2 WHERE id = $3")
+            .bind(limits.map(super::to_json))
+            .bind(now_millis())
+            .bind(id.as_str())
+            .execute(&self.writer)
+            .await?;
+        Ok(updated.rows_affected() == 1)
+    }
+
     /// Deletes a server with its generations, tools and call log. Returns false if it did not exist.
     pub async fn delete_server(&self, id: &ServerId) -> Result<bool, CatalogError> {
         let mut tx = self.writer.begin().await?;
@@ -319,6 +333,7 @@ async fn server_from_row(
         access_token_sha256: row.get("access_token_sha256"),
         auth: auth(&row)?,
         code_mode: code_mode(&row)?,
+        limits: limits(&row)?,
         openapi: row.get::<Option<String>, _>("openapi").map(|json| from_json(&json)).transpose()?,
         require_approval: optional_flag(&row, "require_approval"),
         drift: row.get::<Option<String>, _>("drift").map(|json| from_json(&json)).transpose()?,
@@ -336,12 +351,17 @@ fn mount_record(row: sqlx::any::AnyRow) -> Result<MountRecord, CatalogError> {
         access_token_sha256: row.get("access_token_sha256"),
         auth: auth(&row)?,
         code_mode: code_mode(&row)?,
+        limits: limits(&row)?,
         credentials_stamp: (row.get("credential_count"), row.get("credentials_at")),
     })
 }
 
 fn auth(row: &sqlx::any::AnyRow) -> Result<Option<AuthSetting>, CatalogError> {
     row.get::<Option<String>, _>("auth").map(|json| from_json(&json)).transpose()
+}
+
+fn limits(row: &sqlx::any::AnyRow) -> Result<Option<ServerLimits>, CatalogError> {
+    row.get::<Option<String>, _>("limits").map(|json| from_json(&json)).transpose()
 }
 
 fn code_mode(row: &sqlx::any::AnyRow) -> Result<Option<CodeModeSettings>, CatalogError> {

@@ -655,6 +655,55 @@ pub async fn delete_credential(session: &Session, id: &str, name: &str) -> Resul
     Ok(())
 }
 
+/// What `limits <id> --…` changes; nothing set: show only.
+pub struct LimitsChange {
+    pub per_caller_per_minute: Option<u32>,
+    pub per_server_per_minute: Option<u32>,
+    pub per_tool_per_minute: Option<u32>,
+    pub per_caller_concurrency: Option<u32>,
+    /// `ORIGIN=N`.
+    pub upstream: Vec<String>,
+}
+
+/// `limits <id> [--…]`
+pub async fn limits(session: &Session, id: &str, change: LimitsChange) -> Result<(), Failure> {
+    let mut view = session.client.limits(id).await?;
+    let changes = change.per_caller_per_minute.is_some()
+        || change.per_server_per_minute.is_some()
+        || change.per_tool_per_minute.is_some()
+        || change.per_caller_concurrency.is_some()
+        || !change.upstream.is_empty();
+    if changes {
+        let mut limits = view.limits.clone();
+        limits.per_caller_per_minute = change.per_caller_per_minute.or(limits.per_caller_per_minute);
+        limits.per_server_per_minute = change.per_server_per_minute.or(limits.per_server_per_minute);
+        limits.per_tool_per_minute = change.per_tool_per_minute.or(limits.per_tool_per_minute);
+        limits.per_caller_concurrency = change.per_caller_concurrency.or(limits.per_caller_concurrency);
+        for entry in &change.upstream {
+            let Some((origin, rate)) = entry.rsplit_once('=') else {
+                return Err(Failure::Local(format!(
+                    "--upstream {entry:?}: write ORIGIN=N, e.g. https://api.github.com=5000"
+                )));
+            };
+            let rate: u32 = rate.parse().map_err(|_| {
+                Failure::Local(format!("--upstream {entry:?}: {rate:?} is not a number of requests per minute"))
+            })?;
+            if rate == 0 {
+                limits.upstream.remove(origin);
+            } else {
+                limits.upstream.insert(origin.to_string(), crate::toolset::UpstreamLimit { per_minute: rate });
+            }
+        }
+        view = session.client.put_limits(id, &limits).await?;
+    }
+    if session.json {
+        print_out(&output::pretty(&view));
+    } else {
+        print_out(&output::limits_summary(&view));
+    }
+    Ok(())
+}
+
 /// `connections <id>`
 pub async fn list_connections(session: &Session, id: &str) -> Result<(), Failure> {
     let list = session.client.connections(id).await?;

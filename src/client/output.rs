@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::model::{
-    AuthSet, CallEntry, CallList, CallResult, ConnectionList, GenerationView, ServerList, ServerView, ToolView,
-    VersionDiff, VersionList,
+    AuthSet, CallEntry, CallList, CallResult, ConnectionList, GenerationView, LimitsView, ServerList, ServerView,
+    ToolView, VersionDiff, VersionList,
 };
 use crate::serve::code_mode::ScriptResult;
 use crate::states::GenerationSource;
@@ -215,6 +215,31 @@ pub fn connections_table(body: &ConnectionList) -> String {
         })
         .collect();
     table(&["ID", "CREDENTIAL", "SUBJECT", "SCOPES", "CONNECTED", "EXPIRES", "LAST USED"], rows)
+}
+
+/// `limits <id>`: each limit as it applies, and whether the server or the default sets it.
+pub fn limits_summary(view: &LimitsView) -> String {
+    let row = |name: &str, own: Option<u32>, effective: u32| {
+        let value = if effective == 0 { "off".to_string() } else { effective.to_string() };
+        let from = if own.is_some() { "set for this server" } else { "daemon default" };
+        vec![name.to_string(), value, from.to_string()]
+    };
+    let own = &view.limits;
+    let effective = &view.effective;
+    let mut rows = vec![
+        row("per_caller_per_minute", own.per_caller_per_minute, effective.per_caller_per_minute),
+        row("per_server_per_minute", own.per_server_per_minute, effective.per_server_per_minute),
+        row("per_tool_per_minute", own.per_tool_per_minute, effective.per_tool_per_minute),
+        row("per_caller_concurrency", own.per_caller_concurrency, effective.per_caller_concurrency),
+    ];
+    for (origin, limit) in &own.upstream {
+        rows.push(vec![
+            format!("upstream {origin}"),
+            format!("{} per minute", limit.per_minute),
+            "set for this server".into(),
+        ]);
+    }
+    table(&["LIMIT", "VALUE", "FROM"], rows)
 }
 
 /// Who made a call with an OAuth token: its subject, and the client it used (control characters

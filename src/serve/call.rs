@@ -56,6 +56,9 @@ pub enum CallError {
     /// it cannot be used now).
     #[error("{}", not_connected_text(.0))]
     NotConnected(crate::accounts::NotConnected),
+    /// A traffic limit at the door refused the call (docs/traffic.md).
+    #[error("{0}")]
+    Limited(crate::serve::quota::QuotaRefusal),
 }
 
 fn not_connected_text(reason: &crate::accounts::NotConnected) -> String {
@@ -76,11 +79,13 @@ pub struct Origin {
     /// The OAuth token the request came with: every call is checked against its scopes and
     /// logged with its subject and client.
     pub grant: Option<Arc<Grant>>,
+    /// Who the call counts against at the door (`None`: the grant's subject, else unknown).
+    pub caller: Option<crate::serve::quota::CallerKey>,
 }
 
 impl From<Via> for Origin {
     fn from(via: Via) -> Origin {
-        Origin { via, parent_execution_id: None, execution_id: None, grant: None }
+        Origin { via, parent_execution_id: None, execution_id: None, grant: None, caller: None }
     }
 }
 
@@ -126,6 +131,11 @@ impl CallableTool {
 
     pub fn health(&self) -> Health {
         self.health.health()
+    }
+
+    /// The labels its calls are counted under.
+    pub fn series(&self) -> &ToolSeries {
+        &self.series
     }
 
     /// Annotated `readOnlyHint: true` (what the scope model's read scope may call).
@@ -239,7 +249,7 @@ impl Caller {
         // Kept for the log in case the call fails: repairing a tool starts from its failures.
         let logged_arguments = arguments.clone();
 
-        let Origin { via, parent_execution_id, execution_id, grant } = origin;
+        let Origin { via, parent_execution_id, execution_id, grant, caller: _ } = origin;
         let execution_id = execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let started_at = now_millis();
         let started = Instant::now();

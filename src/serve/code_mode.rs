@@ -757,6 +757,7 @@ impl ScriptHost {
             parent_execution_id: Some(self.parent.clone()),
             execution_id: Some(execution_id),
             grant: self.grant.clone(),
+            caller: None,
         };
         let output = match mounted.server.call(&self.caller, tool, arguments, origin).await {
             Ok(output) => output,
@@ -772,6 +773,9 @@ impl ScriptHost {
             }
             Err(CallError::ShuttingDown) => {
                 return Answer::Failed(ErrorKind::ShuttingDown, "the daemon is shutting down".into());
+            }
+            Err(CallError::Limited(refusal)) => {
+                return Answer::Failed(ErrorKind::Busy, format!("{server}.{tool}: {refusal}"));
             }
             Err(error @ CallError::NotConnected(_)) => {
                 return Answer::Failed(ErrorKind::NotConnected, format!("{server}.{tool}: {error}"));

@@ -30,6 +30,7 @@ use crate::oauth::{Admission, Grant};
 use crate::serve::call::{CallError, Caller, Origin};
 use crate::serve::code_mode::{self, CodeMode, ScriptRequest};
 use crate::serve::isolate::ToolResult;
+use crate::serve::quota::CallerKey;
 use crate::serve::registry::MountedServer;
 use crate::states::Via;
 use crate::telemetry::metrics::ClientMistake;
@@ -304,7 +305,12 @@ impl ServerHandler for McpHandler {
         // rmcp runs this in its own task and cancels `context.ct` when the client goes away
         // (disconnect, notifications/cancelled); dropping the call then frees its isolate and
         // stops its fetches instead of finishing work nobody will read.
-        let origin = Origin { grant: self.admission(&context)?, ..Origin::from(Via::Mcp) };
+        let caller = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<CallerKey>())
+            .cloned();
+        let origin = Origin { grant: self.admission(&context)?, caller, ..Origin::from(Via::Mcp) };
         let call = self.server.call(&self.caller, &request.name, arguments, origin);
         let outcome = tokio::select! {
             outcome = call => outcome,
@@ -323,6 +329,17 @@ impl ServerHandler for McpHandler {
                     None,
                 ))
             }
+            // Refused before any work: a JSON-RPC error, which a host retries later rather than a
+            // tool error a model would read as the tool failing.
+            Err(CallError::Limited(refusal)) => Err(ErrorData::new(
+                rmcp::model::ErrorCode(SERVER_ERROR),
+                refusal.to_string(),
+                Some(serde_json::json!({
+                    "code": "rate_limited",
+                    "limit": refusal.limit,
+                    "retry_after_seconds": refusal.retry_after_seconds(),
+                })),
+            )),
             Err(CallError::NotConnected(NotConnected::Connect(link))) if self.declares_url_elicitation(&context) => {
                 Err(url_elicitation_required(&link))
             }

@@ -25,7 +25,7 @@ use tokio::sync::OnceCell;
 
 use crate::accounts::{Accounts, PerUserCredential};
 use crate::catalog::{Catalog, CatalogError, CredentialRecord, MountRecord, ServedGeneration};
-use crate::config::Config;
+use crate::config::{Config, LimitsConfig};
 use crate::credentials::vault::Vault;
 use crate::credentials::{Credential, PerUser};
 use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Origin};
@@ -34,8 +34,9 @@ use crate::serve::egress::ServerPolicy;
 use crate::serve::health::{Health, HealthRule, ToolHealth};
 use crate::serve::mount::{McpMount, McpSettings, Unmounted, Unmounting};
 use crate::serve::per_user::PerUserCredentials;
+use crate::serve::quota::{CallerKey, EffectiveLimits, ServerQuota};
 use crate::telemetry::metrics::{Metrics, ToolSeries};
-use crate::toolset::{AuthSetting, CodeModeSettings, ServerId};
+use crate::toolset::{AuthSetting, CodeModeSettings, ServerId, ServerLimits};
 
 const CHANGE_STRIPES: usize = 64;
 
@@ -50,6 +51,8 @@ pub struct MountedServer {
     pub tools: Vec<CallableTool>,
     /// Its per-user credentials, whose values each caller brings (`None`: it has none).
     pub per_user: Option<PerUserCredentials>,
+    /// Its traffic limits at the door (`None`: every one is off).
+    pub quota: Option<ServerQuota>,
     /// Its code-mode settings (`None`: off).
     pub code_mode: Option<CodeModeSettings>,
     /// The series its `code_execution` runs are counted under, when code mode is on.
@@ -67,6 +70,8 @@ pub struct Registry {
     vault: Vault,
     /// Where per-user credentials' values come from.
     accounts: Arc<Accounts>,
+    /// The daemon's `[limits]`, which a server's own limits override key by key.
+    limits: LimitsConfig,
     mcp: McpSettings,
     metrics: Arc<Metrics>,
     max_response_bytes: u64,
@@ -84,6 +89,7 @@ pub struct Mount {
     /// The server's own auth setting (`None`: the daemon's default).
     pub auth: Option<AuthSetting>,
     code_mode: Option<CodeModeSettings>,
+    limits: Option<ServerLimits>,
     /// See [`MountRecord::credentials_stamp`].
     credentials_stamp: (i64, i64),
     /// Ended on unmount and at shutdown: stops the calls in flight on this mount.
@@ -126,6 +132,23 @@ impl MountedServer {
     ) -> Result<CallOutput, CallError> {
         let tool = self.tool(tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
         let origin = origin.into();
+        // Held until the call ends: the caller's place among their running calls.
+        let _admitted = match &self.quota {
+            None => None,
+            Some(quota) => {
+                let who = origin.caller.clone().unwrap_or_else(|| match &origin.grant {
+                    Some(grant) => CallerKey::subject(&grant.claims.sub),
+                    None => CallerKey::unknown(),
+                });
+                match quota.admit(&who, &tool.name) {
+                    Ok(admitted) => Some(admitted),
+                    Err(refusal) => {
+                        caller.metrics().record_quota_refusal(tool.series(), refusal.limit);
+                        return Err(CallError::Limited(refusal));
+                    }
+                }
+            }
+        };
         let policy = match &self.per_user {
             None => self.policy.clone(),
             Some(per_user) => {
@@ -146,6 +169,7 @@ impl Mount {
             access_token_sha256: record.access_token_sha256,
             auth: record.auth,
             code_mode: record.code_mode,
+            limits: record.limits,
             credentials_stamp: record.credentials_stamp,
             unmounting: Unmounting::default(),
             built: OnceCell::new(),
@@ -161,6 +185,7 @@ impl Mount {
             && self.access_token_sha256 == record.access_token_sha256
             && self.auth == record.auth
             && self.code_mode == record.code_mode
+            && self.limits == record.limits
             && self.credentials_stamp == record.credentials_stamp
     }
 }
@@ -188,6 +213,7 @@ impl Registry {
                 catalog,
                 vault,
                 accounts,
+                limits: config.limits.clone(),
             }
         })
     }
@@ -402,6 +428,10 @@ impl Registry {
                 ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes).with_credentials(credentials),
             ),
             tools,
+            quota: {
+                let limits = EffectiveLimits::of(&self.limits, mount.limits.as_ref());
+                (limits != EffectiveLimits::default()).then(|| ServerQuota::new(limits))
+            },
             per_user: (!per_user.is_empty()).then(|| PerUserCredentials::new(self.accounts.clone(), per_user)),
             code_mode: mount.code_mode.clone(),
             code_series: mount

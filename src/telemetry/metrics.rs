@@ -206,6 +206,17 @@ pub struct Metrics {
     totals: super::overview::CallTotals,
     oauth_refusals: Family<OAuthRefusalLabels, Counter>,
     account_events: Family<AccountEventLabels, Counter>,
+    quota_refusals: Family<QuotaLabels, Counter>,
+}
+
+/// The limits a refusal can name (`serve::quota`).
+const QUOTA_LIMITS: [&str; 4] =
+    ["per_caller_per_minute", "per_server_per_minute", "per_tool_per_minute", "per_caller_concurrency"];
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct QuotaLabels {
+    server: Arc<str>,
+    limit: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -318,6 +329,7 @@ impl Metrics {
             totals: super::overview::CallTotals::default(),
             oauth_refusals: Family::default(),
             account_events: Family::default(),
+            quota_refusals: Family::default(),
         };
         for event in AccountEvent::ALL {
             let _ = metrics.account_events.get_or_create(&AccountEventLabels { event: event.label() });
@@ -354,6 +366,11 @@ impl Metrics {
         let registry = &mut self.registry;
         let g = &self.gauges;
         registry.register("mcpbootd_tool_calls", "Tool calls by server, tool and outcome", self.calls.clone());
+        registry.register(
+            "mcpbootd_quota_refusals",
+            "Tool calls refused at the door by a traffic limit, by server and limit ([limits]; never by caller)",
+            self.quota_refusals.clone(),
+        );
         registry.register(
             "mcpbootd_connected_account_events",
             "Connected accounts (per-user credentials): connect links sent, connects, token refreshes and their \
@@ -571,6 +588,11 @@ impl Metrics {
         self.oauth_refusals.get_or_create(&OAuthRefusalLabels { reason }).inc();
     }
 
+    /// A call refused by a traffic limit, counted under its tool's server label.
+    pub fn record_quota_refusal(&self, series: &ToolSeries, limit: &'static str) {
+        self.quota_refusals.get_or_create(&QuotaLabels { server: series.server.clone(), limit }).inc();
+    }
+
     /// An event of a connected account (never by subject or server).
     pub fn record_account_event(&self, event: AccountEvent) {
         self.account_events.get_or_create(&AccountEventLabels { event: event.label() }).inc();
@@ -672,6 +694,9 @@ impl Metrics {
             self.mcp_rejections.remove(&RejectionLabels { server: label.clone(), status: status.as_u16() });
         }
         self.egress_credential_scrubs.remove(&ServerLabels { server: label.clone() });
+        for limit in QUOTA_LIMITS {
+            self.quota_refusals.remove(&QuotaLabels { server: label.clone(), limit });
+        }
         let kinds: Vec<&'static str> = lock(&self.client_error_kinds).iter().copied().collect();
         for kind in kinds {
             self.mcp_client_errors.remove(&ClientErrorLabels { server: label.clone(), kind });

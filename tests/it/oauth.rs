@@ -658,3 +658,79 @@ async fn probes_for_an_authorization_server_are_sent_to_the_provider() {
     let description = body["error_description"].as_str().unwrap_or_default();
     assert!(description.contains("static bearer token") && !description.contains(&issuer.issuer), "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_over_their_quota_is_refused_with_the_retry_time_and_others_are_not() {
+    let issuer = Issuer::start().await;
+    let app = spawn_behind_with(&issuer.issuer, &[("MCPBOOTD_LIMITS__PER_CALLER_PER_MINUTE", "3")]).await;
+    app.register(json!({"id": "shared", "tools": [tool("ok", "return 'done';")]})).await;
+    let alice = issuer.token_with(json!({"aud": resource("shared"), "sub": "alice"}));
+    let bob = issuer.token_with(json!({"aud": resource("shared"), "sub": "bob"}));
+
+    // Alice's burst of three, then the door refuses her before any work, naming the limit and
+    // when to retry; bob, on the same server, is not held up by her.
+    for _ in 0..3 {
+        let (status, _, body) = call_tool(&app, "shared", &alice, "ok", json!({})).await;
+        assert_eq!((status, body["result"]["content"][0]["text"].as_str()), (200, Some("done")), "{body}");
+    }
+    let (status, _, body) = call_tool(&app, "shared", &alice, "ok", json!({})).await;
+    assert_eq!(status, 200, "a JSON-RPC error in an HTTP 200, as for every MCP refusal after the door: {body}");
+    let error = &body["error"];
+    assert_eq!(error["data"]["code"], "rate_limited", "{body}");
+    assert_eq!(error["data"]["limit"], "per_caller_per_minute", "{body}");
+    let retry = error["data"]["retry_after_seconds"].as_u64().unwrap();
+    assert!((1..=20).contains(&retry), "one call refills in 20 s: {body}");
+    assert!(error["message"].as_str().unwrap().contains("per_caller_per_minute"), "{body}");
+    for _ in 0..3 {
+        let (status, _, body) = call_tool(&app, "shared", &bob, "ok", json!({})).await;
+        assert_eq!((status, body["result"]["content"][0]["text"].as_str()), (200, Some("done")), "bob: {body}");
+    }
+
+    // The refusal ran nothing: the log has alice's three calls and bob's three only.
+    let (_, calls) = app.get("/admin/servers/shared/calls").await;
+    let subjects: Vec<&str> = calls["calls"].as_array().unwrap().iter().filter_map(|c| c["subject"].as_str()).collect();
+    assert_eq!(subjects.iter().filter(|s| **s == "alice").count(), 3, "{calls}");
+    assert_eq!(subjects.iter().filter(|s| **s == "bob").count(), 3, "{calls}");
+    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains(r#"mcpbootd_quota_refusals_total{server="shared",limit="per_caller_per_minute"} 1"#),
+        "{metrics}"
+    );
+
+    // The server's own limits replace the default key by key; the admin API shows both.
+    let (status, view) =
+        put(&app, "/admin/servers/shared/limits", json!({"per_caller_per_minute": 0, "per_server_per_minute": 1}))
+            .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["effective"]["per_caller_per_minute"], 0, "{view}");
+    assert_eq!(view["effective"]["per_server_per_minute"], 1, "{view}");
+    assert_eq!(view["defaults"]["per_caller_per_minute"], 3, "{view}");
+    let (status, shown) = app.get("/admin/servers/shared/limits").await;
+    assert_eq!((status, &shown["limits"]), (200, &json!({"per_caller_per_minute": 0, "per_server_per_minute": 1})));
+    let (status, _, body) = call_tool(&app, "shared", &alice, "ok", json!({})).await;
+    assert_eq!((status, body["result"]["content"][0]["text"].as_str()), (200, Some("done")), "{body}");
+    let (_, _, body) = call_tool(&app, "shared", &bob, "ok", json!({})).await;
+    assert_eq!(body["error"]["data"]["limit"], "per_server_per_minute", "{body}");
+
+    // The admin call route answers in HTTP: 429 with Retry-After.
+    let response = app
+        .http
+        .post(app.url("/admin/servers/shared/tools/ok/call"))
+        .json(&json!({"arguments": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    let retry_after: u64 = response.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(retry_after >= 1, "{retry_after}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+
+    // Bad settings say what is wrong.
+    let (status, body) =
+        put(&app, "/admin/servers/shared/limits", json!({"upstream": {"api.example.com": {"per_minute": 5}}})).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("scheme://host:port"), "{body}");
+    let (status, body) = put(&app, "/admin/servers/shared/limits", json!({"per_minute": 5})).await;
+    assert_eq!(status, 422, "{body}");
+}

@@ -1,0 +1,91 @@
+//! Admin API for a server's traffic limits (docs/traffic.md): show them with the defaults they
+//! override, and replace them. A change remounts the server, so the next call counts under it.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+
+use crate::api::AppState;
+use crate::api::admin::{not_found, parse_id};
+use crate::api::error::{ApiError, ErrorCode};
+use crate::api::model::{EffectiveLimitsView, ErrorBody, LimitsView};
+use crate::serve::quota::EffectiveLimits;
+use crate::toolset::{ServerId, ServerLimits};
+
+/// Show a server's traffic limits
+///
+/// `limits` holds what the server sets; each key it leaves out is the daemon's `[limits]`
+/// default, and `effective` is what applies (0: off).
+#[utoipa::path(
+    get,
+    path = "/admin/servers/{id}/limits",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, description = "the server's limits, the defaults and what applies", body = LimitsView),
+        (status = 404, description = "no such server", body = ErrorBody),
+    ),
+)]
+pub async fn get_limits(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<LimitsView>, ApiError> {
+    let id = parse_id(&id)?;
+    let record = state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))?;
+    Ok(Json(view(&state, &id, record.limits.unwrap_or_default())))
+}
+
+/// Set a server's traffic limits
+///
+/// Replaces the server's limits with the body: keys left out inherit the daemon's defaults, 0
+/// turns one off for this server. `upstream` limits requests per minute to an origin
+/// (`scheme://host:port`), e.g. a paid API's quota.
+#[utoipa::path(
+    put,
+    path = "/admin/servers/{id}/limits",
+    params(("id" = String, Path)),
+    request_body = ServerLimits,
+    responses(
+        (status = 200, description = "the server's limits now", body = LimitsView),
+        (status = 400, description = "body is not JSON", body = ErrorBody),
+        (status = 404, description = "no such server", body = ErrorBody),
+        (status = 415, description = "body is not JSON", body = ErrorBody),
+        (status = 422, description = "a key or origin refused, or body of the wrong shape", body = ErrorBody),
+    ),
+)]
+pub async fn put_limits(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<ServerLimits>, JsonRejection>,
+) -> Result<Json<LimitsView>, ApiError> {
+    let Json(limits) = body?;
+    let id = parse_id(&id)?;
+    let limits = limits
+        .checked()
+        .map_err(|m| ApiError::with_status(axum::http::StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidField, m))?;
+    let _change = state.registry.serialize(&id).await;
+    let stored = (limits != ServerLimits::default()).then_some(&limits);
+    if !state.catalog.set_limits(&id, stored).await? {
+        return Err(not_found(&id));
+    }
+    state.registry.remount(&id).await?;
+    tracing::info!(server_id = %id, "traffic limits changed");
+    Ok(Json(view(&state, &id, limits)))
+}
+
+fn view(state: &AppState, id: &ServerId, limits: ServerLimits) -> LimitsView {
+    let defaults = state.config.limits.clone();
+    let effective = EffectiveLimits::of(&defaults, Some(&limits));
+    LimitsView {
+        id: id.to_string(),
+        effective: EffectiveLimitsView {
+            per_caller_per_minute: effective.per_caller_per_minute,
+            per_server_per_minute: effective.per_server_per_minute,
+            per_tool_per_minute: effective.per_tool_per_minute,
+            per_caller_concurrency: effective.per_caller_concurrency,
+        },
+        defaults: EffectiveLimitsView {
+            per_caller_per_minute: defaults.per_caller_per_minute,
+            per_server_per_minute: defaults.per_server_per_minute,
+            per_tool_per_minute: defaults.per_tool_per_minute,
+            per_caller_concurrency: defaults.per_caller_concurrency,
+        },
+        limits,
+    }
+}

@@ -287,9 +287,18 @@ async fn main() -> anyhow::Result<()> {
             &format!("const r = await fetch('{fast_url}'); return await r.json();"),
         )
         .await?;
+        // The same pure call through every limit at the door, set too high to refuse: what
+        // admission costs a call.
+        register(&http, daemon.address, "limited", "return { sum: args.a + args.b };").await?;
+        let limits = json!({"per_caller_per_minute": 1_000_000_000u32, "per_server_per_minute": 1_000_000_000u32,
+            "per_tool_per_minute": 1_000_000_000u32, "per_caller_concurrency": 1_000_000u32});
+        let response =
+            http.put(format!("http://{}/admin/servers/limited/limits", daemon.address)).json(&limits).send().await?;
+        anyhow::ensure!(response.status() == 200, "setting limits failed: {}", response.text().await?);
         for (what, target) in [
             ("tools/list", RawCall::tools_list(daemon.address, "pure")),
             ("pure tools/call", RawCall::new(daemon.address, "pure")),
+            ("pure tools/call, every limit on", RawCall::new(daemon.address, "limited")),
             ("one-fetch tools/call", RawCall::new(daemon.address, "fetch")),
         ] {
             let window = Window::after(warmup, throughput_window);
@@ -307,6 +316,11 @@ async fn main() -> anyhow::Result<()> {
         "{:<44} {:>9.2}x   target >= 0.40",
         "pure tools/call / tools/list",
         mean("pure tools/call") / mean("tools/list")
+    );
+    println!(
+        "{:<44} {:>9.2}x   target >= 0.95",
+        "with every limit on / without",
+        mean("pure tools/call, every limit on") / mean("pure tools/call")
     );
     Ok(())
 }

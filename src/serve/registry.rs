@@ -399,7 +399,9 @@ impl Registry {
             description: generation.description,
             generation_id: mount.generation_id,
             policy: Arc::new(
-                ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes).with_credentials(credentials),
+                ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes)
+                    .serving(mount.id.clone())
+                    .with_credentials(credentials),
             ),
             tools,
             per_user: (!per_user.is_empty()).then(|| PerUserCredentials::new(self.accounts.clone(), per_user)),

@@ -16,10 +16,13 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-/// What the scripted upstream received: each request's path, when it arrived, and its
-/// `If-None-Match` and `X-Api-Key` headers.
+/// A request the scripted upstream received: its path, when it arrived, and its `If-None-Match`
+/// and `X-Api-Key` headers.
+type Arrival = (String, Instant, Option<String>, Option<String>);
+
+/// What the scripted upstream received.
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<(String, Instant, Option<String>, Option<String>)>>>);
+struct Seen(Arc<Mutex<Vec<Arrival>>>);
 
 impl Seen {
     fn at(&self, path: &str) -> Vec<(Instant, Option<String>, Option<String>)> {

@@ -38,16 +38,15 @@
 //!    credentials; see `cache`.
 //! 9. The handler sees only "not allowed by network policy: <host> …" or "network error …"; it
 //!    never sees resolved addresses or why a connection failed; a request the upstream protection
-//!    refused says why and when to try again. The operator sees the full reason
-//!    in the call's egress log (`log`).
+//!    refused says why and when to try again. The operator sees the full reason in the call's
+//!    egress log (`log`).
 //!
 //! The egress fails closed: anything it cannot classify is refused.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-
-use std::sync::Arc;
 
 use super::upstream::UpstreamLimits;
 use crate::credentials::{Credential, Redactor};

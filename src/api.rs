@@ -83,6 +83,7 @@ impl AppState {
             mounted_servers: self.registry.len(),
             isolate_overruns: pool.overruns,
             call_log_dropped: self.caller.call_log().dropped(),
+            egress_cache_bytes: self.caller.egress().cache_bytes(),
         }
     }
 }

@@ -464,6 +464,23 @@ pub struct EgressConfig {
     pub user_agent: String,
     /// Host name -> IP address, used instead of DNS. The URL's port is kept.
     pub resolve: BTreeMap<String, IpAddr>,
+    /// Hold requests to an origin that answered 429 or 503 with `Retry-After` until then.
+    pub respect_retry_after: bool,
+    /// Consecutive connection failures or 502/503/504 answers that open an origin's circuit
+    /// breaker; 0 turns breakers off.
+    pub breaker_failures: u32,
+    /// How long an open breaker refuses requests before it lets one probe through.
+    pub breaker_open_ms: u64,
+    pub cache: EgressCacheConfig,
+}
+
+/// `[egress.cache]`: the HTTP cache of handlers' GET responses.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EgressCacheConfig {
+    pub enabled: bool,
+    /// Bytes of responses kept at most, least recently used out first.
+    pub max_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -865,7 +882,17 @@ impl Default for EgressConfig {
             max_redirects: 5,
             user_agent: concat!("mcpbootd/", env!("CARGO_PKG_VERSION")).to_string(),
             resolve: BTreeMap::new(),
+            respect_retry_after: true,
+            breaker_failures: 5,
+            breaker_open_ms: 30_000,
+            cache: EgressCacheConfig::default(),
         }
+    }
+}
+
+impl Default for EgressCacheConfig {
+    fn default() -> Self {
+        EgressCacheConfig { enabled: true, max_bytes: 64 * 1024 * 1024 }
     }
 }
 
@@ -1184,6 +1211,20 @@ impl Config {
                 crate::toolset::MAX_TOOLS
             )));
         }
+        if self.egress.breaker_failures > 0 && !(100..=3_600_000).contains(&self.egress.breaker_open_ms) {
+            return Err(ConfigError::Invalid(
+                "[egress] breaker_open_ms must be between 100 and 3600000 (one hour), e.g. 30000; to turn circuit \
+                 breakers off, set breaker_failures = 0"
+                    .into(),
+            ));
+        }
+        if self.egress.cache.enabled && self.egress.cache.max_bytes < 1024 * 1024 {
+            return Err(ConfigError::Invalid(
+                "[egress.cache] max_bytes must be at least 1048576 (1 MiB), e.g. 67108864; to turn the cache off, \
+                 set enabled = false"
+                    .into(),
+            ));
+        }
         for host in self.egress.resolve.keys() {
             if host.is_empty() || host.contains('/') || host.contains(':') {
                 return Err(ConfigError::Invalid(format!(
@@ -1291,7 +1332,7 @@ fn env_key_path(name: &str, sections: &[String]) -> Result<Option<Vec<String>>, 
 
 /// `[section.sub]` tables whose keys are config keys (not map keys such as `[egress.resolve]`'s
 /// host names).
-const NESTED_SECTIONS: [(&str, &str); 1] = [("auth", "oauth")];
+const NESTED_SECTIONS: [(&str, &str); 2] = [("auth", "oauth"), ("egress", "cache")];
 
 /// Env values are TOML values when they parse as one (`500`, `true`, `["a", "b"]`), strings otherwise,
 /// so `MCPBOOTD_SERVER__LISTEN=0.0.0.0:80` needs no quoting.
@@ -1424,6 +1465,29 @@ mod tests {
         let config = Config::load(Some(&path), env(&[]), &CliOverrides::default()).unwrap();
         assert_eq!(config.sandbox, SandboxConfig::default());
         assert_eq!(config.server.listen, ServerConfig::default().listen);
+        let egress = EgressConfig { user_agent: config.egress.user_agent.clone(), ..EgressConfig::default() };
+        assert_eq!(config.egress, egress);
+    }
+
+    #[test]
+    fn upstream_protection_and_cache_keys_are_checked_and_set_from_the_environment() {
+        let load = |vars: &[(&str, &str)]| Config::load(None, env(vars), &CliOverrides::default());
+        let config = load(&[
+            ("MCPBOOTD_EGRESS__CACHE__MAX_BYTES", "2097152"),
+            ("MCPBOOTD_EGRESS__BREAKER_FAILURES", "0"),
+            ("MCPBOOTD_EGRESS__BREAKER_OPEN_MS", "0"),
+        ])
+        .unwrap();
+        assert_eq!((config.egress.cache.max_bytes, config.egress.breaker_failures), (2_097_152, 0));
+        let err = load(&[("MCPBOOTD_EGRESS__BREAKER_OPEN_MS", "10")]).unwrap_err().to_string();
+        assert!(err.contains("[egress] breaker_open_ms") && err.contains("breaker_failures = 0"), "{err}");
+        let err = load(&[("MCPBOOTD_EGRESS__CACHE__MAX_BYTES", "1000")]).unwrap_err().to_string();
+        assert!(err.contains("[egress.cache] max_bytes") && err.contains("enabled = false"), "{err}");
+        assert!(
+            load(&[("MCPBOOTD_EGRESS__CACHE__MAX_BYTES", "0"), ("MCPBOOTD_EGRESS__CACHE__ENABLED", "false")]).is_ok()
+        );
+        let err = load(&[("MCPBOOTD_EGRESS__CACHE__MAX_BYTE", "1")]).unwrap_err().to_string();
+        assert!(err.contains("max_byte"), "{err}");
     }
 
     #[test]

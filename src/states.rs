@@ -296,6 +296,39 @@ text_enum! {
     }
 }
 
+text_enum! {
+    /// What the egress's upstream protection did with a request before it left (the call log's
+    /// egress rows and metrics; see `serve::egress::upstream`).
+    pub enum UpstreamDecision ("upstream decision") {
+        /// Held until the time an earlier `Retry-After` from the origin named.
+        RetryAfterWait = "retry_after_wait",
+        /// Refused: the origin's `Retry-After` ends after the call's deadline.
+        RetryAfterRefused = "retry_after_refused",
+        /// Refused: the origin's circuit breaker is open.
+        BreakerOpen = "breaker_open",
+        /// Let through as the one probe of a half-open circuit breaker.
+        BreakerProbe = "breaker_probe",
+        /// Held until the server's rate limit for the origin allowed it.
+        UpstreamLimitWait = "upstream_limit_wait",
+        /// Refused: the server's rate limit for the origin allows it only after the call's deadline.
+        UpstreamLimitRefused = "upstream_limit_refused",
+    }
+}
+
+text_enum! {
+    /// How the egress's HTTP cache took part in a GET (see `serve::egress::cache`).
+    pub enum CacheUse ("cache use") {
+        /// Answered from the cache; the upstream was not asked.
+        Hit = "hit",
+        /// A stored response was revalidated with the upstream (304) and answered from the cache.
+        Revalidated = "revalidated",
+        /// Not in the cache, and the response was not stored.
+        Miss = "miss",
+        /// Not in the cache (or stale), and the response was stored.
+        Stored = "stored",
+    }
+}
+
 /// A status from text that may come from a newer daemon: unknown values are not final.
 pub fn is_final_status(status: &str) -> bool {
     status.parse::<Status>().is_ok_and(Status::is_final)

@@ -59,6 +59,10 @@ pub struct ServerLimits {
     /// Calls one caller may have running at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_caller_concurrency: Option<u32>,
+    /// Whether the server's upstream GETs may be answered from the daemon's HTTP cache
+    /// (`[egress.cache]`); absent: yes, when the cache is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<bool>,
     /// Requests per minute to each upstream origin (`scheme://host:port`), for a paid API's quota.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub upstream: std::collections::BTreeMap<String, UpstreamLimit>,

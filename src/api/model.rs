@@ -18,7 +18,9 @@ use crate::catalog::{self, GenerationRecord, ServerRecord, format_millis};
 use crate::credentials::Injection;
 use crate::generate::StatusEvent;
 use crate::serve::isolate::{Outcome, ToolResult};
-use crate::states::{CallOutcome, DriftStatus, GenerationSource, ServerKind, Status, Trigger, Via, text_enum};
+use crate::states::{
+    CacheUse, CallOutcome, DriftStatus, GenerationSource, ServerKind, Status, Trigger, UpstreamDecision, Via, text_enum,
+};
 use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, OperationFilter, ServerId, ToolSpec};
 use crate::whitelist::{RefusedDomain, WhitelistEntry};
 
@@ -1167,6 +1169,18 @@ pub struct EgressEntry {
     /// `[redacted:NAME]`) before the handler saw it: the upstream echoes credentials.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub scrubs: i64,
+    /// What the daemon's upstream protection did with the request: waited for the origin's
+    /// `Retry-After` or the server's rate limit for it, refused it for either or for the origin's
+    /// open circuit breaker, or let it through as the breaker's probe. Absent: nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<UpstreamDecision>,
+    /// How long the request waited before it was sent, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<i64>,
+    /// How the daemon's HTTP cache took part in a GET: `hit` (not sent), `revalidated` (the
+    /// upstream answered 304), `miss` or `stored`. Absent: not looked up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheUse>,
 }
 
 impl From<catalog::EgressRecord> for EgressEntry {
@@ -1182,6 +1196,9 @@ impl From<catalog::EgressRecord> for EgressEntry {
             reason: e.reason,
             credentials: e.credentials,
             scrubs: e.scrubs,
+            decision: e.decision,
+            waited_ms: e.waited_ms,
+            cache: e.cache,
         }
     }
 }

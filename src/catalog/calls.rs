@@ -10,7 +10,7 @@ use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Catalog, CatalogError, flag, stored_text};
-use crate::states::{CallOutcome, Via};
+use crate::states::{CacheUse, CallOutcome, UpstreamDecision, Via};
 use crate::toolset::ServerId;
 
 /// One finished tool call, with the outbound requests it made.
@@ -58,6 +58,12 @@ pub struct EgressRecord {
     pub credentials: Vec<String>,
     /// Credential values taken out of the response before the handler saw it.
     pub scrubs: i64,
+    /// What the egress's upstream protection did with the request, if anything.
+    pub decision: Option<UpstreamDecision>,
+    /// How long the request waited (for `Retry-After` or a rate limit) before it was sent.
+    pub waited_ms: Option<i64>,
+    /// How the egress's HTTP cache took part, for a GET it looked up.
+    pub cache: Option<CacheUse>,
 }
 
 /// The columns [`call_record`] reads.
@@ -184,10 +190,12 @@ impl Catalog {
         let all_ids: Vec<&str> = calls.iter().chain(&children).map(|c| c.execution_id.as_str()).collect();
         let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
         let egress_rows = sqlx::query(self.sql(
-            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials, scrubs
+            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials, scrubs,
+                    decision, waited_ms, cache
              FROM egress WHERE execution_id IN (SELECT value FROM json_each($1))
              ORDER BY execution_id, seq",
-            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials, scrubs
+            "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials, scrubs,
+                    decision, waited_ms, cache
              FROM egress WHERE execution_id IN (SELECT json_array_elements_text($1::json))
              ORDER BY execution_id, seq",
         ))
@@ -209,6 +217,10 @@ impl Catalog {
                     .map(|names| names.split(',').map(str::to_string).collect())
                     .unwrap_or_default(),
                 scrubs: e.get("scrubs"),
+                // A value a newer daemon wrote and this one does not know is left out.
+                decision: e.get::<Option<String>, _>("decision").and_then(|d| d.parse().ok()),
+                waited_ms: e.get("waited_ms"),
+                cache: e.get::<Option<String>, _>("cache").and_then(|c| c.parse().ok()),
             });
         }
         let mut children: Vec<CallRecord> = children;
@@ -319,8 +331,8 @@ impl Catalog {
         for chunk in egress.chunks(rows_per_insert) {
             let sql = super::insert_values(
                 "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason,
-                     credentials, scrubs)",
-                12,
+                     credentials, scrubs, decision, waited_ms, cache)",
+                15,
                 chunk.len(),
             ) + ON_CONFLICT_KEEP;
             let mut insert = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -337,7 +349,10 @@ impl Catalog {
                     .bind(egress.duration_us)
                     .bind(egress.reason.as_deref().map(stored_text))
                     .bind((!egress.credentials.is_empty()).then(|| egress.credentials.join(",")))
-                    .bind(egress.scrubs);
+                    .bind(egress.scrubs)
+                    .bind(egress.decision)
+                    .bind(egress.waited_ms)
+                    .bind(egress.cache);
             }
             insert.execute(&mut *tx).await?;
         }
@@ -661,6 +676,9 @@ mod tests {
                 reason: Some("refused: \0 in the query".into()),
                 credentials: Vec::new(),
                 scrubs: 0,
+                decision: Some(UpstreamDecision::RetryAfterWait),
+                waited_ms: Some(1_500),
+                cache: Some(CacheUse::Revalidated),
             };
             log.record(CallRecord {
                 console: "before\0after\n".into(),
@@ -682,6 +700,8 @@ mod tests {
             assert_eq!(logged.code.as_deref(), Some("return '\u{FFFD}';"));
             assert_eq!(logged.subject.as_deref(), Some("user\u{FFFD}"));
             assert_eq!(logged.egress[0].reason.as_deref(), Some("refused: \u{FFFD} in the query"));
+            let protection = (logged.egress[0].decision, logged.egress[0].waited_ms, logged.egress[0].cache);
+            assert_eq!(protection, (Some(UpstreamDecision::RetryAfterWait), Some(1_500), Some(CacheUse::Revalidated)));
         }
     }
 
@@ -703,6 +723,9 @@ mod tests {
                 reason: None,
                 credentials: Vec::new(),
                 scrubs: 0,
+                decision: None,
+                waited_ms: None,
+                cache: None,
             };
             let batch: Vec<CallRecord> = (0..3)
                 .map(|i| CallRecord { egress: vec![egress("/one"), egress("/two")], ..call(&format!("a{i}"), "a", i) })

@@ -202,6 +202,10 @@ impl Caller {
         Caller { pool, egress, call_log, limits: Arc::new(limits), metrics }
     }
 
+    pub fn egress(&self) -> &Arc<Egress> {
+        &self.egress
+    }
+
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
@@ -354,6 +358,7 @@ impl CallEntry<'_> {
                 (true, None) => EgressOutcome::Allowed,
                 (true, Some(_)) => EgressOutcome::Error,
             });
+            metrics.record_egress_protection(request.decision, request.cache);
         }
         let scrubs: i64 = egress.iter().map(|request| request.scrubs).sum();
         if scrubs > 0 {

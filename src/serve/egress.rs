@@ -7,6 +7,9 @@
 //! the network is in the call log, also one still in flight when its call ends; [`inject`] adds
 //! the server's credentials to the hops they match. This module ties them together: it follows
 //! redirects hop by hop, checking each in full, and turns failures into what a handler may see.
+//! Between the policy and the network, each hop may be answered by [`cache`] (GETs, partitioned
+//! by server and credentials), and otherwise passes [`upstream`]'s protection of the origin
+//! (`Retry-After`, circuit breaker, the server's rate limit), which may hold or refuse it.
 //!
 //! A credential's value never enters the isolate. Upstreams echo requests (in bodies, headers,
 //! redirect URLs), and a handler holding the value could transform it past any later check and
@@ -17,32 +20,53 @@
 //! carried a credential, since an upstream may keep a value and hand it back later or from another
 //! of its hosts. Each hop's egress log entry counts the values taken out of its response.
 
+pub mod cache;
 pub mod inject;
 pub mod log;
 pub mod own_socket;
 pub mod policy;
 pub mod resolver;
 pub mod transport;
+pub mod upstream;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use reqwest::header::HeaderMap;
 
-use self::log::{EgressLog, Hop};
+use self::cache::{CacheKey, CacheRequest, Lookup, ResponseCache};
+use self::inject::CredentialIdentity;
+use self::log::{EgressLog, Hop, Sent};
 use self::policy::{CREDENTIAL_HEADERS, Failure};
 pub use self::policy::{HostRule, MAX_REQUEST_BODY_BYTES, MAX_URL_BYTES, ServerPolicy, is_forbidden_header, is_global};
-use self::transport::Transport;
+use self::transport::{RawResponse, Transport};
+use self::upstream::{Answer, Upstreams};
 use crate::catalog::EgressRecord;
 use crate::config::Config;
 use crate::serve::isolate::{FetchError, FetchHost, FetchRequest, FetchResponse};
+use crate::states::CacheUse;
 
-/// The daemon-wide egress engine: one HTTP client with the vetting resolver.
+/// The daemon-wide egress engine: one HTTP client with the vetting resolver, the upstreams'
+/// protection state and the response cache.
 pub struct Egress {
     transport: Transport,
     allow_private_networks: bool,
     max_redirects: u32,
+    upstreams: Upstreams,
+    /// `None` when `[egress.cache]` is off.
+    cache: Option<ResponseCache>,
 }
+
+/// How a hop was answered: by the upstream (its log entry entered as sent) or by the cache.
+enum Answered {
+    Sent(Sent),
+    FromCache,
+}
+
+/// A GET the cache takes part in: the cache, the entry's key and the request as it judges it.
+type Cacheable<'a> = (&'a ResponseCache, CacheKey, CacheRequest);
 
 /// The fetch host handed to one call's isolate; records every request it sees.
 pub struct CallEgress {
@@ -61,7 +85,14 @@ impl Egress {
             transport: Transport::new(&config.egress, own)?,
             allow_private_networks: config.egress.allow_private_networks,
             max_redirects: config.egress.max_redirects,
+            upstreams: Upstreams::new(&config.egress),
+            cache: config.egress.cache.enabled.then(|| ResponseCache::new(config.egress.cache.max_bytes)),
         })
+    }
+
+    /// Bytes of responses the cache holds now.
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache.as_ref().map_or(0, ResponseCache::bytes)
     }
 
     /// A fetch host for one call of a server's tool; `read_only` for a tool annotated
@@ -85,6 +116,9 @@ impl Egress {
             max_response_bytes: max_bytes,
             credentials: Vec::new(),
             redactor: Default::default(),
+            server: None,
+            cache: false,
+            upstream_limits: None,
         };
         let request = FetchRequest {
             url: url.to_string(),
@@ -111,10 +145,7 @@ impl Egress {
         let (mut method, mut headers, mut url) = policy::prepare(&request, read_only).inspect_err(|failure| {
             let url = url::Url::parse(&request.url).ok();
             let (host, path) = url.as_ref().map(|u| (u.host_str().unwrap_or(""), u.path())).unwrap_or_default();
-            log.refused(
-                &Hop { method: &request.method, host, path, started: Instant::now(), credentials: &[] },
-                failure,
-            );
+            log.refused(&Hop::at(&request.method, host, path, Instant::now()), failure);
         })?;
         let mut body = request.body;
         let mut redirected = false;
@@ -134,28 +165,60 @@ impl Egress {
             let credentials = if left_origin { &[][..] } else { &policy.credentials[..] };
             let (hop_url, hop_headers, applied) = inject::apply(credentials, &url, &headers);
             hop.credentials = &applied;
-            // Logged before it leaves, so a call that ends while it is in flight still has it;
-            // once the call's log is taken, nothing more is sent.
-            let Some(sent) = log.sending(&hop) else {
-                return Err(Failure::Network("the call ended before the request was sent".to_string()));
+            let identity = CredentialIdentity::of_hop(credentials, &applied, &hop_headers);
+            let cacheable = self.cacheable(policy, &method, &url, &hop_url, &hop_headers, body.as_ref(), identity);
+            let lookup = match &cacheable {
+                Some((cache, key, cache_request)) => cache.lookup(key, cache_request, policy.max_response_bytes),
+                None => Lookup::Miss,
             };
-            let answered = self
-                .transport
-                .send(
-                    policy.max_response_bytes,
-                    &policy.redactor,
-                    &method,
-                    &hop_url,
-                    &hop_headers,
-                    body.clone(),
-                    deadline,
-                )
-                .await;
-            let mut response = match answered {
-                Ok(response) => response,
-                Err(failure) => {
-                    log.finished(sent, Err(&failure));
-                    return Err(failure);
+            let (mut response, answered) = match lookup {
+                Lookup::Fresh(response) => {
+                    hop.cache = Some(CacheUse::Hit);
+                    (response, Answered::FromCache)
+                }
+                Lookup::Stale { headers: revalidation, stored } => {
+                    let (response, sent) = self
+                        .send_upstream(
+                            policy,
+                            &mut hop,
+                            log,
+                            &identity,
+                            &method,
+                            &hop_url,
+                            &revalidation,
+                            &body,
+                            deadline,
+                        )
+                        .await?;
+                    let (cache, key, cache_request) = cacheable.expect("only a cacheable request is looked up");
+                    let (response, used) = match cache.revalidated(&key, &cache_request, *stored, &response) {
+                        Some(refreshed) => (refreshed, CacheUse::Revalidated),
+                        None => {
+                            let stored = store(cache, key, &cache_request, &response);
+                            (response, stored)
+                        }
+                    };
+                    log.cache_use(&sent, used);
+                    (response, Answered::Sent(sent))
+                }
+                Lookup::Miss => {
+                    let (response, sent) = self
+                        .send_upstream(
+                            policy,
+                            &mut hop,
+                            log,
+                            &identity,
+                            &method,
+                            &hop_url,
+                            &hop_headers,
+                            &body,
+                            deadline,
+                        )
+                        .await?;
+                    if let Some((cache, key, cache_request)) = cacheable {
+                        log.cache_use(&sent, store(cache, key, &cache_request, &response));
+                    }
+                    (response, Answered::Sent(sent))
                 }
             };
             let status = response.status;
@@ -167,11 +230,11 @@ impl Egress {
                     // because parsing may have re-encoded a value into a form found only now.
                     let (final_url, scrubs) = policy.redactor.counted_text(url.as_str());
                     response.scrubs += scrubs;
-                    log.finished(sent, Ok((status, response.body.len(), response.scrubs)));
+                    complete(log, &hop, answered, &response)?;
                     return Ok(response.into_fetch_response(final_url.into_owned(), redirected));
                 }
             };
-            log.finished(sent, Ok((status, response.body.len(), response.scrubs)));
+            complete(log, &hop, answered, &response)?;
             if request.redirect == "error" {
                 return Err(Failure::Network(format!("redirect ({status}) refused because redirect is \"error\"")));
             }
@@ -199,6 +262,102 @@ impl Egress {
     }
 }
 
+impl Egress {
+    /// Sends one hop the cache could not answer, after the upstream protection let it through
+    /// (waiting if it must); the hop's log entry is entered as sent, and completed here if the
+    /// hop fails.
+    #[allow(clippy::too_many_arguments)]
+    async fn send_upstream(
+        &self,
+        policy: &ServerPolicy,
+        hop: &mut Hop<'_>,
+        log: &EgressLog,
+        identity: &CredentialIdentity,
+        method: &reqwest::Method,
+        url: &url::Url,
+        headers: &HeaderMap,
+        body: &Option<Bytes>,
+        deadline: Instant,
+    ) -> Result<(RawResponse, Sent), Failure> {
+        let origin = url.origin().ascii_serialization();
+        match self.upstreams.admit(&origin, identity, policy.upstream_limits.as_deref(), deadline).await {
+            Ok(admitted) => {
+                hop.decision = admitted.decision;
+                hop.waited = admitted.decision.map(|_| admitted.waited);
+            }
+            Err(held) => {
+                hop.decision = Some(held.decision);
+                hop.waited = Some(held.waited);
+                log.refused(hop, &held.failure);
+                return Err(held.failure);
+            }
+        }
+        // Logged before it leaves, so a call that ends while it is in flight still has it;
+        // once the call's log is taken, nothing more is sent.
+        let Some(sent) = log.sending(hop) else {
+            return Err(Failure::Network("the call ended before the request was sent".to_string()));
+        };
+        let answered = self
+            .transport
+            .send(policy.max_response_bytes, &policy.redactor, method, url, headers, body.clone(), deadline)
+            .await;
+        let answer = match &answered {
+            Ok(response) => Answer::Response { status: response.status, retry_after: response.header("retry-after") },
+            Err(Failure::Unreachable(_)) => Answer::Unreachable,
+            Err(_) => Answer::Inconclusive,
+        };
+        self.upstreams.answered(&origin, identity, answer);
+        match answered {
+            Ok(response) => Ok((response, sent)),
+            Err(failure) => {
+                log.finished(sent, Err(&failure));
+                Err(failure)
+            }
+        }
+    }
+
+    /// The cache, key and request of a hop the cache may answer: a GET without a body, of a
+    /// server whose policy allows caching, while `[egress.cache]` is on.
+    #[allow(clippy::too_many_arguments)]
+    fn cacheable(
+        &self,
+        policy: &ServerPolicy,
+        method: &reqwest::Method,
+        url: &url::Url,
+        hop_url: &url::Url,
+        hop_headers: &HeaderMap,
+        body: Option<&Bytes>,
+        identity: CredentialIdentity,
+    ) -> Option<Cacheable<'_>> {
+        let cache = self.cache.as_ref().filter(|_| policy.cache && body.is_none())?;
+        let server = policy.server.as_ref()?;
+        let request = CacheRequest::new(method, hop_url, hop_headers)?;
+        // Keyed by the URL before credentials were added: the identity stands for them.
+        let key = CacheKey { server: server.to_string(), identity, method: method.to_string(), url: url.to_string() };
+        Some((cache, key, request))
+    }
+}
+
+/// Stores a response if the cache may, and says which it did.
+fn store(cache: &ResponseCache, key: CacheKey, request: &CacheRequest, response: &RawResponse) -> CacheUse {
+    if cache.store(key, request, response) { CacheUse::Stored } else { CacheUse::Miss }
+}
+
+/// Completes a hop's log entry with its response. A response from the cache is logged only now,
+/// and is not used if the call's log was taken meanwhile.
+fn complete(log: &EgressLog, hop: &Hop<'_>, answered: Answered, response: &RawResponse) -> Result<(), Failure> {
+    let answer = (response.status, response.body.len(), response.scrubs);
+    match answered {
+        Answered::Sent(sent) => log.finished(sent, Ok(answer)),
+        Answered::FromCache => {
+            if !log.answered_from_cache(hop, answer) {
+                return Err(Failure::Network("the call ended before the cached response was used".to_string()));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl CallEgress {
     /// The outbound requests this call made, for the call log once the call has ended. A request
     /// still in flight is logged as cut off by the end of the call, and none is sent after this
@@ -221,7 +380,8 @@ impl FetchHost for CallEgress {
                 )),
                 Failure::Refused(reason) => FetchError::Denied(format!("not allowed by network policy: {reason}")),
                 Failure::Limit(message) => FetchError::Limit(message),
-                Failure::Network(_) => {
+                Failure::Held(message) => FetchError::Network(message),
+                Failure::Network(_) | Failure::Unreachable(_) => {
                     FetchError::Network("network error: the request could not be completed".to_string())
                 }
             })

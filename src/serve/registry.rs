@@ -419,14 +419,22 @@ impl Registry {
             CallableTool::new(spec, series, health)
         });
         let tools = tools.collect::<Result<Vec<_>, _>>()?;
+        let upstream: std::collections::BTreeMap<String, u32> = mount
+            .limits
+            .iter()
+            .flat_map(|limits| limits.upstream.iter().map(|(origin, limit)| (origin.clone(), limit.per_minute)))
+            .collect();
+        let mut policy = ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes)
+            .serving(mount.id.clone())
+            .with_upstream_limits(&upstream)?;
+        policy.cache = mount.limits.as_ref().and_then(|limits| limits.cache).unwrap_or(true);
+        let policy = policy.with_credentials(credentials);
         let server = Arc::new(MountedServer {
             id: mount.id.clone(),
             name: mount.name.clone(),
             description: generation.description,
             generation_id: mount.generation_id,
-            policy: Arc::new(
-                ServerPolicy::whitelisted(generation.whitelist, self.max_response_bytes).with_credentials(credentials),
-            ),
+            policy: Arc::new(policy),
             tools,
             quota: {
                 let limits = EffectiveLimits::of(&self.limits, mount.limits.as_ref());

@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::states::{CallOutcome, DriftStatus, GenerationOutcome, Stage, VersionChange};
+use crate::states::{CacheUse, CallOutcome, DriftStatus, GenerationOutcome, Stage, UpstreamDecision, VersionChange};
 
 /// Upper bounds (seconds) of the call-duration histogram buckets.
 pub(super) const CALL_BUCKETS: [f64; 14] =
@@ -118,6 +118,16 @@ struct EgressLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct UpstreamDecisionLabels {
+    decision: UpstreamDecision,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CacheLabels {
+    result: CacheUse,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ServerLabels {
     server: Arc<str>,
 }
@@ -191,6 +201,8 @@ pub struct Metrics {
     jobs_taken_over: Counter,
     egress: Family<EgressLabels, Counter>,
     egress_credential_scrubs: Family<ServerLabels, Counter>,
+    egress_upstream_decisions: Family<UpstreamDecisionLabels, Counter>,
+    egress_cache: Family<CacheLabels, Counter>,
     generations: Family<GenerationLabels, Counter>,
     stage_durations: HistogramFamily<StageLabels>,
     llm_tokens: Family<TokenLabels, Counter>,
@@ -273,6 +285,8 @@ pub struct Gauges {
     pub isolate_overruns: u64,
     /// Call-log records lost (queue full, or a batch the catalog kept refusing).
     pub call_log_dropped: u64,
+    /// Bytes of responses the egress's HTTP cache holds.
+    pub egress_cache_bytes: u64,
 }
 
 #[derive(Default)]
@@ -284,6 +298,7 @@ struct GaugeHandles {
     busy_workers: Gauge,
     workers: Gauge,
     mounted_servers: Gauge,
+    egress_cache_bytes: Gauge,
     overruns: Counter,
     call_log_dropped: Counter,
 }
@@ -315,6 +330,8 @@ impl Metrics {
             jobs_taken_over: Counter::default(),
             egress: Family::default(),
             egress_credential_scrubs: Family::default(),
+            egress_upstream_decisions: Family::default(),
+            egress_cache: Family::default(),
             generations: Family::default(),
             stage_durations: Family::new_with_constructor(|| Histogram::new(STAGE_BUCKETS)),
             llm_tokens: Family::default(),
@@ -337,6 +354,12 @@ impl Metrics {
         // Zero-valued series that dashboards expect to exist from the start.
         for outcome in [EgressOutcome::Allowed, EgressOutcome::Denied, EgressOutcome::Error] {
             let _ = metrics.egress.get_or_create(&EgressLabels { outcome });
+        }
+        for decision in UpstreamDecision::ALL {
+            let _ = metrics.egress_upstream_decisions.get_or_create(&UpstreamDecisionLabels { decision: *decision });
+        }
+        for result in CacheUse::ALL {
+            let _ = metrics.egress_cache.get_or_create(&CacheLabels { result: *result });
         }
         for outcome in GenerationOutcome::ALL {
             let _ = metrics.generations.get_or_create(&GenerationLabels { outcome: *outcome });
@@ -462,6 +485,23 @@ impl Metrics {
             "Credential values taken out of upstream responses before handlers saw them, by server \
              (an upstream echoes credentials; the call log's egress entries say which request)",
             self.egress_credential_scrubs.clone(),
+        );
+        registry.register(
+            "mcpbootd_egress_upstream_decisions",
+            "Outbound requests the upstream protection held or refused, by decision: waited for or refused by \
+             an origin's Retry-After or a server's rate limit for it, refused by an open circuit breaker, or \
+             let through as a breaker's probe",
+            self.egress_upstream_decisions.clone(),
+        );
+        registry.register(
+            "mcpbootd_egress_cache_lookups",
+            "GETs the egress's HTTP cache took part in, by result: hit, revalidated (304), miss, stored",
+            self.egress_cache.clone(),
+        );
+        registry.register(
+            "mcpbootd_egress_cache_bytes",
+            "Bytes of responses the egress's HTTP cache holds",
+            g.egress_cache_bytes.clone(),
         );
         registry.register("mcpbootd_generations", "Finished generations by outcome", self.generations.clone());
         registry.register(
@@ -618,6 +658,16 @@ impl Metrics {
         self.egress.get_or_create(&EgressLabels { outcome }).inc();
     }
 
+    /// Counts what the upstream protection and the cache did with one outbound request.
+    pub fn record_egress_protection(&self, decision: Option<UpstreamDecision>, cache: Option<CacheUse>) {
+        if let Some(decision) = decision {
+            self.egress_upstream_decisions.get_or_create(&UpstreamDecisionLabels { decision }).inc();
+        }
+        if let Some(result) = cache {
+            self.egress_cache.get_or_create(&CacheLabels { result }).inc();
+        }
+    }
+
     /// Counts credential values the egress took out of the responses of one of a tool's calls.
     pub fn record_credential_scrubs(&self, series: &ToolSeries, scrubs: u64) {
         self.egress_credential_scrubs.get_or_create(&ServerLabels { server: series.server.clone() }).inc_by(scrubs);
@@ -717,6 +767,7 @@ impl Metrics {
         ] {
             gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
         }
+        g.egress_cache_bytes.set(i64::try_from(gauges.egress_cache_bytes).unwrap_or(i64::MAX));
         // The pool keeps the totals; the counters catch up with them.
         for (counter, total) in [(&g.overruns, gauges.isolate_overruns), (&g.call_log_dropped, gauges.call_log_dropped)]
         {
@@ -740,7 +791,7 @@ macro_rules! label_value_as_str {
     )+};
 }
 
-label_value_as_str!(CallOutcome, GenerationOutcome, Stage, DriftStatus, VersionChange);
+label_value_as_str!(CallOutcome, GenerationOutcome, Stage, DriftStatus, VersionChange, UpstreamDecision, CacheUse);
 
 impl EncodeLabelValue for EgressOutcome {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
@@ -772,6 +823,7 @@ mod tests {
             mounted_servers: n,
             isolate_overruns: n as u64,
             call_log_dropped: 0,
+            egress_cache_bytes: 0,
         }
     }
 

@@ -37,4 +37,5 @@ mod shutdown;
 mod tidy;
 mod toolsets;
 mod unwritable_catalog;
+mod upstream_protection;
 mod versions;

@@ -3,14 +3,64 @@
 //! redirect has left the request's origin), so a credential never follows a request off its
 //! domains. A header the handler set with the same name is replaced, never merged, and a query
 //! parameter of the same name is replaced.
+//!
+//! [`CredentialIdentity`] names, without revealing them, the credentials a hop carried: the cache
+//! keeps what one identity fetched from every other, and a `Retry-After` holds only the identity
+//! it answered.
 
 use std::borrow::Cow;
 
 use base64::Engine;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 
+use sha2::{Digest, Sha256};
+
 use crate::credentials::{Credential, Injection};
 use crate::whitelist::CanonicalHost;
+
+/// Which credentials a hop carried, as a digest of their names and values: those the egress
+/// added, and the `Authorization`, `Cookie` and `Proxy-Authorization` headers it sent (which a
+/// handler may have set from its arguments). Two hops have the same identity exactly when the
+/// upstream would see the same credentials. [`CredentialIdentity::NONE`] is a hop with none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CredentialIdentity(Option<[u8; 32]>);
+
+impl CredentialIdentity {
+    pub const NONE: CredentialIdentity = CredentialIdentity(None);
+
+    /// The identity of a hop that got the credentials named `applied` (from `credentials`) and
+    /// was sent with `headers`.
+    pub fn of_hop(credentials: &[Credential], applied: &[String], headers: &HeaderMap) -> CredentialIdentity {
+        let added =
+            credentials.iter().filter(|c| applied.contains(&c.name)).map(|c| (c.name.as_str(), c.value.as_bytes()));
+        let sent = super::policy::CREDENTIAL_HEADERS
+            .iter()
+            .flat_map(|name| headers.get_all(*name).iter().map(move |value| (*name, value.as_bytes())));
+        Self::digest(added.chain(sent))
+    }
+
+    /// The identity of named values, as [`Self::of_hop`] computes it.
+    pub fn of_values<'a>(values: impl IntoIterator<Item = (&'a str, &'a str)>) -> CredentialIdentity {
+        Self::digest(values.into_iter().map(|(name, value)| (name, value.as_bytes())))
+    }
+
+    fn digest<'a>(values: impl Iterator<Item = (&'a str, &'a [u8])>) -> CredentialIdentity {
+        let mut values: Vec<_> = values.collect();
+        if values.is_empty() {
+            return CredentialIdentity::NONE;
+        }
+        values.sort();
+        let mut hasher = Sha256::new();
+        for (name, value) in values {
+            // Lengths first, so no two lists of pairs hash the same bytes.
+            hasher.update((name.len() as u64).to_be_bytes());
+            hasher.update(name.as_bytes());
+            hasher.update((value.len() as u64).to_be_bytes());
+            hasher.update(value);
+        }
+        CredentialIdentity(Some(hasher.finalize().into()))
+    }
+}
 
 /// One hop's URL and headers with the matching credentials added, and their names; borrowed
 /// unchanged when none matches.

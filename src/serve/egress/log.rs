@@ -9,12 +9,18 @@
 //! it, and the call's end aborts it whether or not the upstream already has it), and a hop that
 //! would start later is not sent at all. The entry and the close are decided under one lock,
 //! so no hop can slip between them, whichever task or process the fetch runs on.
+//!
+//! An entry also says what the upstream protection did with the hop (waited for `Retry-After`
+//! or a rate limit and for how long, refused it, let it through as a breaker's probe) and how
+//! the cache took part (see `upstream` and `cache`). A hop answered from the cache is logged as
+//! well, though it never left.
 
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::policy::Failure;
 use crate::catalog::EgressRecord;
+use crate::states::{CacheUse, UpstreamDecision};
 
 /// The reason logged for a hop that was in flight when its call ended.
 pub const CUT_OFF: &str = "the call ended before the response arrived; the request was cancelled";
@@ -42,11 +48,21 @@ pub struct Hop<'a> {
     pub started: Instant,
     /// Names of the credentials added to this hop.
     pub credentials: &'a [String],
+    /// What the upstream protection did with it, and how long it waited before it was sent.
+    pub decision: Option<UpstreamDecision>,
+    pub waited: Option<Duration>,
+    /// How the cache took part, when it did.
+    pub cache: Option<CacheUse>,
 }
 
 impl<'a> Hop<'a> {
     pub fn of(method: &'a str, url: &'a url::Url, started: Instant) -> Hop<'a> {
-        Hop { method, host: url.host_str().unwrap_or(""), path: url.path(), started, credentials: &[] }
+        Hop::at(method, url.host_str().unwrap_or(""), url.path(), started)
+    }
+
+    /// A hop to `host` and `path`, with nothing decided about it yet.
+    pub fn at(method: &'a str, host: &'a str, path: &'a str, started: Instant) -> Hop<'a> {
+        Hop { method, host, path, started, credentials: &[], decision: None, waited: None, cache: None }
     }
 }
 
@@ -76,6 +92,30 @@ impl EgressLog {
         state.entries.push(entry(hop, None));
         state.in_flight.push((index, hop.started));
         Some(Sent { index, started: hop.started })
+    }
+
+    /// A hop answered from the cache, which was not sent: `status`, `bytes` and `scrubs` as for
+    /// [`Self::finished`]. False once the log was taken, and then the answer must not be used.
+    pub fn answered_from_cache(&self, hop: &Hop<'_>, answer: (u16, usize, usize)) -> bool {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        let mut entry = entry(hop, None);
+        let (status, bytes, scrubs) = answer;
+        entry.status = Some(i64::from(status));
+        entry.bytes = bytes as i64;
+        entry.scrubs = scrubs as i64;
+        state.entries.push(entry);
+        true
+    }
+
+    /// Sets how the cache took part in a sent hop, once its answer decided it.
+    pub fn cache_use(&self, sent: &Sent, cache: CacheUse) {
+        let mut state = self.lock();
+        if let Some(entry) = state.entries.get_mut(sent.index) {
+            entry.cache = Some(cache);
+        }
     }
 
     /// Completes a sent hop's entry: its response (`status`, `bytes` of body as the handler got
@@ -136,6 +176,9 @@ fn entry(hop: &Hop<'_>, failure: Option<&Failure>) -> EgressRecord {
         reason: failure.map(|f| f.reason().to_string()),
         credentials: hop.credentials.to_vec(),
         scrubs: 0,
+        decision: hop.decision,
+        waited_ms: hop.waited.map(|waited| waited.as_millis() as i64),
+        cache: hop.cache,
     }
 }
 
@@ -148,7 +191,7 @@ mod tests {
     use super::*;
 
     fn hop(path: &str) -> Hop<'_> {
-        Hop { method: "GET", host: "api.example.test", path, started: Instant::now(), credentials: &[] }
+        Hop::at("GET", "api.example.test", path, Instant::now())
     }
 
     #[test]

@@ -31,18 +31,27 @@
 //! 7. For a server with credentials, every response is scrubbed of their values in every wire
 //!    form before the handler sees any of it: headers, `Location` (before it is followed), the
 //!    body chunk by chunk, and the final URL (see `credentials::redact`).
-//! 8. The handler sees only "not allowed by network policy: <host> …" or "network error …"; it
-//!    never sees resolved addresses or why a connection failed. The operator sees the full reason
-//!    in the call's egress log (`log`).
+//! 8. Before a hop the cache cannot answer is sent, the upstream protection may hold it (the
+//!    origin's `Retry-After`, the server's rate limit for the origin) or refuse it (those, when
+//!    the wait would end after the call's deadline, or the origin's open circuit breaker); see
+//!    `upstream`. GET responses may be answered from the cache, partitioned by server and
+//!    credentials; see `cache`.
+//! 9. The handler sees only "not allowed by network policy: <host> …" or "network error …"; it
+//!    never sees resolved addresses or why a connection failed; a request the upstream protection
+//!    refused says why and when to try again. The operator sees the full reason in the call's
+//!    egress log (`log`).
 //!
 //! The egress fails closed: anything it cannot classify is refused.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use super::upstream::UpstreamLimits;
 use crate::credentials::{Credential, Redactor};
 use crate::serve::isolate::FetchRequest;
+use crate::toolset::ServerId;
 use crate::whitelist::{CanonicalHost, Whitelist};
 
 /// Longest URL a handler may fetch.
@@ -65,6 +74,14 @@ pub struct ServerPolicy {
     /// Takes those credentials' values out of every response before the handler sees it, and
     /// out of what calls return and log.
     pub redactor: Redactor,
+    /// The server whose handlers this policy is for. Responses are cached only under a server
+    /// (partitioned by it), never for documentation fetches or generation self-tests.
+    pub server: Option<ServerId>,
+    /// Whether this server's GETs use the HTTP cache, when `[egress.cache]` is enabled; the
+    /// server's settings may turn it off.
+    pub cache: bool,
+    /// The server's rate limits per upstream origin, if any (see `upstream`).
+    pub upstream_limits: Option<Arc<UpstreamLimits>>,
 }
 
 /// Which hosts requests may go to (every other rule of the policy applies either way).
@@ -86,14 +103,9 @@ impl ServerPolicy {
         self
     }
 
-    /// The hosts and limits of `policy`, without its credentials.
+    /// The hosts, limits and server of `policy`, without its credentials.
     pub fn whitelisted_as(policy: &ServerPolicy) -> ServerPolicy {
-        ServerPolicy {
-            hosts: policy.hosts.clone(),
-            max_response_bytes: policy.max_response_bytes,
-            credentials: Vec::new(),
-            redactor: Redactor::default(),
-        }
+        ServerPolicy { credentials: Vec::new(), redactor: Redactor::default(), ..policy.clone() }
     }
 
     pub fn whitelisted(whitelist: Whitelist, max_response_bytes: u64) -> ServerPolicy {
@@ -102,7 +114,27 @@ impl ServerPolicy {
             max_response_bytes,
             credentials: Vec::new(),
             redactor: Redactor::default(),
+            server: None,
+            cache: true,
+            upstream_limits: None,
         }
+    }
+
+    /// The same policy for the handlers of `server` (which their cached responses are kept under).
+    pub fn serving(mut self, server: ServerId) -> ServerPolicy {
+        self.server = Some(server);
+        self
+    }
+
+    /// The same policy with the server's rate limits per upstream origin, as the operator set
+    /// them (origin → requests per minute); the error names the entry that is wrong.
+    pub fn with_upstream_limits(
+        mut self,
+        per_minute: &std::collections::BTreeMap<String, u32>,
+    ) -> Result<ServerPolicy, String> {
+        let limits = UpstreamLimits::new(per_minute)?;
+        self.upstream_limits = (!limits.is_empty()).then(|| Arc::new(limits));
+        Ok(self)
     }
 }
 
@@ -118,7 +150,12 @@ pub enum Failure {
     /// The request's shape is not allowed (scheme, credentials, method, headers).
     Refused(String),
     Network(String),
+    /// No connection could be made to the upstream, or it broke before the response arrived.
+    Unreachable(String),
     Limit(String),
+    /// The upstream protection refused to send it now; the reason says when to try again and is
+    /// shown to the handler.
+    Held(String),
 }
 
 impl Failure {
@@ -128,7 +165,9 @@ impl Failure {
             Failure::Denied { reason, .. }
             | Failure::Refused(reason)
             | Failure::Network(reason)
-            | Failure::Limit(reason) => reason,
+            | Failure::Unreachable(reason)
+            | Failure::Limit(reason)
+            | Failure::Held(reason) => reason,
         }
     }
 
@@ -324,8 +363,7 @@ mod tests {
     use crate::whitelist::{Provenance, WhitelistEntry};
 
     fn decide(hosts: HostRule, allow_private_networks: bool, url: &str) -> Result<String, String> {
-        let policy =
-            ServerPolicy { hosts, max_response_bytes: 1, credentials: Vec::new(), redactor: Redactor::default() };
+        let policy = ServerPolicy { hosts, ..ServerPolicy::whitelisted(Whitelist::from_entries(Vec::new()), 1) };
         let url = url::Url::parse(url).unwrap();
         check_url(&policy, allow_private_networks, &url).map(|host| host.to_string()).map_err(|failure| match failure {
             Failure::Denied { host, reason } => format!("denied {host}: {reason}"),

@@ -135,6 +135,11 @@ pub struct RawResponse {
 }
 
 impl RawResponse {
+    /// The first value of the header `name`.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
     pub fn into_fetch_response(self, url: String, redirected: bool) -> FetchResponse {
         FetchResponse {
             status: self.status,
@@ -147,7 +152,8 @@ impl RawResponse {
     }
 }
 
-/// Maps a reqwest error to a failure, recognising the resolver's policy refusals.
+/// Maps a reqwest error to a failure, recognising the resolver's policy refusals and telling
+/// connection failures (which count against the origin's circuit breaker) from the others.
 fn classify(error: &reqwest::Error) -> Failure {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = source {
@@ -166,5 +172,5 @@ fn classify(error: &reqwest::Error) -> Failure {
         chain.push_str(&current.to_string());
         source = current.source();
     }
-    Failure::Network(chain)
+    if error.is_connect() { Failure::Unreachable(chain) } else { Failure::Network(chain) }
 }

@@ -251,3 +251,36 @@ async fn a_cacheable_get_is_fetched_once_per_server_and_credential_and_revalidat
     }
     assert!(!metrics.contains("mcpbootd_egress_cache_bytes 0\n"), "{metrics}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_rate_for_an_origin_set_through_its_limits_holds_its_requests_to_it() {
+    let app = spawn_app().await;
+    let (port, seen) = scripted_upstream().await;
+    app.register(register_body("paid", port)).await;
+    app.register(register_body("free", port)).await;
+    // Two requests a minute to the paid API's origin, for this server only.
+    let origin = format!("http://{WEATHER_HOST}:{port}");
+    let url = app.url("/admin/servers/paid/limits");
+    let response =
+        app.http.put(url).json(&json!({"upstream": {origin.clone(): {"per_minute": 2}}})).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+
+    assert_eq!(fetch_via(&app, "paid", "/a").await["status"], 200);
+    assert_eq!(fetch_via(&app, "paid", "/b").await["status"], 200);
+    // The third would have to wait 30 s, past the call's deadline: refused at once, with the time.
+    let third = fetch_via(&app, "paid", "/c").await;
+    let error = third["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&origin) || error.contains("per minute"), "{third}");
+    assert!(seen.at("/c").is_empty(), "the refused request never reached the upstream");
+    // Another server reaching the same origin is not held by the paid server's rate.
+    assert_eq!(fetch_via(&app, "free", "/d").await["status"], 200);
+    let rows = egress_rows(&app, "paid").await;
+    assert_eq!(rows.last().unwrap()["decision"], "upstream_limit_refused", "{rows:?}");
+
+    // And `"cache": false` keeps a server's GETs out of the cache.
+    let url = app.url("/admin/servers/free/limits");
+    assert_eq!(app.http.put(url).json(&json!({"cache": false})).send().await.unwrap().status(), 200);
+    assert_eq!(fetch_via(&app, "free", "/cached").await["status"], 200);
+    assert_eq!(fetch_via(&app, "free", "/cached").await["status"], 200);
+    assert_eq!(seen.at("/cached").len(), 2, "both went upstream");
+}

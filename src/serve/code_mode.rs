@@ -757,6 +757,7 @@ impl ScriptHost {
             parent_execution_id: Some(self.parent.clone()),
             execution_id: Some(execution_id),
             grant: self.grant.clone(),
+            trace_parent: None,
         };
         let output = match mounted.server.call(&self.caller, tool, arguments, origin).await {
             Ok(output) => output,

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::future::BoxFuture;
+use tracing::Instrument;
 
 use self::log::{EgressLog, Hop};
 use self::policy::{CREDENTIAL_HEADERS, Failure};
@@ -36,12 +37,16 @@ use self::transport::Transport;
 use crate::catalog::EgressRecord;
 use crate::config::Config;
 use crate::serve::isolate::{FetchError, FetchHost, FetchRequest, FetchResponse};
+use crate::telemetry::traces;
 
 /// The daemon-wide egress engine: one HTTP client with the vetting resolver.
 pub struct Egress {
     transport: Transport,
     allow_private_networks: bool,
     max_redirects: u32,
+    /// `[telemetry] propagate_traceparent` with traces on: each hop carries its span's
+    /// `traceparent`.
+    propagate_traceparent: bool,
 }
 
 /// The fetch host handed to one call's isolate; records every request it sees.
@@ -61,6 +66,7 @@ impl Egress {
             transport: Transport::new(&config.egress, own)?,
             allow_private_networks: config.egress.allow_private_networks,
             max_redirects: config.egress.max_redirects,
+            propagate_traceparent: config.telemetry.traces_enabled() && config.telemetry.propagate_traceparent,
         })
     }
 
@@ -132,13 +138,34 @@ impl Egress {
             // Credentials go on this hop only, after the policy allowed it.
             left_origin |= url.origin() != origin;
             let credentials = if left_origin { &[][..] } else { &policy.credentials[..] };
-            let (hop_url, hop_headers, applied) = inject::apply(credentials, &url, &headers);
+            let (hop_url, mut hop_headers, applied) = inject::apply(credentials, &url, &headers);
             hop.credentials = &applied;
             // Logged before it leaves, so a call that ends while it is in flight still has it;
             // once the call's log is taken, nothing more is sent.
             let Some(sent) = log.sending(&hop) else {
                 return Err(Failure::Network("the call ended before the request was sent".to_string()));
             };
+            // Named from the handler's URL, before credentials were injected, and without query
+            // values, which may be credentials or arguments.
+            let hop_span = tracing::debug_span!(
+                "outbound request",
+                otel.kind = "client",
+                "server.address" = url.host_str().unwrap_or(""),
+                "url.full" = %traces::url_without_query_values(&url),
+                "http.request.method" = %method,
+                "http.response.status_code" = tracing::field::Empty,
+                "error.type" = tracing::field::Empty,
+            );
+            if self.propagate_traceparent
+                && let Some(traceparent) = traces::traceparent_of(&hop_span)
+                && let Ok(value) = reqwest::header::HeaderValue::from_str(&traceparent)
+            {
+                // The hop's own span is the upstream's parent; a handler's trace context would
+                // name a trace nobody records, so it is replaced, with its `tracestate`.
+                let hop_headers = hop_headers.to_mut();
+                hop_headers.remove(traces::TRACESTATE);
+                hop_headers.insert(traces::TRACEPARENT, value);
+            }
             let answered = self
                 .transport
                 .send(
@@ -150,15 +177,23 @@ impl Egress {
                     body.clone(),
                     deadline,
                 )
+                .instrument(hop_span.clone())
                 .await;
             let mut response = match answered {
                 Ok(response) => response,
                 Err(failure) => {
+                    let kind = match &failure {
+                        Failure::Limit(_) => "limit",
+                        Failure::Network(_) => "network",
+                        Failure::Denied { .. } | Failure::Refused(_) => "denied",
+                    };
+                    hop_span.record("error.type", kind);
                     log.finished(sent, Err(&failure));
                     return Err(failure);
                 }
             };
             let status = response.status;
+            hop_span.record("http.response.status_code", status);
             let is_redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
             let location = match response.location.as_deref() {
                 Some(location) if is_redirect && request.redirect != "manual" => location.to_string(),

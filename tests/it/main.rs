@@ -36,5 +36,6 @@ mod sdk_clients;
 mod shutdown;
 mod tidy;
 mod toolsets;
+mod traces;
 mod unwritable_catalog;
 mod versions;

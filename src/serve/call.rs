@@ -387,7 +387,11 @@ impl CallEntry<'_> {
             }
             None => (None, error),
         };
-        self.span.record("outcome", outcome.as_str());
+        if self.caller.traces.enabled() {
+            // Only for the trace: the log has the outcome in its own line, and recording a field
+            // makes the log layer format it on every call.
+            self.span.record("outcome", outcome.as_str());
+        }
         // The log is written in batches by its own task: this span is the hand-over.
         let _enqueue = tracing::debug_span!(parent: &self.span, "call-log enqueue").entered();
         self.caller.call_log.record(CallRecord {

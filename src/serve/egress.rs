@@ -7,6 +7,8 @@
 //! the network is in the call log, also one still in flight when its call ends; [`inject`] adds
 //! the server's credentials to the hops they match. This module ties them together: it follows
 //! redirects hop by hop, checking each in full, and turns failures into what a handler may see.
+//! Each hop that leaves is an `outbound request` span (`telemetry::traces`), which names the URL
+//! without query values and, with `[telemetry] propagate_traceparent`, is sent as `traceparent`.
 //!
 //! A credential's value never enters the isolate. Upstreams echo requests (in bodies, headers,
 //! redirect URLs), and a handler holding the value could transform it past any later check and

@@ -20,6 +20,7 @@
 //! nothing.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
-use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanProcessor};
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter, SpanProcessor};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::filter_fn;
@@ -64,6 +65,16 @@ struct Route(Arc<DaemonExport>);
 /// One daemon's batch exporter.
 struct DaemonExport {
     processor: BatchSpanProcessor<opentelemetry_sdk::runtime::Tokio>,
+}
+
+/// The OTLP exporter, with its failures in the daemon's log: the first of a run of failed
+/// exports is a warning naming the endpoint, and the first success after them says so, so a
+/// collector that is down is neither silent nor a line every few seconds.
+#[derive(Debug)]
+struct ReportingExporter {
+    inner: opentelemetry_otlp::SpanExporter,
+    endpoint: String,
+    failing: AtomicBool,
 }
 
 /// The span processor of the process-wide provider: sends each finished span to its daemon.
@@ -104,6 +115,11 @@ impl Traces {
             .with_timeout(EXPORT_TIMEOUT)
             .build()
             .context("cannot build the OTLP exporter for [telemetry] otlp_endpoint")?;
+        let exporter = ReportingExporter {
+            inner: exporter,
+            endpoint: config.otlp_endpoint.trim().to_string(),
+            failing: AtomicBool::new(false),
+        };
         let mut processor = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
         processor.set_resource(
             &Resource::builder_empty()
@@ -258,6 +274,34 @@ where
             })
             .with_max_level_hint(tracing::Level::DEBUG),
         )
+}
+
+impl SpanExporter for ReportingExporter {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let spans = batch.len();
+        let exported = self.inner.export(batch).await;
+        match &exported {
+            Err(error) if !self.failing.swap(true, Ordering::Relaxed) => tracing::warn!(
+                endpoint = %self.endpoint,
+                %error,
+                spans,
+                "spans could not be sent to [telemetry] otlp_endpoint; they are dropped until it answers"
+            ),
+            Ok(()) if self.failing.swap(false, Ordering::Relaxed) => {
+                tracing::info!(endpoint = %self.endpoint, "spans are sent to [telemetry] otlp_endpoint again")
+            }
+            _ => {}
+        }
+        exported
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
 }
 
 impl SpanProcessor for DaemonRouter {

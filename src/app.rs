@@ -27,6 +27,7 @@ use crate::serve::isolate::{AdmissionLimits, CompileCache, IsolatePool, PoolSett
 use crate::serve::registry::Registry;
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
+use crate::telemetry::traces::Traces;
 
 /// Runs the daemon on `listener` until `shutdown` resolves, then drains and closes.
 pub async fn run(
@@ -116,7 +117,8 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     let pool = Arc::new(isolate_pool(&config)?);
     let metrics = Arc::new(Metrics::new(config.metrics.max_labelled_servers));
     metrics.set_replica(&catalog.replica().id, catalog.backend().name());
-    let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone());
+    let traces = Traces::start(&config.telemetry, &catalog.replica().id)?;
+    let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone(), traces);
     let oauth = oauth_validator(&config)?;
     let accounts =
         Accounts::new(&config, catalog.clone(), vault.clone(), oauth.clone(), metrics.clone(), tasks.clone())
@@ -202,7 +204,8 @@ impl Daemon {
     /// Serves on `listener` until `shutdown` resolves, then drains and closes, in this order:
     /// shutdown starts (generation jobs and `/events` streams wrap up; no new connections),
     /// in-flight requests get `[server] shutdown_grace_ms`, MCP endpoints close, the call log is
-    /// written, background tasks get a few seconds to finish, the pool and the catalog close.
+    /// written, background tasks get a few seconds to finish, the last spans are sent (`[telemetry]`),
+    /// the pool and the catalog close.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -259,6 +262,7 @@ impl Daemon {
         if !state.tasks.wait(Duration::from_secs(5).min(grace)).await {
             tracing::warn!(tasks = state.tasks.running(), "background tasks did not finish within the grace period");
         }
+        state.caller.traces().shutdown().await;
         pool.close();
         state.catalog.close().await;
         tracing::info!("stopped");

@@ -411,7 +411,7 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            crate::telemetry::init(&config.log);
+            crate::telemetry::init(&config.log, &config.telemetry);
             match serve(config) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {

@@ -42,6 +42,7 @@ pub struct Config {
     pub generation: GenerationConfig,
     pub log: LogConfig,
     pub metrics: MetricsConfig,
+    pub telemetry: TelemetryConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -647,6 +648,52 @@ pub struct MetricsConfig {
     pub max_labelled_servers: usize,
 }
 
+/// OpenTelemetry traces of tool calls (see `telemetry::traces`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// Where spans are sent, over OTLP/HTTP with protobuf bodies (a collector's
+    /// `http://HOST:4318/v1/traces`); empty turns traces off.
+    pub otlp_endpoint: String,
+    /// Outbound requests of handlers carry a W3C `traceparent` header naming their span, so an
+    /// upstream that traces too joins the call's trace.
+    pub propagate_traceparent: bool,
+}
+
+impl TelemetryConfig {
+    /// Whether spans are exported at all.
+    pub fn traces_enabled(&self) -> bool {
+        !self.otlp_endpoint.trim().is_empty()
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !self.traces_enabled() {
+            return Ok(());
+        }
+        let endpoint = self.otlp_endpoint.trim();
+        let problem = match url::Url::parse(endpoint) {
+            Err(url::ParseError::RelativeUrlWithoutBase) => Some("it has no scheme: start it with http://".to_string()),
+            Err(error) => Some(error.to_string()),
+            Ok(url) if url.scheme() != "http" && url.scheme() != "https" => {
+                Some(format!("the scheme is {:?}, not http or https", url.scheme()))
+            }
+            Ok(url) if url.host_str().is_none_or(str::is_empty) => Some("it has no host".to_string()),
+            Ok(url) if !url.username().is_empty() || url.password().is_some() => {
+                Some("it carries a user name or password, which would be sent with every export".to_string())
+            }
+            Ok(_) => None,
+        };
+        match problem {
+            Some(problem) => Err(ConfigError::Invalid(format!(
+                "[telemetry] otlp_endpoint = {endpoint:?} is not a usable OTLP/HTTP URL ({problem}): give the \
+                 collector's traces URL, such as \"http://127.0.0.1:4318/v1/traces\", or leave it empty to turn \
+                 traces off (MCPBOOTD_TELEMETRY__OTLP_ENDPOINT)"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig { token: Secret::default(), console: true, console_assets_dir: PathBuf::new() }
@@ -1164,6 +1211,7 @@ impl Config {
                 "[sandbox] stack_kb must be at most 8192 (MCPBOOTD_SANDBOX__STACK_KB)".into(),
             ));
         }
+        self.telemetry.validate()?;
         if let Some(provider) = self.llm.provider
             && self.llm.model.trim().is_empty()
         {
@@ -1376,6 +1424,32 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn otlp_endpoints_are_http_urls_or_empty() {
+        let load = |endpoint: &str| {
+            Config::load(None, env(&[("MCPBOOTD_TELEMETRY__OTLP_ENDPOINT", endpoint)]), &CliOverrides::default())
+        };
+        assert!(!load("").unwrap().telemetry.traces_enabled(), "traces are off by default");
+        let config = load("http://127.0.0.1:4318/v1/traces").unwrap();
+        assert!(config.telemetry.traces_enabled() && !config.telemetry.propagate_traceparent);
+        for (endpoint, problem) in [
+            ("collector.internal", "no scheme"),
+            ("grpc://collector:4317", "scheme"),
+            ("not a url", "no scheme"),
+            ("http://user:pw@collector:4318/v1/traces", "password"),
+        ] {
+            let error = load(endpoint).unwrap_err().to_string();
+            assert!(
+                error.contains("[telemetry] otlp_endpoint")
+                    && error.contains("MCPBOOTD_TELEMETRY__OTLP_ENDPOINT")
+                    && error.contains(problem),
+                "{endpoint}: {error}"
+            );
+        }
+        let unknown = Config::load(None, env(&[("MCPBOOTD_TELEMETRY__ENDPOINT", "x")]), &CliOverrides::default());
+        assert!(unknown.unwrap_err().to_string().contains("endpoint"));
     }
 
     #[test]

@@ -98,6 +98,9 @@ struct Inner {
     /// The generations whose jobs run in this process: only their leases are renewed, so a job
     /// that ended without its final write (a database error) is left to expire and be taken over.
     running: std::sync::Mutex<std::collections::BTreeSet<i64>>,
+    /// The span of each running generation's current stage, by generation id: it ends when the
+    /// next stage starts or the job ends, so a generation's trace shows where its time went.
+    stage_spans: std::sync::Mutex<std::collections::HashMap<i64, tracing::Span>>,
 }
 
 /// A generation's status changed; published to `GET /admin/servers/{id}/events` subscribers.
@@ -197,6 +200,7 @@ impl Generator {
                 lifecycle: tokio::sync::broadcast::channel(64).0,
                 drift_checks: tokio::sync::Mutex::new(()),
                 running: std::sync::Mutex::default(),
+                stage_spans: std::sync::Mutex::default(),
             }),
         }
     }
@@ -233,6 +237,7 @@ impl Generator {
         let shutdown = self.inner.tasks.shutdown_started();
         self.inner.tasks.spawn(async move {
             let span = tracing::info_span!("generation", server_id = %job.server, generation_id = job.generation_id);
+            inner.caller.traces().start_trace(&span, None);
             inner.running.lock().unwrap_or_else(|e| e.into_inner()).insert(job.generation_id);
             let run = async {
                 let Ok(_permit) = inner.permits.acquire().await else { return };
@@ -242,6 +247,7 @@ impl Generator {
                 () = tracing::Instrument::instrument(run, span) => {}
                 () = shutdown => inner.interrupted(&job).await,
             }
+            inner.stage_spans.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.generation_id);
             inner.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job.generation_id);
         });
     }
@@ -627,6 +633,9 @@ impl Inner {
 
     async fn enter(&self, job: &Job, stage: Stage) -> Result<(), StageError> {
         tracing::debug!(%stage, "generation stage");
+        // Under the job's span; replacing the previous stage's span ends it.
+        let span = tracing::debug_span!("generation stage", stage = %stage);
+        self.stage_spans.lock().unwrap_or_else(|e| e.into_inner()).insert(job.generation_id, span);
         self.catalog
             .set_generation_stage(&job.server, job.generation_id, stage)
             .await

@@ -1,8 +1,9 @@
-//! Logging set-up and the per-request span.
+//! Logging and trace set-up, and the per-request span.
 
 pub mod metrics;
 pub mod overview;
 mod span_fields;
+pub mod traces;
 
 use std::io::IsTerminal;
 
@@ -10,36 +11,39 @@ use axum::extract::MatchedPath;
 use axum::http::Request;
 use tower_http::trace::DefaultOnResponse;
 use tracing::Level;
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::config::{LogConfig, LogFormat};
+use crate::config::{LogConfig, LogFormat, TelemetryConfig};
 
 /// Installs the global subscriber: human-readable on a terminal, JSON lines otherwise (or as
-/// configured). `RUST_LOG` overrides `[log] level`. Safe to call more than once.
-pub fn init(config: &LogConfig) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.level));
-    let json = match config.format {
+/// configured). `RUST_LOG` overrides `[log] level`. With `[telemetry] otlp_endpoint` set, spans
+/// of the serving path also become OpenTelemetry spans (see [`traces`]), whatever the log level.
+/// Safe to call more than once: the first call wins.
+pub fn init(log: &LogConfig, telemetry: &TelemetryConfig) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&log.level));
+    let json = match log.format {
         LogFormat::Json => true,
         LogFormat::Pretty => false,
         LogFormat::Auto => !std::io::stderr().is_terminal(),
     };
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let not_a_client_mistake = filter_fn(|metadata| !is_rmcp_response_error(metadata));
-    let _ = if json {
-        builder
-            .json()
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // The log filter is the log layer's own, so the traces layer sees spans the log leaves out.
+    let logs = if json {
+        logs.json()
             .flatten_event(true)
             .with_current_span(true)
             .fmt_fields(span_fields::SpanJsonFields)
-            .finish()
-            .with(not_a_client_mistake)
-            .try_init()
+            .with_filter(filter)
+            .boxed()
     } else {
-        builder.finish().with(not_a_client_mistake).try_init()
+        logs.with_filter(filter).boxed()
     };
+    let traces = telemetry.traces_enabled().then(traces::layer);
+    let not_a_client_mistake = filter_fn(|metadata| !is_rmcp_response_error(metadata));
+    let _ = tracing_subscriber::registry().with(logs).with(traces).with(not_a_client_mistake).try_init();
 }
 
 /// rmcp logs every error a server handler answers as a WARN "response error" (with `id` and

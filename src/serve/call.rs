@@ -20,6 +20,7 @@ use crate::serve::isolate::{
 };
 use crate::states::{CallOutcome, Via};
 use crate::telemetry::metrics::{EgressOutcome, Metrics, ToolSeries};
+use crate::telemetry::traces::{TraceParent, Traces};
 use crate::toolset::{ServerId, ToolSpec};
 
 /// A tool ready to be called: its name, handler and compiled validators. (Its description and
@@ -81,11 +82,13 @@ pub struct Origin {
     pub grant: Option<Arc<Grant>>,
     /// Who the call counts against at the door (`None`: the grant's subject, else unknown).
     pub caller: Option<crate::serve::quota::CallerKey>,
+    /// The trace the request named (W3C `traceparent`); the call's trace continues it.
+    pub trace_parent: Option<TraceParent>,
 }
 
 impl From<Via> for Origin {
     fn from(via: Via) -> Origin {
-        Origin { via, parent_execution_id: None, execution_id: None, grant: None, caller: None }
+        Origin { via, parent_execution_id: None, execution_id: None, grant: None, caller: None, trace_parent: None }
     }
 }
 
@@ -103,6 +106,7 @@ pub struct Caller {
     call_log: CallLog,
     limits: Arc<SandboxConfig>,
     metrics: Arc<Metrics>,
+    traces: Traces,
 }
 
 impl CallableTool {
@@ -198,8 +202,13 @@ impl Caller {
         call_log: CallLog,
         limits: SandboxConfig,
         metrics: Arc<Metrics>,
+        traces: Traces,
     ) -> Caller {
-        Caller { pool, egress, call_log, limits: Arc::new(limits), metrics }
+        Caller { pool, egress, call_log, limits: Arc::new(limits), metrics, traces }
+    }
+
+    pub fn traces(&self) -> &Traces {
+        &self.traces
     }
 
     pub fn egress(&self) -> &Arc<Egress> {
@@ -253,7 +262,7 @@ impl Caller {
         // Kept for the log in case the call fails: repairing a tool starts from its failures.
         let logged_arguments = arguments.clone();
 
-        let Origin { via, parent_execution_id, execution_id, grant, caller: _ } = origin;
+        let Origin { via, parent_execution_id, execution_id, grant, caller: _, trace_parent } = origin;
         let execution_id = execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let started_at = now_millis();
         let started = Instant::now();
@@ -265,7 +274,14 @@ impl Caller {
             fetch: egress.clone(),
             program: Program::Handler,
         };
-        let span = tracing::info_span!("call", server_id = %server, tool = %tool.name, execution_id = %execution_id);
+        let span = tracing::info_span!(
+            "call",
+            server_id = %server,
+            tool = %tool.name,
+            execution_id = %execution_id,
+            outcome = tracing::field::Empty,
+        );
+        self.traces.start_trace(&span, trace_parent.as_ref());
         // Written exactly once: below, or by its drop if the caller goes away mid-call (this
         // future is then dropped, and with it the isolate).
         let mut entry = CallEntry {
@@ -284,6 +300,7 @@ impl Caller {
             redactor: &policy.redactor,
             error_result: false,
             written: false,
+            span: span.clone(),
         };
         let mut completion = match self.pool.run(server.as_str(), invocation).instrument(span.clone()).await {
             Ok(completion) => completion,
@@ -345,6 +362,8 @@ struct CallEntry<'a> {
     /// The handler returned an error result (`isError`); set before a run that ended is written.
     error_result: bool,
     written: bool,
+    /// The call's span, which gets the outcome.
+    span: tracing::Span,
 }
 
 impl CallEntry<'_> {
@@ -383,6 +402,13 @@ impl CallEntry<'_> {
             }
             None => (None, error),
         };
+        if self.caller.traces.enabled() {
+            // Only for the trace: the log has the outcome in its own line, and recording a field
+            // makes the log layer format it on every call.
+            self.span.record("outcome", outcome.as_str());
+        }
+        // The log is written in batches by its own task: this span is the hand-over.
+        let _enqueue = tracing::debug_span!(parent: &self.span, "call-log enqueue").entered();
         self.caller.call_log.record(CallRecord {
             execution_id: self.execution_id.clone(),
             server_id: self.server.to_string(),

@@ -758,6 +758,7 @@ impl ScriptHost {
             execution_id: Some(execution_id),
             grant: self.grant.clone(),
             caller: None,
+            trace_parent: None,
         };
         let output = match mounted.server.call(&self.caller, tool, arguments, origin).await {
             Ok(output) => output,

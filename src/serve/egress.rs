@@ -10,6 +10,8 @@
 //! Between the policy and the network, each hop may be answered by [`cache`] (GETs, partitioned
 //! by server and credentials), and otherwise passes [`upstream`]'s protection of the origin
 //! (`Retry-After`, circuit breaker, the server's rate limit), which may hold or refuse it.
+//! Each hop is an `outbound request` span (`telemetry::traces`), which names the URL without
+//! query values and, with `[telemetry] propagate_traceparent`, is sent as `traceparent`.
 //!
 //! A credential's value never enters the isolate. Upstreams echo requests (in bodies, headers,
 //! redirect URLs), and a handler holding the value could transform it past any later check and
@@ -35,6 +37,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use reqwest::header::HeaderMap;
+use tracing::Instrument;
 
 use self::cache::{CacheKey, CacheRequest, Lookup, ResponseCache};
 use self::inject::CredentialIdentity;
@@ -47,6 +50,7 @@ use crate::catalog::EgressRecord;
 use crate::config::Config;
 use crate::serve::isolate::{FetchError, FetchHost, FetchRequest, FetchResponse};
 use crate::states::CacheUse;
+use crate::telemetry::traces;
 
 /// The daemon-wide egress engine: one HTTP client with the vetting resolver, the upstreams'
 /// protection state and the response cache.
@@ -57,6 +61,9 @@ pub struct Egress {
     upstreams: Upstreams,
     /// `None` when `[egress.cache]` is off.
     cache: Option<ResponseCache>,
+    /// `[telemetry] propagate_traceparent` with traces on: each hop carries its span's
+    /// `traceparent`.
+    propagate_traceparent: bool,
 }
 
 /// How a hop was answered: by the upstream (its log entry entered as sent) or by the cache.
@@ -87,6 +94,7 @@ impl Egress {
             max_redirects: config.egress.max_redirects,
             upstreams: Upstreams::new(&config.egress),
             cache: config.egress.cache.enabled.then(|| ResponseCache::new(config.egress.cache.max_bytes)),
+            propagate_traceparent: config.telemetry.traces_enabled() && config.telemetry.propagate_traceparent,
         })
     }
 
@@ -163,7 +171,7 @@ impl Egress {
             // Credentials go on this hop only, after the policy allowed it.
             left_origin |= url.origin() != origin;
             let credentials = if left_origin { &[][..] } else { &policy.credentials[..] };
-            let (hop_url, hop_headers, applied) = inject::apply(credentials, &url, &headers);
+            let (hop_url, mut hop_headers, applied) = inject::apply(credentials, &url, &headers);
             hop.credentials = &applied;
             let identity = CredentialIdentity::of_hop(credentials, &applied, &hop_headers);
             let cacheable = self.cacheable(policy, &method, &url, &hop_url, &hop_headers, body.as_ref(), identity);
@@ -171,57 +179,96 @@ impl Egress {
                 Some((cache, key, cache_request)) => cache.lookup(key, cache_request, policy.max_response_bytes),
                 None => Lookup::Miss,
             };
-            let (mut response, answered) = match lookup {
-                Lookup::Fresh(response) => {
-                    hop.cache = Some(CacheUse::Hit);
-                    (response, Answered::FromCache)
-                }
-                Lookup::Stale { headers: revalidation, stored } => {
-                    let (response, sent) = self
-                        .send_upstream(
-                            policy,
-                            &mut hop,
-                            log,
-                            &identity,
-                            &method,
-                            &hop_url,
-                            &revalidation,
-                            &body,
-                            deadline,
-                        )
-                        .await?;
-                    let (cache, key, cache_request) = cacheable.expect("only a cacheable request is looked up");
-                    let (response, used) = match cache.revalidated(&key, &cache_request, *stored, &response) {
-                        Some(refreshed) => (refreshed, CacheUse::Revalidated),
-                        None => {
-                            let stored = store(cache, key, &cache_request, &response);
-                            (response, stored)
-                        }
-                    };
-                    log.cache_use(&sent, used);
-                    (response, Answered::Sent(sent))
-                }
-                Lookup::Miss => {
-                    let (response, sent) = self
-                        .send_upstream(
-                            policy,
-                            &mut hop,
-                            log,
-                            &identity,
-                            &method,
-                            &hop_url,
-                            &hop_headers,
-                            &body,
-                            deadline,
-                        )
-                        .await?;
-                    if let Some((cache, key, cache_request)) = cacheable {
-                        log.cache_use(&sent, store(cache, key, &cache_request, &response));
+            // Named from the handler's URL, before credentials were injected, and without query
+            // values, which may be credentials or arguments.
+            let hop_span = tracing::debug_span!(
+                "outbound request",
+                otel.kind = "client",
+                "server.address" = url.host_str().unwrap_or(""),
+                "url.full" = %traces::url_without_query_values(&url),
+                "http.request.method" = %method,
+                "http.response.status_code" = tracing::field::Empty,
+                "error.type" = tracing::field::Empty,
+            );
+            if self.propagate_traceparent
+                && let Some(traceparent) = traces::traceparent_of(&hop_span)
+                && let Ok(value) = reqwest::header::HeaderValue::from_str(&traceparent)
+            {
+                // The hop's own span is the upstream's parent; a handler's trace context would
+                // name a trace nobody records, so it is replaced, with its `tracestate`.
+                let hop_headers = hop_headers.to_mut();
+                hop_headers.remove(traces::TRACESTATE);
+                hop_headers.insert(traces::TRACEPARENT, value);
+            }
+            let answering = async {
+                Ok::<_, Failure>(match lookup {
+                    Lookup::Fresh(response) => {
+                        hop.cache = Some(CacheUse::Hit);
+                        (response, Answered::FromCache)
                     }
-                    (response, Answered::Sent(sent))
+                    Lookup::Stale { headers: revalidation, stored } => {
+                        let (response, sent) = self
+                            .send_upstream(
+                                policy,
+                                &mut hop,
+                                log,
+                                &identity,
+                                &method,
+                                &hop_url,
+                                &revalidation,
+                                &body,
+                                deadline,
+                            )
+                            .await?;
+                        let (cache, key, cache_request) = cacheable.expect("only a cacheable request is looked up");
+                        let (response, used) = match cache.revalidated(&key, &cache_request, *stored, &response) {
+                            Some(refreshed) => (refreshed, CacheUse::Revalidated),
+                            None => {
+                                let stored = store(cache, key, &cache_request, &response);
+                                (response, stored)
+                            }
+                        };
+                        log.cache_use(&sent, used);
+                        (response, Answered::Sent(sent))
+                    }
+                    Lookup::Miss => {
+                        let (response, sent) = self
+                            .send_upstream(
+                                policy,
+                                &mut hop,
+                                log,
+                                &identity,
+                                &method,
+                                &hop_url,
+                                &hop_headers,
+                                &body,
+                                deadline,
+                            )
+                            .await?;
+                        if let Some((cache, key, cache_request)) = cacheable {
+                            log.cache_use(&sent, store(cache, key, &cache_request, &response));
+                        }
+                        (response, Answered::Sent(sent))
+                    }
+                })
+            }
+            .instrument(hop_span.clone())
+            .await;
+            let (mut response, answered) = match answering {
+                Ok(answered) => answered,
+                Err(failure) => {
+                    let kind = match &failure {
+                        Failure::Limit(_) => "limit",
+                        Failure::Network(_) | Failure::Unreachable(_) => "network",
+                        Failure::Held(_) => "held",
+                        Failure::Denied { .. } | Failure::Refused(_) => "denied",
+                    };
+                    hop_span.record("error.type", kind);
+                    return Err(failure);
                 }
             };
             let status = response.status;
+            hop_span.record("http.response.status_code", status);
             let is_redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
             let location = match response.location.as_deref() {
                 Some(location) if is_redirect && request.redirect != "manual" => location.to_string(),

@@ -16,7 +16,7 @@ use rmcp::model::{
 };
 // Logging is deprecated in the newest revision; older clients still send logging/setLevel.
 #[allow(deprecated)]
-use rmcp::model::SetLevelRequestParams;
+use rmcp::model::{RequestMetaObject, SetLevelRequestParams};
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -34,6 +34,7 @@ use crate::serve::quota::CallerKey;
 use crate::serve::registry::MountedServer;
 use crate::states::Via;
 use crate::telemetry::metrics::ClientMistake;
+use crate::telemetry::traces::{TRACEPARENT, TraceParent};
 use crate::toolset::{ServerId, ToolSpec};
 
 type McpService = StreamableHttpService<Arc<McpHandler>, NeverSessionManager>;
@@ -310,7 +311,12 @@ impl ServerHandler for McpHandler {
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<CallerKey>())
             .cloned();
-        let origin = Origin { grant: self.admission(&context)?, caller, ..Origin::from(Via::Mcp) };
+        let origin = Origin {
+            grant: self.admission(&context)?,
+            caller,
+            trace_parent: trace_parent(request.meta.as_ref(), &context),
+            ..Origin::from(Via::Mcp)
+        };
         let call = self.server.call(&self.caller, &request.name, arguments, origin);
         let outcome = tokio::select! {
             outcome = call => outcome,
@@ -348,6 +354,18 @@ impl ServerHandler for McpHandler {
             Err(error) => Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into()),
         }
     }
+}
+
+/// The trace a request continues: `params._meta.traceparent` (the MCP convention), else the HTTP
+/// `traceparent` header. A value that is not a valid W3C trace context is ignored and the call
+/// starts a trace of its own, as W3C Trace Context asks (a trace context never fails a request).
+/// (rmcp may hand the request's `_meta` on in the parameters or in the context.)
+fn trace_parent(params_meta: Option<&RequestMetaObject>, context: &RequestContext<RoleServer>) -> Option<TraceParent> {
+    let in_meta = |meta: &RequestMetaObject| meta.get(TRACEPARENT).and_then(Value::as_str).and_then(TraceParent::parse);
+    params_meta.and_then(in_meta).or_else(|| in_meta(&context.meta)).or_else(|| {
+        let parts = context.extensions.get::<axum::http::request::Parts>()?;
+        parts.headers.get(TRACEPARENT)?.to_str().ok().and_then(TraceParent::parse)
+    })
 }
 
 impl McpHandler {

@@ -36,6 +36,7 @@ mod sdk_clients;
 mod shutdown;
 mod tidy;
 mod toolsets;
+mod traces;
 mod unwritable_catalog;
 mod upstream_protection;
 mod versions;

@@ -13,6 +13,7 @@
 //! hundreds of calls to one server delays another server's next call by at most one first turn
 //! per busy server, not by the whole burst.
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio::sync::{Notify, oneshot};
+use tracing::Instrument;
 
 use super::admission::{Admission, AdmissionLimits, Busy, IsolateMemory, Permit, Refused};
 use super::engine::{Engine, HostContext};
@@ -100,6 +102,8 @@ struct Job {
     invocation: Invocation,
     reply: oneshot::Sender<Completion>,
     permit: Permit,
+    /// The run's span, opened under the call's span where the call was admitted.
+    span: tracing::Span,
 }
 
 /// What the pool knows about one worker, to choose where a call goes.
@@ -296,16 +300,21 @@ impl IsolatePool {
     /// Dropping the returned future abandons the call: a queued call leaves the queue, a
     /// running one is stopped at its next await with its fetches and timers dropped.
     pub async fn run(&self, tenant: &str, invocation: Invocation) -> Result<Completion, PoolError> {
-        let permit = self.admission.acquire(tenant).await.map_err(|refused| match refused {
-            Refused::Busy(busy) => PoolError::Busy(busy),
-            Refused::Closed => PoolError::Closed,
-        })?;
+        let permit =
+            self.admission.acquire(tenant).instrument(tracing::debug_span!("admission")).await.map_err(|refused| {
+                match refused {
+                    Refused::Busy(busy) => PoolError::Busy(busy),
+                    Refused::Closed => PoolError::Closed,
+                }
+            })?;
         let (reply, completion) = oneshot::channel();
         {
             let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
             let worker = least_loaded(&workers).ok_or(PoolError::Closed)?;
             worker.load.calls.fetch_add(1, Ordering::SeqCst);
-            let job = Job { invocation, reply, permit };
+            let span =
+                tracing::debug_span!("isolate run", turns = tracing::field::Empty, outcome = tracing::field::Empty);
+            let job = Job { invocation, reply, permit, span };
             if !worker.inbox.push(job) {
                 worker.load.calls.fetch_sub(1, Ordering::SeqCst);
                 return Err(PoolError::Closed);
@@ -388,23 +397,26 @@ fn worker(inbox: &Inbox, host: WorkerHost) {
 }
 
 async fn run_job(job: Job, host: Arc<WorkerHost>) {
-    let Job { invocation, reply, permit } = job;
+    let Job { invocation, reply, permit, span } = job;
     let mut reply = reply;
     if !reply.is_closed() {
         let deadline = host.watchdog.nanos_since_epoch(Instant::now() + invocation.limits.wall);
         let context = HostContext { runtime: host.runtime.clone(), memory: Arc::clone(&host.memory) };
-        let call = Turns { call: host.engine.execute(invocation, context), load: &host.load, deadline };
+        let turns = Cell::new(0u32);
+        let call = Turns { call: host.engine.execute(invocation, context), load: &host.load, deadline, turns: &turns };
         // An engine bug must cost one call, not the worker thread.
-        let call = AssertUnwindSafe(call).catch_unwind();
+        let call = AssertUnwindSafe(call).catch_unwind().instrument(span.clone());
         let finished = tokio::select! {
             biased;
             completion = call => Some(completion),
             // The caller went away: dropping the call frees its isolate and stops its fetches.
             () = reply.closed() => None,
         };
+        span.record("turns", turns.get());
         if let Some(completion) = finished {
             let completion = completion
                 .unwrap_or_else(|_| Completion::failed(Outcome::Error, "internal isolate error: the engine panicked"));
+            span.record("outcome", completion.outcome.as_str());
             let _ = reply.send(completion);
         }
     }
@@ -418,6 +430,8 @@ struct Turns<'a, F> {
     call: F,
     load: &'a WorkerLoad,
     deadline: u64,
+    /// Turns taken so far, for the run's span.
+    turns: &'a Cell<u32>,
 }
 
 impl<F: Future + Unpin> Future for Turns<'_, F> {
@@ -431,6 +445,7 @@ impl<F: Future + Unpin> Future for Turns<'_, F> {
                 self.0.store(false, Ordering::Relaxed);
             }
         }
+        self.turns.set(self.turns.get().saturating_add(1));
         self.load.turn_deadline.store(self.deadline, Ordering::Relaxed);
         self.load.running.store(true, Ordering::Release);
         let _running = Running(&self.load.running);

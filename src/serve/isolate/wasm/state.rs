@@ -434,11 +434,12 @@ impl CallState {
         let host = Arc::clone(&self.fetch_host);
         let deadline = self.deadline;
         let reply = Reply { id, events: Some(self.events.clone()) };
-        self.runtime.spawn(async move {
+        // In the span of the run making it, so that its trace holds the request's own span.
+        self.runtime.spawn(tracing::Instrument::in_current_span(async move {
             let mut reply = reply;
             let result = host.fetch(request, deadline).await;
             reply.send(result);
-        })
+        }))
     }
 
     /// The completion of the call: a latched limit wins over how the JavaScript ended.

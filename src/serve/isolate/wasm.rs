@@ -51,7 +51,7 @@ use call::Host;
 use guest::{EVAL_COMPILE_ONLY, EVAL_GLOBAL, EVAL_STRICT, Guest, JsValue, is_exception};
 use source::{HANDLER_FILE, PRELUDE_SOURCE, WRAPPER_HEAD, handler_line, wrap};
 
-/// The vendored QuickJS module (vendor/quickjs-wasi).
+/// The QuickJS module, built from source by vendor/quickjs-wasm/build.sh.
 const QUICKJS_WASM: &[u8] = include_bytes!("wasm/vendor/quickjs.wasm");
 
 /// How often the epoch advances: the granularity of CPU and wall checks inside a turn.

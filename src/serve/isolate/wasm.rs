@@ -310,6 +310,11 @@ async fn build_image(wasmtime: &Wasmtime, linker: &Linker<Host>, original: &Modu
     let type_error = guest.eval(&mut store, "TypeError", prelude_file, EVAL_GLOBAL).await?;
     let range_error = guest.eval(&mut store, "RangeError", prelude_file, EVAL_GLOBAL).await?;
     guest.run_gc(&mut store).await?;
+    // Last, so that everything above is in the image and stays clean in calls (`image.rs`).
+    let freeze = instance.get_typed_func::<(), i32>(&mut store, "qjs_freeze_image")?;
+    if freeze.call_async(&mut store, ()).await? != 0 {
+        wasmtime::bail!("QuickJS could not freeze the image");
+    }
 
     let stack_pointer = instance
         .get_global(&mut store, "__stack_pointer")

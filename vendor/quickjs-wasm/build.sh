@@ -7,8 +7,9 @@
 #   vendor/quickjs-wasm/build.sh          build, and write the module over the committed one
 #   vendor/quickjs-wasm/build.sh --check  build, and fail unless the committed module is the same
 #
-# The sources are downloaded from GitHub; QUICKJS_NG_SOURCE=<directory> uses an unpacked copy of
-# the same commit instead (checked all the same). The build is reproducible: the same sources
+# The sources are the files of that commit the build needs, vendored in quickjs-ng/ (so the build
+# needs no network); QUICKJS_NG_SOURCE=<directory> uses another copy of the same commit instead
+# (checked all the same). The build is reproducible: the same sources
 # and toolchain give the same bytes, which is what --check relies on, so a toolchain package at
 # another version is refused rather than used.
 set -euo pipefail
@@ -48,13 +49,7 @@ trap 'rm -rf "$work"' EXIT
 # Sources are compiled by relative paths from $work: assertion messages embed them, and the
 # bytes must not depend on where the build ran.
 mkdir "$work/quickjs-ng"
-if [[ -n ${QUICKJS_NG_SOURCE:-} ]]; then
-    cp -R "$QUICKJS_NG_SOURCE/." "$work/quickjs-ng/"
-else
-    curl --fail --silent --show-error --location \
-        "https://github.com/quickjs-ng/quickjs/archive/$QUICKJS_NG_COMMIT.tar.gz" \
-        | tar -xz -C "$work/quickjs-ng" --strip-components=1
-fi
+cp -R "${QUICKJS_NG_SOURCE:-$here/quickjs-ng}/." "$work/quickjs-ng/"
 (cd "$work/quickjs-ng" && sha256sum --check --quiet "$here/sources.sha256") \
     || { echo "error: the quickjs-ng sources are not those of $QUICKJS_NG_COMMIT (sources.sha256)" >&2; exit 1; }
 for patch in "$here"/patches/*.patch; do

@@ -51,7 +51,7 @@ use call::Host;
 use guest::{EVAL_COMPILE_ONLY, EVAL_GLOBAL, EVAL_STRICT, Guest, JsValue, is_exception};
 use source::{HANDLER_FILE, PRELUDE_SOURCE, WRAPPER_HEAD, handler_line, wrap};
 
-/// The vendored QuickJS module (vendor/quickjs-wasi).
+/// The QuickJS module, built from source by vendor/quickjs-wasm/build.sh.
 const QUICKJS_WASM: &[u8] = include_bytes!("wasm/vendor/quickjs.wasm");
 
 /// How often the epoch advances: the granularity of CPU and wall checks inside a turn.
@@ -310,6 +310,11 @@ async fn build_image(wasmtime: &Wasmtime, linker: &Linker<Host>, original: &Modu
     let type_error = guest.eval(&mut store, "TypeError", prelude_file, EVAL_GLOBAL).await?;
     let range_error = guest.eval(&mut store, "RangeError", prelude_file, EVAL_GLOBAL).await?;
     guest.run_gc(&mut store).await?;
+    // Last, so that everything above is in the image and stays clean in calls (`image.rs`).
+    let freeze = instance.get_typed_func::<(), i32>(&mut store, "qjs_freeze_image")?;
+    if freeze.call_async(&mut store, ()).await? != 0 {
+        wasmtime::bail!("QuickJS could not freeze the image");
+    }
 
     let stack_pointer = instance
         .get_global(&mut store, "__stack_pointer")

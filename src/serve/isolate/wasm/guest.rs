@@ -1,7 +1,7 @@
 //! The QuickJS API as the module exports it, called from Rust.
 //!
-//! The module is quickjs-ng built for `wasm32-wasi` with the `quickjs-wasi` package's interface
-//! layer (vendor/quickjs-wasi). Its `JS_*` exports are QuickJS's own C API; on wasm32 a
+//! The module is quickjs-ng built for `wasm32-wasi` with the daemon's interface layer
+//! (vendor/quickjs-wasm/interface.c). Its `JS_*` exports are QuickJS's own C API; on wasm32 a
 //! `JSValue` is NaN-boxed into one `u64`, so values cross as `i64` with no boxing, and
 //! pointers are offsets into the instance's linear memory. Every call here runs guest code,
 //! so every call is `call_async`: a long one yields at epoch deadlines like any other turn.

@@ -203,12 +203,16 @@ enum Command {
     Limits {
         /// The server's id, as `mcpbootd list` shows it.
         id: String,
+        /// Tool calls per minute by one caller on this server (0: off for this server).
         #[arg(long, value_name = "N")]
         per_caller_per_minute: Option<u32>,
+        /// Tool calls per minute on this server, whoever makes them (0: off).
         #[arg(long, value_name = "N")]
         per_server_per_minute: Option<u32>,
+        /// Calls per minute of each of this server's tools (0: off).
         #[arg(long, value_name = "N")]
         per_tool_per_minute: Option<u32>,
+        /// Calls one caller may have running at once on this server (0: off).
         #[arg(long, value_name = "N")]
         per_caller_concurrency: Option<u32>,
         /// Requests per minute to an upstream origin, as ORIGIN=N (repeatable; N = 0 removes it).

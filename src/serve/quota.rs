@@ -111,20 +111,30 @@ pub struct Admitted {
 pub struct ServerQuota {
     limits: EffectiveLimits,
     per_caller: Option<DefaultKeyedRateLimiter<Arc<str>>>,
-    per_tool: Option<DefaultKeyedRateLimiter<Arc<str>>>,
+    /// One limiter per tool, made with the mount (the tools are known), so a call looks its
+    /// tool up by name without allocating a key.
+    per_tool: HashMap<String, DefaultDirectRateLimiter>,
     per_server: Option<DefaultDirectRateLimiter>,
     running: Mutex<HashMap<Arc<str>, Arc<Semaphore>>>,
+    /// Read once per call; made once, because making a clock calibrates it.
+    clock: DefaultClock,
 }
 
 impl ServerQuota {
-    pub fn new(limits: EffectiveLimits) -> ServerQuota {
+    /// The limiters for a server whose tools are `tools`.
+    pub fn new<'a>(limits: EffectiveLimits, tools: impl IntoIterator<Item = &'a str>) -> ServerQuota {
         let quota = |n: u32| NonZeroU32::new(n).map(Quota::per_minute);
+        let per_tool = match quota(limits.per_tool_per_minute) {
+            Some(per_tool) => tools.into_iter().map(|tool| (tool.to_string(), RateLimiter::direct(per_tool))).collect(),
+            None => HashMap::new(),
+        };
         ServerQuota {
             limits,
             per_caller: quota(limits.per_caller_per_minute).map(RateLimiter::keyed),
-            per_tool: quota(limits.per_tool_per_minute).map(RateLimiter::keyed),
+            per_tool,
             per_server: quota(limits.per_server_per_minute).map(RateLimiter::direct),
             running: Mutex::default(),
+            clock: DefaultClock::default(),
         }
     }
 
@@ -156,7 +166,7 @@ impl ServerQuota {
                 }
             }
         };
-        let now = DefaultClock::default().now();
+        let now = self.clock.now();
         let refused = |limit: &'static str, per_minute: u32, wait: Duration| QuotaRefusal {
             limit,
             allowed: format!("{per_minute} per minute"),
@@ -167,8 +177,8 @@ impl ServerQuota {
                 refused("per_caller_per_minute", self.limits.per_caller_per_minute, not_until.wait_time_from(now))
             })?;
         }
-        if let Some(limiter) = &self.per_tool {
-            keyed_check(limiter, &Arc::from(tool)).map_err(|not_until| {
+        if let Some(limiter) = self.per_tool.get(tool) {
+            limiter.check().map_err(|not_until| {
                 refused("per_tool_per_minute", self.limits.per_tool_per_minute, not_until.wait_time_from(now))
             })?;
         }
@@ -207,7 +217,7 @@ mod tests {
 
     #[test]
     fn a_caller_over_their_rate_is_refused_and_spends_nothing_of_the_server() {
-        let quota = ServerQuota::new(limits(2, 3, 0, 0));
+        let quota = ServerQuota::new(limits(2, 3, 0, 0), ["t"]);
         let (alice, bob) = (CallerKey::subject("alice"), CallerKey::subject("bob"));
         assert!(quota.admit(&alice, "t").is_ok() && quota.admit(&alice, "t").is_ok());
         let refused = quota.admit(&alice, "t").expect_err("alice's third call in a minute");
@@ -220,7 +230,7 @@ mod tests {
 
     #[test]
     fn running_calls_are_limited_per_caller_until_they_end() {
-        let quota = ServerQuota::new(limits(0, 0, 0, 1));
+        let quota = ServerQuota::new(limits(0, 0, 0, 1), ["t"]);
         let alice = CallerKey::subject("alice");
         let first = quota.admit(&alice, "t").expect("first");
         assert_eq!(quota.admit(&alice, "t").expect_err("second at once").limit, "per_caller_concurrency");

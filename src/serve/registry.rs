@@ -438,7 +438,8 @@ impl Registry {
             tools,
             quota: {
                 let limits = EffectiveLimits::of(&self.limits, mount.limits.as_ref());
-                (limits != EffectiveLimits::default()).then(|| ServerQuota::new(limits))
+                (limits != EffectiveLimits::default())
+                    .then(|| ServerQuota::new(limits, generation.tools.iter().map(|tool| tool.name.as_str())))
             },
             per_user: (!per_user.is_empty()).then(|| PerUserCredentials::new(self.accounts.clone(), per_user)),
             code_mode: mount.code_mode.clone(),

@@ -140,11 +140,7 @@ impl Accounts {
         credential: Option<&str>,
         subject: Option<&str>,
     ) -> Result<Next, Refusal> {
-        let validator = self.validator.as_ref().ok_or(Refusal::NotConfigured)?;
-        let metadata = validator
-            .prepare()
-            .await
-            .map_err(|e| Refusal::Unavailable(format!("the identity provider cannot be reached: {e}")))?;
+        let (_, metadata) = self.identity_provider().await?;
         let endpoint = metadata
             .authorization_endpoint
             .clone()
@@ -188,11 +184,7 @@ impl Accounts {
         }
         let code = code.ok_or_else(|| Refusal::Invalid("the sign-in came back without a code".into()))?;
         let verifier = self.open_verifier(state, &flow)?;
-        let validator = self.validator.as_ref().ok_or(Refusal::NotConfigured)?;
-        let metadata = validator
-            .prepare()
-            .await
-            .map_err(|e| Refusal::Unavailable(format!("the identity provider cannot be reached: {e}")))?;
+        let (validator, metadata) = self.identity_provider().await?;
         let token_url = metadata
             .token_endpoint
             .clone()
@@ -502,6 +494,16 @@ impl Accounts {
                 PerUser::ApiKey => None,
             };
         Ok((kind, secret))
+    }
+
+    /// The daemon's OAuth issuer, discovered: where the connect pages sign people in.
+    async fn identity_provider(&self) -> Result<(&crate::oauth::Validator, &crate::oauth::IssuerMetadata), Refusal> {
+        let validator = self.validator.as_ref().ok_or(Refusal::NotConfigured)?;
+        let metadata = validator
+            .prepare()
+            .await
+            .map_err(|e| Refusal::Unavailable(format!("the identity provider cannot be reached: {e}")))?;
+        Ok((validator, metadata))
     }
 
     fn check_configured(&self) -> Result<(), Refusal> {

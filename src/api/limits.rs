@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use crate::api::AppState;
 use crate::api::admin::{not_found, parse_id};
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::model::{EffectiveLimitsView, ErrorBody, LimitsView};
+use crate::api::model::{ErrorBody, LimitsView};
 use crate::serve::quota::EffectiveLimits;
 use crate::toolset::{ServerId, ServerLimits};
 
@@ -70,22 +70,11 @@ pub async fn put_limits(
 }
 
 fn view(state: &AppState, id: &ServerId, limits: ServerLimits) -> LimitsView {
-    let defaults = state.config.limits.clone();
-    let effective = EffectiveLimits::of(&defaults, Some(&limits));
+    let defaults = &state.config.limits;
     LimitsView {
         id: id.to_string(),
-        effective: EffectiveLimitsView {
-            per_caller_per_minute: effective.per_caller_per_minute,
-            per_server_per_minute: effective.per_server_per_minute,
-            per_tool_per_minute: effective.per_tool_per_minute,
-            per_caller_concurrency: effective.per_caller_concurrency,
-        },
-        defaults: EffectiveLimitsView {
-            per_caller_per_minute: defaults.per_caller_per_minute,
-            per_server_per_minute: defaults.per_server_per_minute,
-            per_tool_per_minute: defaults.per_tool_per_minute,
-            per_caller_concurrency: defaults.per_caller_concurrency,
-        },
+        effective: EffectiveLimits::of(defaults, Some(&limits)).into(),
+        defaults: EffectiveLimits::of(defaults, None).into(),
         limits,
     }
 }

@@ -1489,3 +1489,14 @@ pub struct EffectiveLimitsView {
     pub per_tool_per_minute: u32,
     pub per_caller_concurrency: u32,
 }
+
+impl From<crate::serve::quota::EffectiveLimits> for EffectiveLimitsView {
+    fn from(limits: crate::serve::quota::EffectiveLimits) -> EffectiveLimitsView {
+        EffectiveLimitsView {
+            per_caller_per_minute: limits.per_caller_per_minute,
+            per_server_per_minute: limits.per_server_per_minute,
+            per_tool_per_minute: limits.per_tool_per_minute,
+            per_caller_concurrency: limits.per_caller_concurrency,
+        }
+    }
+}

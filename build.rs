@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo:rerun-if-changed=migrations");
     println!("cargo:rerun-if-changed=console/assets");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("console/assets");
+    // Read at run time, not with `env!`: worktrees sharing one target directory share this
+    // script's binary, and a path compiled into it would embed another worktree's files.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest_dir).join("console/assets");
     let mut files = Vec::new();
     collect(&root, &mut files);
     files.sort();

@@ -50,7 +50,7 @@ pub struct Daemon {
 /// (a catalog that cannot be opened, an LLM provider without its key).
 /// The token checker for `[auth.oauth]`, which discovers the issuer in the background: a daemon
 /// whose identity provider is down starts, and its OAuth mounts answer 503 until it is back.
-fn oauth_validator(config: &Config) -> anyhow::Result<Option<crate::oauth::Validator>> {
+fn oauth_validator(config: &Config, tasks: &Tasks) -> anyhow::Result<Option<crate::oauth::Validator>> {
     let oauth = &config.auth.oauth;
     if !oauth.enabled() {
         return Ok(None);
@@ -74,34 +74,43 @@ fn oauth_validator(config: &Config) -> anyhow::Result<Option<crate::oauth::Valid
         });
     }
     let validator = crate::oauth::Validator::new(http, settings);
-    // Discovered in the background, and again until it works: `/readyz` reports it, and the
-    // first token check does not wait for it.
+    // Discovered in the background, and again until it works or shutdown starts: `/readyz`
+    // reports it, and the first token check does not wait for it.
     let warm = validator.clone();
-    tokio::spawn(async move {
-        let mut warned = false;
-        loop {
-            match warm.prepare().await {
-                Ok(metadata) => {
-                    tracing::info!(issuer = %metadata.issuer, "OAuth issuer discovered");
-                    return;
-                }
-                Err(error) if !warned => {
-                    tracing::warn!(%error, "the OAuth issuer cannot be discovered yet; OAuth mounts answer 503 until it can");
-                    warned = true;
-                }
-                Err(_) => {}
-            }
-            tokio::time::sleep(crate::oauth::DEFAULT_DISCOVERY_RETRY_INTERVAL).await;
+    let shutdown = tasks.shutdown_started();
+    tasks.spawn(async move {
+        tokio::select! {
+            () = discover_issuer(warm) => {}
+            () = shutdown => {}
         }
     });
     Ok(Some(validator))
+}
+
+/// Discovers the OAuth issuer, retrying until it answers; warns once while it does not.
+async fn discover_issuer(validator: crate::oauth::Validator) {
+    let mut warned = false;
+    loop {
+        match validator.prepare().await {
+            Ok(metadata) => {
+                tracing::info!(issuer = %metadata.issuer, "OAuth issuer discovered");
+                return;
+            }
+            Err(error) if !warned => {
+                tracing::warn!(%error, "the OAuth issuer cannot be discovered yet; OAuth mounts answer 503 until it can");
+                warned = true;
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(crate::oauth::DEFAULT_DISCOVERY_RETRY_INTERVAL).await;
+    }
 }
 
 pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     crate::install_crypto_provider();
     let config = Arc::new(config);
     let tasks = Tasks::new();
-    let catalog = Catalog::open(&config.catalog.location()?, replica(&config)?).await?;
+    let catalog = Catalog::open(&config.catalog.location()?, replica(&config)?, &tasks).await?;
     // Before anything is started (isolate workers, tasks): a key that cannot open the catalog's
     // credentials refuses the start.
     let vault = Vault::open(&config).context("cannot set up the key for credentials")?;
@@ -119,7 +128,7 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
     metrics.set_replica(&catalog.replica().id, catalog.backend().name());
     let traces = Traces::start(&config.telemetry, &catalog.replica().id)?;
     let caller = Caller::new(pool.clone(), egress.clone(), call_log, config.sandbox.clone(), metrics.clone(), traces);
-    let oauth = oauth_validator(&config)?;
+    let oauth = oauth_validator(&config, &tasks)?;
     let accounts =
         Accounts::new(&config, catalog.clone(), vault.clone(), oauth.clone(), metrics.clone(), tasks.clone())
             .context("cannot build the HTTP client for connected accounts")?;

@@ -28,6 +28,8 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{Executor, Row};
 use tokio::sync::mpsc;
 
+use crate::tasks::Tasks;
+
 pub use crate::config::CatalogLocation;
 
 mod accounts;
@@ -181,6 +183,8 @@ pub struct Catalog {
     lock: Arc<Mutex<Option<std::fs::File>>>,
     /// The SQLite file; `None` on PostgreSQL.
     file: Option<Arc<Path>>,
+    /// Where the registration writer and the change listener run, so shutdown waits for them.
+    tasks: Tasks,
 }
 
 /// This daemon among the replicas sharing a catalog.
@@ -201,8 +205,9 @@ impl Replica {
 }
 
 impl Catalog {
-    /// Opens (creating if needed) the catalog and brings its schema up to date.
-    pub async fn open(location: &CatalogLocation, replica: Replica) -> anyhow::Result<Catalog> {
+    /// Opens (creating if needed) the catalog and brings its schema up to date; its background
+    /// tasks run on `tasks`.
+    pub async fn open(location: &CatalogLocation, replica: Replica, tasks: &Tasks) -> anyhow::Result<Catalog> {
         sqlx::any::install_default_drivers();
         let (backend, reader, writer, lock, listen_url) = match location {
             CatalogLocation::Sqlite(path) => {
@@ -216,7 +221,7 @@ impl Catalog {
             }
         };
         let (registrations, queue) = mpsc::channel(registrations::QUEUE);
-        tokio::spawn(registrations::write(writer.clone(), queue));
+        tasks.spawn(registrations::write(writer.clone(), queue, tasks.requests_drained()));
         Ok(Catalog {
             backend,
             replica: Arc::new(replica),
@@ -229,12 +234,14 @@ impl Catalog {
                 CatalogLocation::Sqlite(path) => Some(Arc::from(path.as_path())),
                 CatalogLocation::Postgres { .. } => None,
             },
+            tasks: tasks.clone(),
         })
     }
 
-    /// Opens a SQLite catalog file by path (tests and tools).
+    /// Opens a SQLite catalog file by path (tests and tools), its background tasks on a tracker
+    /// of its own.
     pub async fn open_file(path: &Path) -> anyhow::Result<Catalog> {
-        Catalog::open(&CatalogLocation::Sqlite(path.to_path_buf()), Replica::single()).await
+        Catalog::open(&CatalogLocation::Sqlite(path.to_path_buf()), Replica::single(), &Tasks::new()).await
     }
 
     pub fn replica(&self) -> &Replica {

@@ -5,6 +5,7 @@ use anyhow::Context;
 
 use crate::catalog::{Catalog, CatalogLocation, CopiedTable, Replica};
 use crate::config::CatalogConfig;
+use crate::tasks::Tasks;
 
 /// Where a `--from`/`--to` value points: a catalog URL, or a SQLite file's path.
 pub fn location(value: &str) -> anyhow::Result<CatalogLocation> {
@@ -27,8 +28,11 @@ pub async fn migrate(
     {
         anyhow::bail!("there is no catalog at {} (--from)", path.display());
     }
-    let source = Catalog::open(from, Replica::single()).await.context("cannot open the catalog to copy (--from)")?;
-    let target = Catalog::open(to, Replica::single()).await.context("cannot open the target catalog (--to)")?;
+    let source = Catalog::open(from, Replica::single(), &Tasks::new())
+        .await
+        .context("cannot open the catalog to copy (--from)")?;
+    let target =
+        Catalog::open(to, Replica::single(), &Tasks::new()).await.context("cannot open the target catalog (--to)")?;
     let copied = source.copy_into(&target, with_calls).await;
     source.close().await;
     target.close().await;

@@ -35,7 +35,9 @@ pub async fn rekey(config: &Config, new_key_file: Option<&Path>) -> anyhow::Resu
              the new one, then point [credentials] key_file at it"
         ),
     };
-    let catalog = Catalog::open(&config.catalog.location()?, crate::catalog::Replica::single()).await?;
+    let catalog =
+        Catalog::open(&config.catalog.location()?, crate::catalog::Replica::single(), &crate::tasks::Tasks::new())
+            .await?;
     let staged = staged_path(&target);
     let (key, new) = Vault::generate(format!("key file {}", target.display()));
     write_key_file(&staged, &key).with_context(|| {

@@ -748,7 +748,8 @@ mod tests {
         let mut catalogs = vec![catalog_with_servers(dir, servers).await];
         if let Some(url) = crate::catalog::postgres_support::fresh_database().await {
             let location = crate::catalog::CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
-            let catalog = Catalog::open(&location, crate::catalog::Replica::single()).await.unwrap();
+            let catalog =
+                Catalog::open(&location, crate::catalog::Replica::single(), &crate::tasks::Tasks::new()).await.unwrap();
             add_servers(&catalog, servers).await;
             catalogs.push(catalog);
         }

@@ -34,48 +34,58 @@ pub enum CatalogChange {
 }
 
 impl Catalog {
-    /// Changes other replicas make, from a task that listens until the receiver is dropped.
-    /// `None` on SQLite, whose catalog has one daemon.
+    /// Changes other replicas make, from a task that listens until the receiver is dropped or
+    /// shutdown starts. `None` on SQLite, whose catalog has one daemon.
     pub fn watch_changes(&self) -> Option<mpsc::Receiver<CatalogChange>> {
         let url = self.listen_url.clone()?;
         let replica = self.replica.id.clone();
         let (sender, receiver) = mpsc::channel(1024);
-        tokio::spawn(async move {
-            let mut retry = FIRST_RETRY;
-            loop {
-                match listen(&url).await {
-                    Ok(mut listener) => {
-                        retry = FIRST_RETRY;
-                        if sender.send(CatalogChange::Resync).await.is_err() {
-                            return;
-                        }
-                        loop {
-                            let change = match listener.try_recv().await {
-                                Ok(Some(notification)) => parse(notification.payload(), &replica),
-                                Ok(None) => break,
-                                Err(error) => {
-                                    tracing::warn!(%error, "lost the catalog's change announcements; reconnecting");
-                                    break;
-                                }
-                            };
-                            if let Some(change) = change
-                                && sender.send(change).await.is_err()
-                            {
-                                return;
-                            }
-                        }
-                    }
-                    Err(error) => tracing::warn!(%error, retry_ms = retry.as_millis() as u64,
-                        "cannot listen for the catalog's change announcements; retrying"),
-                }
-                if sender.is_closed() {
-                    return;
-                }
-                tokio::time::sleep(retry).await;
-                retry = (retry * 2).min(MAX_RETRY);
+        let shutdown = self.tasks.shutdown_started();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                () = announce_changes(&url, &replica, sender) => {}
+                () = shutdown => {}
             }
         });
         Some(receiver)
+    }
+}
+
+/// Listens for the announcements and sends them to `sender`, reconnecting after a failure,
+/// until the receiver is dropped.
+async fn announce_changes(url: &str, replica: &str, sender: mpsc::Sender<CatalogChange>) {
+    let mut retry = FIRST_RETRY;
+    loop {
+        match listen(url).await {
+            Ok(mut listener) => {
+                retry = FIRST_RETRY;
+                if sender.send(CatalogChange::Resync).await.is_err() {
+                    return;
+                }
+                loop {
+                    let change = match listener.try_recv().await {
+                        Ok(Some(notification)) => parse(notification.payload(), replica),
+                        Ok(None) => break,
+                        Err(error) => {
+                            tracing::warn!(%error, "lost the catalog's change announcements; reconnecting");
+                            break;
+                        }
+                    };
+                    if let Some(change) = change
+                        && sender.send(change).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, retry_ms = retry.as_millis() as u64,
+                "cannot listen for the catalog's change announcements; retrying"),
+        }
+        if sender.is_closed() {
+            return;
+        }
+        tokio::time::sleep(retry).await;
+        retry = (retry * 2).min(MAX_RETRY);
     }
 }
 

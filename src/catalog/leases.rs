@@ -168,6 +168,7 @@ mod tests {
 
     use super::*;
     use crate::catalog::{CatalogLocation, NewDocument, NewPromptServer, Replica};
+    use crate::tasks::Tasks;
 
     fn document(text: &str) -> NewDocument<'_> {
         NewDocument {
@@ -195,8 +196,8 @@ mod tests {
         };
         let location = CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
         let replica = |id: &str| Replica { id: id.into(), lease_ttl: Duration::from_secs(15) };
-        let slow = Catalog::open(&location, replica("slow")).await.unwrap();
-        let other = Catalog::open(&location, replica("other")).await.unwrap();
+        let slow = Catalog::open(&location, replica("slow"), &Tasks::new()).await.unwrap();
+        let other = Catalog::open(&location, replica("other"), &Tasks::new()).await.unwrap();
         let id = ServerId::parse("docs").unwrap();
         let generation = slow
             .create_prompt_server(NewPromptServer {

@@ -10,6 +10,7 @@
 
 use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::credentials::{NewCredential, insert_credentials};
 use super::tools::{ToolRow, insert_tools};
@@ -77,10 +78,29 @@ impl Catalog {
     }
 }
 
-/// The writer task: runs until every [`Catalog`] handle is dropped.
-pub(super) async fn write(writer: AnyPool, mut queue: mpsc::Receiver<Pending>) {
+/// The writer task: runs until every [`Catalog`] handle is dropped, or until requests are
+/// drained at shutdown, after which it writes what is already queued and refuses the rest.
+pub(super) async fn write(
+    writer: AnyPool,
+    mut queue: mpsc::Receiver<Pending>,
+    drained: WaitForCancellationFutureOwned,
+) {
     let mut batch = Vec::with_capacity(BATCH);
-    while queue.recv_many(&mut batch, BATCH).await > 0 {
+    let mut drained = std::pin::pin!(drained);
+    let mut closed = false;
+    loop {
+        let received = tokio::select! {
+            received = queue.recv_many(&mut batch, BATCH) => received,
+            () = &mut drained, if !closed => {
+                // What is queued is still written; `recv_many` answers 0 once it is.
+                queue.close();
+                closed = true;
+                continue;
+            }
+        };
+        if received == 0 {
+            break;
+        }
         match store(&writer, &batch).await {
             Ok(outcomes) => {
                 for (pending, outcome) in batch.drain(..).zip(outcomes) {

@@ -208,6 +208,35 @@ fn only_egress_makes_outbound_requests_for_handlers() {
     }
 }
 
+/// A task spawned beside the tracker in `tasks.rs` is one shutdown neither cancels nor waits
+/// for. Test modules may spawn what they like; the two files named here spawn what shutdown
+/// already sees or must not wait for.
+#[test]
+fn only_the_task_tracker_spawns_tasks() {
+    let untracked_on_purpose = [
+        // Each connection's task: the server's graceful shutdown waits for it, within the grace.
+        "api/connections.rs",
+        // The watcher of a second SIGTERM, which exits at once and must outlive the drain.
+        "cli.rs",
+    ];
+    let spawns = ["tokio::spawn(", "tokio::task::spawn("];
+    for file in rust_files(&src()) {
+        let name = relative(&file);
+        let test_module = file.file_name().is_some_and(|n| n == "tests.rs");
+        if name == "tasks.rs" || test_module || untracked_on_purpose.contains(&name.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for needle in spawns {
+            assert!(
+                !code.contains(needle),
+                "{name} calls {needle}..); spawn on crate::tasks::Tasks so shutdown cancels and waits for it"
+            );
+        }
+    }
+}
+
 /// The Dockerfile builds dependencies against stub targets before copying the sources; a target
 /// without a stub makes that step fail ("can't find bench"), so every one declared must have one.
 #[test]

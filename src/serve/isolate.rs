@@ -13,7 +13,7 @@
 //! back-edge and function entry of the compiled module), so no JavaScript input can hold a
 //! worker past its limits and no process ever has to be killed; and QuickJS can touch only its
 //! own linear memory and the few imports the daemon gives it, so even a memory-safety bug in
-//! it reaches no file, socket, process or other call. ARCHITECTURE.md has the measurements
+//! it reaches no file, socket, process or other call. docs/sandbox.md has the measurements
 //! behind the choice.
 //!
 //! # Why a fresh isolate per call

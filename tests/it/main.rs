@@ -35,6 +35,7 @@ mod scripted_llm;
 mod sdk_clients;
 mod shutdown;
 mod tidy;
+mod tidy_map;
 mod toolsets;
 mod traces;
 mod unwritable_catalog;

@@ -53,7 +53,11 @@ use crate::toolset::ServerId;
 )]
 pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, mut request: Request) -> Response {
     let max_body_bytes = state.config.server.max_body_bytes;
-    let response = match find_mount(&state, &id, request.uri(), request.headers()).await {
+    // Boxed, like rmcp's answer in `McpMount::handle`: building a mount (catalog reads) takes a
+    // large future, which inline would stay part of this one while the call runs, so every call
+    // parked on a slow API would hold its bytes.
+    let found = Box::pin(find_mount(&state, &id, request.uri(), request.headers())).await;
+    let response = match found {
         Ok((mounted, None, token_door)) => {
             // Who the call counts against at the door: the static token's holder, else the
             // client's address (docs/traffic.md).

@@ -4,15 +4,22 @@
 //! all it needs, so any replica can answer it, a restart loses no sessions, and thousands of hosts
 //! cost no per-session memory. The HTTP route (`api/mcp.rs`) looks the server up in the
 //! registry, checks its access token, builds its mount on first use and hands the request to
-//! [`McpMount::handle`].
+//! [`McpMount::handle`], or, for a single `tools/call` that rmcp would answer as plain JSON, to
+//! [`McpMount::call_tool_directly`], which runs the same handler code without rmcp's
+//! per-request service (see [`direct_tool_call`]).
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::extract::Request;
-use axum::response::Response;
+use axum::http::header::{ACCEPT, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::request::Parts;
+use axum::http::uri::Authority;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage, ClientRequest, ContentBlock,
+    GetMeta, Implementation, JsonRpcRequest, ListToolsResult, PaginatedRequestParams, ProtocolVersion, RequestId,
+    ServerCapabilities, ServerConfig, ServerJsonRpcMessage, ServerResult, Tool,
 };
 // Logging is deprecated in the newest revision; older clients still send logging/setLevel.
 #[allow(deprecated)]
@@ -38,6 +45,10 @@ use crate::telemetry::traces::{TRACEPARENT, TraceParent};
 use crate::toolset::{ServerId, ToolSpec};
 
 type McpService = StreamableHttpService<Arc<McpHandler>, NeverSessionManager>;
+
+/// The `Accept` value rmcp needs to see, as `api::mcp::transport` completes it.
+const ACCEPT_BOTH: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// JSON-RPC's first implementation-defined server error, which the daemon answers when a server
 /// cannot serve a request (see `ErrorCode::jsonrpc_code` in `api/error.rs`).
@@ -210,9 +221,95 @@ impl McpMount {
     }
 
     /// Answers one HTTP request to this server's MCP endpoint.
+    ///
+    /// rmcp's future is boxed, so that it does not make the future of every request that can
+    /// reach this (a tool call answered by [`McpMount::call_tool_directly`] included) as large
+    /// as rmcp's own: a call parked on a slow API holds its request's whole future.
     pub async fn handle(&self, request: Request) -> Response {
-        self.service.handle(request).await.map(axum::body::Body::new)
+        Box::pin(self.service.handle(request)).await.map(axum::body::Body::new)
     }
+
+    /// Answers a `tools/call` [`direct_tool_call`] found, as rmcp would: the
+    /// handler's result or error as a JSON-RPC response, 200 and JSON (the handler sends no
+    /// notifications, so rmcp never switches such a call to an event stream), `resultType`
+    /// left out as it is for revisions before 2026-07-28.
+    ///
+    /// The call runs in the HTTP request's own future: a client that goes away drops it, which
+    /// stops the call as rmcp's cancellation of its task would.
+    pub async fn call_tool_directly(&self, parts: &Parts, call: DirectToolCall) -> Response {
+        let DirectToolCall { id, params, meta } = call;
+        let from = CallRequest { parts: Some(parts), meta: &meta, cancelled: std::future::pending() };
+        let message = match self.handler.answer_call(params, from).await {
+            Ok(response) => {
+                let mut result = ServerResult::from(response);
+                result.strip_result_type_for_legacy_peer();
+                ServerJsonRpcMessage::response(result, id)
+            }
+            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+        };
+        match serde_json::to_vec(&message) {
+            Ok(body) => ([(CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response(),
+            Err(error) => {
+                tracing::error!(server_id = %self.handler.server.id, %error, "a tools/call answer could not be serialised");
+                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            }
+        }
+    }
+}
+
+/// A single `tools/call` that [`McpMount::handle`] would answer with a JSON response and
+/// that the mount can answer itself ([`McpMount::call_tool_directly`]); `None` for every
+/// other request, which goes to rmcp.
+///
+/// rmcp answers a stateless request by building a one-message transport, a peer and a
+/// service task around the handler, and keeps them while the call runs: about 26 KB per
+/// call, which thousands of calls parked on a slow API add up. A `tools/call` needs none of
+/// it, so it is answered here, when rmcp's own checks would all pass and its answer would
+/// be the handler's result as JSON:
+///
+/// * `Accept` as `api::mcp::transport` completes it, a `Host` that parses (the route has
+///   checked it against `[server] allowed_hosts` with rmcp's rule) and no `Origin` (rmcp
+///   checks that one);
+/// * a protocol revision from before 2026-07-28, in the `MCP-Protocol-Version` header or
+///   none (2025-03-26), and no `protocolVersion` in the request's `_meta`: later revisions
+///   negotiate per request and check more headers, which rmcp does;
+/// * a body that rmcp reads as one `tools/call` request.
+pub fn direct_tool_call(headers: &HeaderMap, body: &[u8]) -> Option<DirectToolCall> {
+    let mut accept = headers.get_all(ACCEPT).iter();
+    let host = headers.get(HOST).and_then(|host| host.to_str().ok());
+    if accept.next() != Some(&ACCEPT_BOTH)
+        || accept.next().is_some()
+        || host.is_none_or(|host| Authority::try_from(host).is_err())
+        || headers.contains_key(ORIGIN)
+    {
+        return None;
+    }
+    if let Some(revision) = headers.get(PROTOCOL_VERSION_HEADER) {
+        let revision = revision.to_str().ok()?;
+        let known = ProtocolVersion::KNOWN_VERSIONS.iter().any(|known| known.as_str() == revision);
+        if !known || revision >= ProtocolVersion::V_2026_07_28.as_str() {
+            return None;
+        }
+    }
+    let ClientJsonRpcMessage::Request(JsonRpcRequest { id, mut request, .. }) = serde_json::from_slice(body).ok()?
+    else {
+        return None;
+    };
+    // Where rmcp's service loop puts the request's `_meta`: in the handler's context.
+    let meta = std::mem::take(request.get_meta_mut());
+    match request {
+        ClientRequest::CallToolRequest(call) if meta.protocol_version().is_none() => {
+            Some(DirectToolCall { id, params: call.params, meta })
+        }
+        _ => None,
+    }
+}
+
+/// A `tools/call` request [`McpMount::call_tool_directly`] answers without rmcp.
+pub struct DirectToolCall {
+    id: RequestId,
+    params: CallToolRequestParams,
+    meta: RequestMetaObject,
 }
 
 /// The MCP tool definition: name, title, description, schemas and annotations; never the
@@ -285,7 +382,7 @@ impl ServerHandler for McpHandler {
         request: rmcp::model::InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
-        if let Ok(Some(grant)) = self.admission(&context) {
+        if let Ok(Some(grant)) = self.admission(context.extensions.get::<Parts>()) {
             let declared =
                 request.capabilities.elicitation.as_ref().is_some_and(|elicitation| elicitation.url.is_some());
             self.elicitation.record(&grant, declared);
@@ -299,28 +396,49 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        if request.name == code_mode::TOOL_NAME && self.server.tool(code_mode::TOOL_NAME).is_none() {
-            return self.run_script(arguments, context).await;
-        }
         // rmcp runs this in its own task and cancels `context.ct` when the client goes away
         // (disconnect, notifications/cancelled); dropping the call then frees its isolate and
         // stops its fetches instead of finishing work nobody will read.
-        let caller = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<CallerKey>())
-            .cloned();
+        let from = CallRequest {
+            parts: context.extensions.get::<Parts>(),
+            meta: &context.meta,
+            cancelled: context.ct.cancelled(),
+        };
+        self.answer_call(request, from).await
+    }
+}
+
+/// What a tool call needs of the request that brought it: the HTTP request's parts (the door's
+/// admission, the caller's key, the `traceparent` header), the request's `_meta`, and a future
+/// that completes when the client has gone.
+struct CallRequest<'a, Cancelled> {
+    parts: Option<&'a Parts>,
+    meta: &'a RequestMetaObject,
+    cancelled: Cancelled,
+}
+
+impl McpHandler {
+    /// Answers `tools/call`, for rmcp's `call_tool` and for [`McpMount::call_tool_directly`].
+    async fn answer_call(
+        &self,
+        request: CallToolRequestParams,
+        from: CallRequest<'_, impl Future<Output = ()>>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if request.name == code_mode::TOOL_NAME && self.server.tool(code_mode::TOOL_NAME).is_none() {
+            return self.run_script(arguments, from).await;
+        }
+        let caller = from.parts.and_then(|parts| parts.extensions.get::<CallerKey>()).cloned();
         let origin = Origin {
-            grant: self.admission(&context)?,
+            grant: self.admission(from.parts)?,
             caller,
-            trace_parent: trace_parent(request.meta.as_ref(), &context),
+            trace_parent: trace_parent(request.meta.as_ref(), from.meta, from.parts),
             ..Origin::from(Via::Mcp)
         };
         let call = self.server.call(&self.caller, &request.name, arguments, origin);
         let outcome = tokio::select! {
             outcome = call => outcome,
-            () = context.ct.cancelled() => {
+            () = from.cancelled => {
                 return Err(ErrorData::internal_error("the request was cancelled by the client", None));
             }
             why = self.unmounting.ended() => return Err(self.stopped(why)),
@@ -346,7 +464,9 @@ impl ServerHandler for McpHandler {
                     "retry_after_seconds": refusal.retry_after_seconds(),
                 })),
             )),
-            Err(CallError::NotConnected(NotConnected::Connect(link))) if self.declares_url_elicitation(&context) => {
+            Err(CallError::NotConnected(NotConnected::Connect(link)))
+                if self.declares_url_elicitation(from.meta, from.parts) =>
+            {
                 Err(url_elicitation_required(&link))
             }
             // Argument and capacity problems are tool errors, so the model can read them and adapt;
@@ -360,22 +480,26 @@ impl ServerHandler for McpHandler {
 /// `traceparent` header. A value that is not a valid W3C trace context is ignored and the call
 /// starts a trace of its own, as W3C Trace Context asks (a trace context never fails a request).
 /// (rmcp may hand the request's `_meta` on in the parameters or in the context.)
-fn trace_parent(params_meta: Option<&RequestMetaObject>, context: &RequestContext<RoleServer>) -> Option<TraceParent> {
+fn trace_parent(
+    params_meta: Option<&RequestMetaObject>,
+    request_meta: &RequestMetaObject,
+    parts: Option<&Parts>,
+) -> Option<TraceParent> {
     let in_meta = |meta: &RequestMetaObject| meta.get(TRACEPARENT).and_then(Value::as_str).and_then(TraceParent::parse);
-    params_meta.and_then(in_meta).or_else(|| in_meta(&context.meta)).or_else(|| {
-        let parts = context.extensions.get::<axum::http::request::Parts>()?;
-        parts.headers.get(TRACEPARENT)?.to_str().ok().and_then(TraceParent::parse)
-    })
+    params_meta
+        .and_then(in_meta)
+        .or_else(|| in_meta(request_meta))
+        .or_else(|| parts?.headers.get(TRACEPARENT)?.to_str().ok().and_then(TraceParent::parse))
 }
 
 impl McpHandler {
     /// Whether the client making this request takes URL-mode elicitations (see
     /// [`UrlElicitationClients`]).
-    fn declares_url_elicitation(&self, context: &RequestContext<RoleServer>) -> bool {
-        if let Some(capabilities) = context.meta.client_capabilities() {
+    fn declares_url_elicitation(&self, meta: &RequestMetaObject, parts: Option<&Parts>) -> bool {
+        if let Some(capabilities) = meta.client_capabilities() {
             return capabilities.elicitation.is_some_and(|elicitation| elicitation.url.is_some());
         }
-        match self.admission(context) {
+        match self.admission(parts) {
             Ok(Some(grant)) => self.elicitation.declared(&grant),
             _ => false,
         }
@@ -385,8 +509,7 @@ impl McpHandler {
     /// extensions, which rmcp hands on with the request's parts): the OAuth grant to check every
     /// call against, or none to check. A request without it is refused, so a path into the mount
     /// that forgets it fails closed.
-    fn admission(&self, context: &RequestContext<RoleServer>) -> Result<Option<Arc<Grant>>, ErrorData> {
-        let parts = context.extensions.get::<axum::http::request::Parts>();
+    fn admission(&self, parts: Option<&Parts>) -> Result<Option<Arc<Grant>>, ErrorData> {
         match parts.and_then(|parts| parts.extensions.get::<Admission>()) {
             Some(Admission::Unscoped) => Ok(None),
             Some(Admission::Granted(grant)) => Ok(Some(grant.clone())),
@@ -441,7 +564,7 @@ impl McpHandler {
     async fn run_script(
         &self,
         arguments: Value,
-        context: RequestContext<RoleServer>,
+        from: CallRequest<'_, impl Future<Output = ()>>,
     ) -> Result<CallToolResponse, ErrorData> {
         if let Some(refusal) = self.code_mode.refusal(&self.server) {
             self.caller.metrics().record_client_error(Some(self.server.id.as_str()), ClientMistake::UnknownTool);
@@ -458,10 +581,10 @@ impl McpHandler {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
             }
         };
-        let run = self.code_mode.run(&self.server, request, Via::Mcp, self.admission(&context)?);
+        let run = self.code_mode.run(&self.server, request, Via::Mcp, self.admission(from.parts)?);
         let result = tokio::select! {
             result = run => result,
-            () = context.ct.cancelled() => {
+            () = from.cancelled => {
                 return Err(ErrorData::internal_error("the request was cancelled by the client", None));
             }
             why = self.unmounting.ended() => return Err(self.stopped(why)),
@@ -523,6 +646,59 @@ mod tests {
         }
         object.insert("isError".into(), Value::Bool(result.is_error));
         Value::Object(object)
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    const CALL: &str = r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "hi", "arguments": {"a": 1}, "_meta": {"progressToken": 9}}}"#;
+    const SDK: [(&str, &str); 3] = [
+        ("host", "127.0.0.1:8080"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+
+    #[test]
+    fn only_calls_rmcp_would_answer_as_json_without_more_checks_are_answered_directly() {
+        let call = direct_tool_call(&headers(&SDK), CALL.as_bytes()).expect("what SDK clients send");
+        assert_eq!(call.id, RequestId::Number(4));
+        assert_eq!(call.params.name, "hi");
+        assert_eq!(call.params.arguments, Some(serde_json::from_value(json!({"a": 1})).unwrap()));
+        assert_eq!(
+            call.meta.get("progressToken"),
+            Some(&json!(9)),
+            "the _meta reaches the handler as rmcp hands it on"
+        );
+        assert!(direct_tool_call(&headers(&SDK[..2]), CALL.as_bytes()).is_some(), "no revision header: 2025-03-26");
+
+        let rmcp = |extra: &[(&'static str, &'static str)], body: &str| {
+            let mut all = headers(&SDK);
+            for (name, value) in extra {
+                all.insert(*name, HeaderValue::from_static(value));
+            }
+            direct_tool_call(&all, body.as_bytes()).is_none()
+        };
+        assert!(rmcp(&[("origin", "http://localhost:3000")], CALL), "rmcp checks the Origin");
+        assert!(rmcp(&[("accept", "text/event-stream, application/json")], CALL));
+        assert!(rmcp(&[("host", "bad host")], CALL), "rmcp refuses a Host it cannot parse");
+        assert!(rmcp(&[("mcp-protocol-version", "2026-07-28")], CALL), "negotiated per request");
+        assert!(rmcp(&[("mcp-protocol-version", "1999-01-01")], CALL), "rmcp refuses unknown revisions");
+        let with_version = r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "hi", "_meta": {"io.modelcontextprotocol/protocolVersion": "2025-06-18"}}}"#;
+        assert!(rmcp(&[], with_version), "a revision in _meta is negotiated per request");
+        for other in [
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}"#,
+            r#"{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}"#,
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}}}"#,
+            r#"[{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "hi"}}]"#,
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call""#,
+        ] {
+            assert!(rmcp(&[], other), "{other}");
+        }
     }
 
     #[test]

@@ -229,3 +229,69 @@ async fn oauth_probes_say_the_servers_take_a_static_bearer_token() {
     assert_eq!(status, 404);
     assert_eq!(body["error"]["code"], "route_not_found", "{body}");
 }
+
+/// A single `tools/call` is answered by the mount without rmcp's per-request service (what
+/// SDK clients send: `Accept` with both types in this order, a 2025 revision); the same request
+/// with the two types the other way round goes through rmcp. Both answers must be the same
+/// bytes, for results, tool errors and protocol errors alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_answered_directly_match_what_rmcp_answers() {
+    let app = spawn_app().await;
+    let greet = json!({
+        "name": "greet",
+        "description": "greets",
+        "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        "handler": "return 'hi ' + args.n;",
+    });
+    let tools =
+        json!([greet, tool("broken", "throw new Error('the API said no');"), tool("json", "return {a: [1, 'x']};")]);
+    app.register(json!({"id": "direct", "tools": tools})).await;
+    let mcp = "/servers/direct/mcp";
+    let call = |id: u64, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let cases = [
+        ("success", call(1, json!({"name": "greet", "arguments": {"n": 3}}))),
+        ("structured", call(2, json!({"name": "json", "_meta": {"progressToken": "p1"}}))),
+        ("tool error", call(3, json!({"name": "broken", "arguments": {}}))),
+        ("unknown tool", call(4, json!({"name": "nope", "arguments": {}}))),
+        ("invalid arguments", call(5, json!({"name": "greet", "arguments": {"n": "three"}}))),
+        ("missing arguments", call(6, json!({"name": "greet"}))),
+        ("misfit params", call(7, json!({"name": "greet", "arguments": [1]}))),
+        (
+            "string id",
+            json!({"jsonrpc": "2.0", "id": "abc", "method": "tools/call", "params": {"name": "greet", "arguments": {"n": 1}}}),
+        ),
+    ];
+    for revision in [None, Some("2025-03-26"), Some("2025-06-18"), Some("2025-11-25")] {
+        for (case, body) in &cases {
+            let body = body.to_string();
+            let answer = |accept: &'static str| {
+                let mut request =
+                    app.http.post(app.url(mcp)).header("content-type", "application/json").header("accept", accept);
+                if let Some(revision) = revision {
+                    request = request.header("mcp-protocol-version", revision);
+                }
+                let request = request.body(body.clone());
+                async move {
+                    let response = request.send().await.unwrap();
+                    let status = response.status().as_u16();
+                    let content_type = response.headers().get("content-type").map(|v| v.to_str().unwrap().to_string());
+                    (status, content_type, response.text().await.unwrap())
+                }
+            };
+            let direct = answer("application/json, text/event-stream").await;
+            let through_rmcp = answer("text/event-stream, application/json").await;
+            assert_eq!(direct, through_rmcp, "{case} under {revision:?}");
+            assert_eq!(direct.0, if *case == "misfit params" { 400 } else { 200 }, "{case}: {}", direct.2);
+            let answer: Value = serde_json::from_str(&direct.2).unwrap();
+            match *case {
+                "success" => assert_eq!(answer["result"]["content"][0]["text"], "hi 3", "{answer}"),
+                "tool error" | "invalid arguments" | "missing arguments" => {
+                    assert_eq!(answer["result"]["isError"], true, "{case}: {answer}")
+                }
+                "unknown tool" => assert_eq!(answer["error"]["code"], -32602, "{answer}"),
+                "string id" => assert_eq!(answer["id"], "abc", "{answer}"),
+                _ => {}
+            }
+        }
+    }
+}

@@ -15,6 +15,9 @@
 //!   back as one array; under a later revision the batch is refused with the reason.
 //! * **`Host`.** Checked here first, with the same rule as rmcp's (the host, and the port when
 //!   an entry has one), so the refusal can name the host and the setting to change.
+//!
+//! A single `tools/call` that rmcp would answer as plain JSON is handed to the mount's direct
+//! path instead (`serve::mount::direct_tool_call`), which answers it with the same bytes.
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
@@ -28,7 +31,7 @@ use serde_json::Value;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::mcp::params;
-use crate::serve::mount::McpMount;
+use crate::serve::mount::{self, McpMount};
 
 /// The protocol revision assumed when a request names none (the MCP specification's rule),
 /// and the only one with JSON-RPC batches.
@@ -129,6 +132,11 @@ pub async fn answer(mount: &McpMount, request: Request, max_body_bytes: usize, g
     }
     if let Some(error) = params::misfit(&body).or_else(|| gate.and_then(|gate| gate(&body))) {
         return error.in_reply_to(id_of(&body)).into_response();
+    }
+    // A `tools/call` is answered by the mount itself when rmcp would answer it the same way;
+    // every other request goes through rmcp.
+    if let Some(call) = mount::direct_tool_call(&parts.headers, &body) {
+        return mount.call_tool_directly(&parts, call).await;
     }
     let response = mount.handle(Request::from_parts(parts, Body::from(body.clone()))).await;
     explain_refusal(response, origin.as_ref(), &body).await

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
 use wasmtime::{Caller, Engine as Wasmtime, InstancePre, Linker, Result, Store, Trap, UpdateDeadline};
 
 use super::super::engine::HostContext;
@@ -24,7 +23,7 @@ use super::super::{Completion, FetchError, Invocation, MAX_HANDLER_BYTES, Progra
 use super::guest::{self, Guest, JobRan, JsValue, OutOfMemory, is_exception};
 use super::memory::Budget;
 use super::source::{SCRIPT_WRAPPER_HEAD, WRAPPER_HEAD, handler_line, wrap};
-use super::state::{CallState, CpuMeter, FetchDone, LimitHit, RunEnd};
+use super::state::{CallState, CpuMeter, FetchDone, FetchInbox, LimitHit, RunEnd};
 use super::web::wtf8_lossy;
 use super::{COMPILE_ONLY, Image, SLICE_TICKS, WasmEngine};
 use super::{bytecode, natives};
@@ -251,7 +250,7 @@ async fn drive(
     pre: &InstancePre<Host>,
     image: &Arc<Image>,
     invocation: &Invocation,
-    inbox: &mut mpsc::UnboundedReceiver<FetchDone>,
+    inbox: &mut FetchInbox,
     cpu: &Arc<CpuMeter>,
 ) -> RunEnd {
     let body: &str = &invocation.handler;
@@ -386,8 +385,8 @@ async fn resume(
     guest: &Guest,
     image: &Image,
     promise: JsValue,
-    event: Option<FetchDone>,
-    inbox: &mut mpsc::UnboundedReceiver<FetchDone>,
+    event: Option<Box<FetchDone>>,
+    inbox: &mut FetchInbox,
     body: &str,
 ) -> Result<Next> {
     let mut event = event;
@@ -457,7 +456,7 @@ fn call(store: &mut Store<Host>) -> &mut CallState {
 }
 
 /// Hands a fetch result to the prelude; false if that threw.
-async fn deliver(store: &mut Store<Host>, guest: &Guest, image: &Image, done: FetchDone) -> Result<bool> {
+async fn deliver(store: &mut Store<Host>, guest: &Guest, image: &Image, done: Box<FetchDone>) -> Result<bool> {
     let charged = call(store).fetch_finished(done.id);
     store.data_mut().memory.give_back(charged);
     let id = guest.new_number(&mut *store, f64::from(done.id)).await?;

@@ -102,10 +102,19 @@ pub(super) enum RunEnd {
 }
 
 /// A fetch completion, sent from the tokio task to the worker's event loop.
+///
+/// It travels boxed ([`FetchEvents`]): tokio allocates a channel's first block of 32 slots when
+/// the channel is made, so with the completion inline every call paid about 2.4 KB for its
+/// channel, whether it fetched or not; with boxes the block is a quarter of a KB.
 pub(super) struct FetchDone {
     pub(super) id: u32,
     pub(super) result: Result<FetchResponse, FetchError>,
 }
+
+/// The sending end of a call's fetch completions.
+pub(super) type FetchEvents = mpsc::UnboundedSender<Box<FetchDone>>;
+/// The receiving end, read by the worker's event loop.
+pub(super) type FetchInbox = mpsc::UnboundedReceiver<Box<FetchDone>>;
 
 /// Captured console output.
 pub(super) struct Console {
@@ -230,14 +239,14 @@ impl Timers {
 /// (aborted, runtime shutting down, or the host's future panicked).
 pub(super) struct Reply {
     pub(super) id: u32,
-    pub(super) events: Option<mpsc::UnboundedSender<FetchDone>>,
+    pub(super) events: Option<FetchEvents>,
 }
 
 impl Reply {
     pub(super) fn send(&mut self, result: Result<FetchResponse, FetchError>) {
         if let Some(events) = self.events.take() {
             // The worker may have finished the call already; then nobody needs this.
-            let _ = events.send(FetchDone { id: self.id, result });
+            let _ = events.send(Box::new(FetchDone { id: self.id, result }));
         }
     }
 }
@@ -292,7 +301,7 @@ pub(super) struct CallState {
     /// The host refused a fetch by policy ([`FetchError::Denied`]).
     pub(super) fetch_denied: bool,
     pub(super) timers: Timers,
-    events: mpsc::UnboundedSender<FetchDone>,
+    events: FetchEvents,
     fetch_host: Arc<dyn FetchHost>,
     runtime: tokio::runtime::Handle,
     /// Math.random's generator (SplitMix64), seeded per call.
@@ -305,7 +314,7 @@ impl CallState {
         limits: SandboxLimits,
         fetch_host: Arc<dyn FetchHost>,
         runtime: tokio::runtime::Handle,
-    ) -> (CallState, mpsc::UnboundedReceiver<FetchDone>) {
+    ) -> (CallState, FetchInbox) {
         let started = Instant::now();
         let (events, inbox) = mpsc::unbounded_channel();
         let call = CallState {

@@ -768,6 +768,12 @@ impl ScriptHost {
             Err(CallError::InvalidArguments(problem)) => {
                 return Answer::Failed(ErrorKind::InvalidArguments, format!("{server}.{tool}: {problem}"));
             }
+            Err(CallError::UnknownOperation(problem)) => {
+                return Answer::Failed(ErrorKind::NotFound, format!("{server}.{tool}: {problem}"));
+            }
+            Err(CallError::Unavailable(problem)) => {
+                return Answer::Failed(ErrorKind::ToolError, format!("{server}.{tool}: {problem}"));
+            }
             Err(CallError::Busy(why)) => return Answer::Failed(ErrorKind::Busy, why),
             Err(CallError::Forbidden(missing)) => {
                 return Answer::Failed(ErrorKind::InsufficientScope, format!("{server}.{tool}: {missing}"));

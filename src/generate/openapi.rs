@@ -248,11 +248,8 @@ pub fn derive(
         });
     }
     let discovery = discovery.then(|| {
-        let documents: Vec<SearchDocument<'_>> = derived_ops
-            .iter()
-            .zip(&operations)
-            .map(|(&index, derived)| search_document(callable[index], &derived.spec.name))
-            .collect();
+        let documents: Vec<SearchDocument<'_>> =
+            derived_ops.iter().map(|&index| search_document(callable[index])).collect();
         let search_index = SearchIndex::build(&documents);
         let tools = listed.iter().map(|&index| operations[index].clone()).collect();
         (tools, DerivedOperations { operations: operations.clone(), search_index })
@@ -312,9 +309,11 @@ pub fn most_useful(operations: &[&Operation], limit: usize) -> Vec<usize> {
 }
 
 /// What an operation is found by in `search_operations`.
-fn search_document<'a>(op: &'a Operation, name: &'a str) -> SearchDocument<'a> {
+fn search_document(op: &Operation) -> SearchDocument<'_> {
     SearchDocument {
-        operation: name,
+        // An operation without an operationId is named after its method and path, which the
+        // path's own field already indexes.
+        operation: op.operation_id.as_deref().unwrap_or(""),
         method: &op.method,
         path: &op.path,
         // A description without a summary (GitHub's) says what the operation is in its first

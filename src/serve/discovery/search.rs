@@ -79,7 +79,11 @@ impl SearchIndex {
                 };
                 add(document.operation, OPERATION_WEIGHT);
                 add(document.summary.unwrap_or(""), SUMMARY_WEIGHT);
-                add(document.path, PATH_WEIGHT);
+                // A path's parameters (`{name}`) say what it takes, not what it does.
+                for segment in document.path.split('/') {
+                    let parameter = segment.starts_with('{') && segment.ends_with('}');
+                    add(segment, if parameter { PARAMETER_WEIGHT } else { PATH_WEIGHT });
+                }
                 for tag in document.tags {
                     add(tag, TAG_WEIGHT);
                 }
@@ -167,7 +171,7 @@ fn method_verbs(method: &str, path: &str) -> &'static str {
 const STOP_WORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "how", "i", "in", "into", "is", "it", "its", "me",
     "my", "of", "on", "or", "our", "that", "the", "their", "this", "to", "via", "we", "what", "which", "with", "you",
-    "your", "do", "can", "want", "all", "some", "any", "given", "using", "about",
+    "your", "do", "does", "have", "has", "can", "want", "all", "some", "any", "given", "using", "about",
 ];
 
 /// Words folded into one, so a query and a description that say the same thing differently meet.
@@ -179,6 +183,9 @@ fn synonym(word: &str) -> &str {
         "fetch" | "retriev" | "show" | "read" | "look" | "find" | "view" | "info" | "detail" => "get",
         "enumerat" | "browse" => "list",
         "repo" => "repositori",
+        "webhook" => "hook",
+        // "How many" asks for a count.
+        "mani" => "count",
         _ => word,
     }
 }

@@ -127,6 +127,12 @@ impl MountedServer {
         self.tools.iter().find(|t| t.name == name)
     }
 
+    /// The names a call may give: its tools, and in discovery mode the standard tools.
+    pub fn tool_names(&self) -> Vec<String> {
+        let standard = if self.discovery.is_some() { &STANDARD_TOOLS[..] } else { &[] };
+        self.tools.iter().map(|t| t.name.clone()).chain(standard.iter().map(|name| name.to_string())).collect()
+    }
+
     pub async fn call(
         &self,
         caller: &Caller,
@@ -134,11 +140,11 @@ impl MountedServer {
         arguments: Value,
         origin: impl Into<Origin>,
     ) -> Result<CallOutput, CallError> {
-        let standard = match self.tool(tool) {
+        let listed = self.tool(tool);
+        let standard = match listed {
             Some(_) => None,
             None => self.discovery.as_ref().zip(StandardTool::named(tool)),
         };
-        let listed = self.tool(tool);
         if listed.is_none() && standard.is_none() {
             return Err(CallError::UnknownTool(tool.to_string()));
         }

@@ -62,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
 /// Parsing and deriving from a description of over 20 MB: the largest sample's paths repeated
 /// under distinct prefixes until the JSON text passes 20 MB.
 fn large_description(dir: &std::path::Path) {
-    use mcpbootd::generate::openapi::{OperationFilter, Spec, derive};
+    use mcpbootd::generate::openapi::{OperationFilter, Selection, Spec, derive};
     let Ok(text) = std::fs::read_to_string(dir.join("digitalocean.json")) else { return };
     let mut root: serde_json::Value = serde_json::from_str(&text).expect("digitalocean.json is JSON");
     let paths = root["paths"].as_object().cloned().unwrap_or_default();
@@ -77,7 +77,9 @@ fn large_description(dir: &std::path::Path) {
     let started = std::time::Instant::now();
     let spec = Spec::parse(&text).expect("the large description parses");
     let parsed = started.elapsed();
-    let derived = derive(&spec, None, None, &OperationFilter::default(), 64).expect("tools are derived");
+    let filter = OperationFilter::default();
+    let listing = Selection { filter: &filter, max_tools: 64, discovery: Some(false), chosen: None };
+    let derived = derive(&spec, None, None, &listing).expect("tools are derived");
     println!(
         "large description: {:.1} MB, {} operations; parsed in {:.0} ms, 64 tools derived in {:.0} ms more\n",
         text.len() as f64 / 1048576.0,

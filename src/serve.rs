@@ -4,6 +4,7 @@
 
 pub mod call;
 pub mod code_mode;
+pub mod discovery;
 pub mod egress;
 pub mod health;
 pub mod isolate;

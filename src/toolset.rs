@@ -137,6 +137,10 @@ pub struct OpenApiSettings {
     /// Replaces the description's own server URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// Discovery mode forced on or off; `None`: on when more operations can become tools than
+    /// `[generation] max_tools` (docs/openapi.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<bool>,
 }
 
 /// Which operations of an API description become tools: `include` (empty: all) minus

@@ -469,7 +469,10 @@ pub async fn call_tool(
             ErrorCode::ToolNotFound,
             format!("server {id:?} has no tool {name:?}; GET /admin/servers/{id} lists its tools"),
         ),
-        CallError::InvalidArguments(m) => ApiError::new(ErrorCode::InvalidArguments, m),
+        CallError::InvalidArguments(m) | CallError::UnknownOperation(m) => {
+            ApiError::new(ErrorCode::InvalidArguments, m)
+        }
+        CallError::Unavailable(m) => ApiError::new(ErrorCode::ServerUnavailable, m),
         CallError::Busy(_) => ApiError::new(ErrorCode::Busy, e.to_string()),
         CallError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, e.to_string()),
         CallError::Forbidden(missing) => ApiError::new(ErrorCode::Forbidden, missing.to_string()),

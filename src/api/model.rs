@@ -118,12 +118,20 @@ pub struct OpenApiRegistration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Object)]
     pub openapi_spec: Option<Value>,
-    /// Which operations become tools (default: all, up to `[generation] max_tools`).
+    /// Which operations become tools (default: all; past `[generation] max_tools`, see
+    /// `discovery`).
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "OperationFilter::is_empty")]
     pub operations: OperationFilter,
     /// The API's base URL, replacing the description's `servers` (or `host`/`basePath`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// Discovery mode: list at most `[generation] max_tools` minus 3 operations as tools, plus
+    /// `search_operations`, `describe_operation` and `call_operation`, which reach every
+    /// operation. Absent: on when more operations can become tools than `max_tools`; `true` or
+    /// `false` forces it (off: the first `max_tools` operations become tools, the rest are left
+    /// out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<bool>,
     /// What the tools are for; with an LLM configured it chooses the operations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 32768)]

@@ -254,11 +254,12 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
         // Parsing is bounded and stops if this request is dropped; deriving is bounded by the
         // schema budgets of `openapi::spec`.
         let root = openapi::document::read(text.clone()).await.map_err(|e| invalid(format!("openapi_spec: {e}")))?;
-        let (filter, base_url, max_tools) =
-            (body.operations.clone(), base_url.clone(), state.config.generation.max_tools);
+        let (filter, base_url, max_tools, discovery) =
+            (body.operations.clone(), base_url.clone(), state.config.generation.max_tools, body.discovery);
         let title = tokio::task::spawn_blocking(move || {
             let spec = openapi::Spec::from_value(root)?;
-            openapi::derive(&spec, None, base_url.as_deref(), &filter, max_tools)?;
+            let selection = openapi::Selection { filter: &filter, max_tools, discovery, chosen: None };
+            openapi::derive(&spec, None, base_url.as_deref(), &selection)?;
             Ok::<_, String>(spec.title().map(str::to_owned))
         })
         .await
@@ -275,6 +276,7 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
         sha256: inline.as_ref().map(|text| hex::encode(Sha256::digest(text.as_bytes()))),
         operations: body.operations,
         base_url,
+        discovery: body.discovery,
     };
     let pending = Pending {
         prompt,

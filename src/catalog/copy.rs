@@ -12,10 +12,11 @@ use sqlx::{Executor, Row};
 use super::{Backend, Catalog, CatalogError, flag, stored_text};
 
 /// Tables in the order their references allow. `calls` and `egress` only with the call log.
-const TABLES: [&str; 8] = [
+const TABLES: [&str; 9] = [
     "servers",
     "generations",
     "tools",
+    "discovery",
     "documents",
     "generation_documents",
     "credentials",

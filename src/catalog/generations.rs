@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use sqlx::Row;
 
 use super::credentials::{NewCredential, insert_credentials};
+use super::discovery::{DiscoveryRecord, insert_discovery};
 use super::tools::{ToolRow, insert_tools, tool_from_row};
 use super::{
     Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, flag, from_json, now_millis, optional_flag, stored_text,
@@ -33,6 +34,9 @@ pub struct FinishedGeneration {
     pub llm_requests: u32,
     pub cached_from: Option<i64>,
     pub tools: Vec<(ToolSpec, ToolExtras)>,
+    /// A discovery-mode version's every operation and search index (`None`: it lists all of
+    /// its tools).
+    pub discovery: Option<DiscoveryRecord>,
     /// Whether a ready generation waits for an operator's approval before it is served, unless
     /// the server says otherwise (`[generation] require_approval`).
     pub require_approval: bool,
@@ -511,6 +515,9 @@ impl Catalog {
         }
         let tools: Vec<_> = finished.tools.iter().map(|(tool, extras)| ToolRow::new(tool, extras)).collect();
         insert_tools(&mut tx, generation_id, &tools).await?;
+        if let Some(discovery) = &finished.discovery {
+            insert_discovery(&mut tx, generation_id, discovery).await?;
+        }
         let activate = status == Status::Ready;
         sqlx::query(
             "UPDATE servers SET status = $1, updated_at = $2,

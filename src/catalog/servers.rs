@@ -51,6 +51,9 @@ pub struct ServedGeneration {
     pub description: Option<String>,
     pub whitelist: Whitelist,
     pub tools: Vec<ToolSpec>,
+    /// Whether it is in discovery mode: its tools are a few of its operations, and the rest are
+    /// reached through the standard tools (read with [`Catalog::discovery`] when first needed).
+    pub discovery: bool,
 }
 
 /// A server with its active generation and tools, as the admin view needs it.
@@ -164,7 +167,8 @@ impl Catalog {
     pub async fn served_generation(&self, generation_id: i64) -> Result<Option<ServedGeneration>, CatalogError> {
         let rows = sqlx::query(
             "SELECT s.description AS server_description, g.whitelist, t.name, t.title, t.description,
-                    t.input_schema, t.output_schema, t.handler, t.annotations
+                    t.input_schema, t.output_schema, t.handler, t.annotations,
+                    (SELECT COUNT(*) FROM discovery d WHERE d.generation_id = g.id) AS discovery
              FROM generations g JOIN servers s ON s.id = g.server_id
              LEFT JOIN tools t ON t.generation_id = g.id
              WHERE g.id = $1 ORDER BY t.position",
@@ -175,13 +179,14 @@ impl Catalog {
         let Some(first) = rows.first() else { return Ok(None) };
         let whitelist = from_json(&first.get::<String, _>("whitelist"))?;
         let description = first.get("server_description");
+        let discovery = first.get::<i64, _>("discovery") > 0;
         let mut tools = Vec::with_capacity(rows.len());
         for row in &rows {
             // A generation without tools yields one row of NULLs from the outer join.
             let Some(name) = row.get::<Option<String>, _>("name") else { continue };
             tools.push(tool_from_row(row, name)?);
         }
-        Ok(Some(ServedGeneration { description, whitelist, tools }))
+        Ok(Some(ServedGeneration { description, whitelist, tools, discovery }))
     }
 
     /// A server's status without loading its generations; `None` if there is no such server.

@@ -20,12 +20,12 @@ use sha2::{Digest, Sha256};
 use super::openapi::select::{self, Choice};
 use super::openapi::{self, Derived, Spec};
 use super::{Inner, Job, StageClock, StageError};
-use crate::catalog::{FinishedGeneration, NewDocument, ToolExtras};
+use crate::catalog::{DiscoveryRecord, FinishedGeneration, NewDocument, OperationRecord, ToolExtras};
 use crate::credentials::Credential;
 use crate::generate::docs::FetchedDocument;
 use crate::serve::egress::ServerPolicy;
 use crate::states::{GenerationOutcome, Stage};
-use crate::toolset::{OpenApiSettings, OperationFilter, Toolset};
+use crate::toolset::{OpenApiSettings, ToolSpec, Toolset};
 use crate::whitelist::{Provenance, Whitelist, admit};
 
 /// A parsed description and where it was read from (for messages and relative URLs).
@@ -68,19 +68,23 @@ impl Inner {
         self.enter(job, Stage::Planning).await?;
         let spec = Arc::new(described.spec);
         let max_tools = self.settings.max_tools;
-        let (filter, choices) = self.choose_operations(job, &spec, &settings.operations, finished).await?;
+        let (discovery, choices) = self.choose_operations(job, &spec, settings, finished).await?;
         let (source, base_url) = (described.url.clone(), settings.base_url.clone());
         let derive_spec = spec.clone();
+        let filter = settings.operations.clone();
+        let chosen: Option<Vec<String>> = choices.as_ref().map(|c| c.iter().map(|c| c.operation.clone()).collect());
         let mut derived = tokio::task::spawn_blocking(move || {
-            openapi::derive(&derive_spec, source.as_ref(), base_url.as_deref(), &filter, max_tools)
+            let selection = openapi::Selection { filter: &filter, max_tools, discovery, chosen: chosen.as_deref() };
+            openapi::derive(&derive_spec, source.as_ref(), base_url.as_deref(), &selection)
         })
         .await
         .map_err(|e| planning(e.to_string()))?
         .map_err(planning)?;
-        derived.apply(&choices);
+        derived.apply(choices.as_deref().unwrap_or_default());
         let configured: Vec<String> = credentials.iter().map(|c| c.name.clone()).collect();
         finished.whitelist = whitelist(job, &derived, described.url.as_ref())?;
         finished.plan = Some(plan_record(&spec, described.url.as_ref(), &derived, &configured));
+        finished.discovery = derived.discovery.as_ref().map(discovery_record);
         finished.warnings.extend(derived.warnings.iter().cloned());
         finished.warnings.extend(credential_warnings(job, &derived, &configured));
         clock.lap(&mut finished.timings, Stage::Planning);
@@ -124,39 +128,51 @@ impl Inner {
         None
     }
 
-    /// Which operations become tools: with a prompt and an LLM, the LLM's choice among those
-    /// the operator's filter selects (with its names and descriptions); otherwise the filter.
+    /// Which operations are listed: with a prompt and an LLM, the LLM's choice among those the
+    /// operator's filter selects and the executor can call (with its names and descriptions);
+    /// otherwise `None`, and the derivation's own rule. Returns the discovery setting the
+    /// derivation must follow (decided here when the LLM needs to know how many to choose).
     async fn choose_operations(
         &self,
         job: &Job,
         spec: &Arc<Spec>,
-        operator: &OperationFilter,
+        settings: &OpenApiSettings,
         finished: &mut FinishedGeneration,
-    ) -> Result<(OperationFilter, Vec<Choice>), StageError> {
+    ) -> Result<(Option<bool>, Option<Vec<Choice>>), StageError> {
         if job.prompt.trim().is_empty() {
-            return Ok((operator.clone(), Vec::new()));
+            return Ok((settings.discovery, None));
         }
         let Some(llm) = self.llm.clone() else {
             finished.warnings.push(
                 "no LLM is configured, so the prompt did not choose the operations; \"operations\" did (or the \
-                 first [generation] max_tools)"
+                 first [generation] max_tools, or in discovery mode the rule of docs/openapi.md)"
                     .into(),
             );
-            return Ok((operator.clone(), Vec::new()));
+            return Ok((settings.discovery, None));
         };
-        let listed = spec.clone();
-        let operations = tokio::task::spawn_blocking(move || listed.operations_where(|_| false))
+        let (listed, operator) = (spec.clone(), settings.operations.clone());
+        let operations = tokio::task::spawn_blocking(move || {
+            let heads = listed.operations_where(|_| false);
+            let selected: std::collections::HashSet<String> =
+                openapi::filtered(&heads, &operator).into_iter().map(select::key).collect();
+            listed
+                .operations_where(|op| selected.contains(&select::key(op)))
+                .into_iter()
+                .filter(|op| selected.contains(&select::key(op)) && openapi::supported(op).is_ok())
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| StageError::new(Stage::Planning, e))?;
+        let candidates: Vec<&openapi::Operation> = operations.iter().collect();
+        let max_tools = self.settings.max_tools;
+        let discovery = openapi::discovery_mode(settings.discovery, candidates.len(), max_tools);
+        let limit = openapi::listed_limit(discovery, max_tools);
+        let (choices, usage) = select::select(llm.as_ref(), &job.prompt, spec.title(), &candidates, limit)
             .await
             .map_err(|e| StageError::new(Stage::Planning, e))?;
-        let candidates = openapi::filtered(&operations, operator);
-        let (choices, usage) =
-            select::select(llm.as_ref(), &job.prompt, spec.title(), &candidates, self.settings.max_tools)
-                .await
-                .map_err(|e| StageError::new(Stage::Planning, e))?;
         super::add_usage(finished, usage);
         finished.model = Some(llm.model().to_string());
-        let include = choices.iter().map(|c| c.operation.clone()).collect();
-        Ok((OperationFilter { include, exclude: Vec::new() }, choices))
+        Ok((Some(discovery), Some(choices)))
     }
 
     /// Fetching: the description's text from its URL or the catalog, stored with the
@@ -332,6 +348,29 @@ fn whitelist(job: &Job, derived: &Derived, source: Option<&url::Url>) -> Result<
     }
 }
 
+/// A discovery-mode version's operations as the catalog stores them: each handler without the
+/// executor they all end with, which is stored once.
+fn discovery_record(derived: &openapi::DerivedOperations) -> DiscoveryRecord {
+    let operations = derived
+        .operations
+        .iter()
+        .map(|operation| {
+            let (method, path) = operation.operation.split_once(' ').unwrap_or(("", &operation.operation));
+            let handler = operation.spec.handler.strip_suffix(openapi::EXECUTOR).unwrap_or(&operation.spec.handler);
+            OperationRecord {
+                tool: ToolSpec { handler: handler.to_string(), ..operation.spec.clone() },
+                method: method.to_string(),
+                path: path.to_string(),
+            }
+        })
+        .collect();
+    DiscoveryRecord {
+        operations,
+        search_index: serde_json::to_value(&derived.search_index).unwrap_or_default(),
+        executor: openapi::EXECUTOR.to_string(),
+    }
+}
+
 /// What the generation record shows about the description and the derivation.
 fn plan_record(spec: &Spec, source: Option<&url::Url>, derived: &Derived, configured: &[String]) -> Value {
     let auth: Vec<Value> = derived
@@ -362,6 +401,7 @@ fn plan_record(spec: &Spec, source: Option<&url::Url>, derived: &Derived, config
             "source": source.map(url::Url::as_str).unwrap_or("inline"),
             "base_url": derived.base_url.as_str(),
             "operations": derived.operations_total,
+            "discovery": derived.discovery.as_ref().map(|d| json!({"operations": d.operations.len()})),
             "tools": derived.tools.iter().map(|t| json!({"name": t.spec.name, "operation": t.operation})).collect::<Vec<_>>(),
             "auth": auth,
             "missing_credentials": unsatisfied,

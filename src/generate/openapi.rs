@@ -25,7 +25,11 @@ pub mod spec;
 pub use document::MAX_SPEC_BYTES;
 pub use spec::{Flavour, Operation, Spec, looks_like_spec};
 
-const EXECUTOR: &str = include_str!("openapi/executor.js");
+use crate::serve::discovery::STANDARD_TOOLS;
+use crate::serve::discovery::search::{SearchDocument, SearchIndex};
+
+/// The code every derived handler ends with, after its `const plan = …;` line.
+pub const EXECUTOR: &str = include_str!("openapi/executor.js");
 /// Longest tool description taken from a summary or description.
 const MAX_DESCRIPTION_CHARS: usize = 1000;
 
@@ -47,12 +51,24 @@ pub struct AuthNeed {
 /// The tools an API description yields, and what the operator should know.
 #[derive(Debug, Clone)]
 pub struct Derived {
+    /// The tools the server lists.
     pub tools: Vec<DerivedTool>,
     pub base_url: url::Url,
     pub auth: Vec<AuthNeed>,
     pub warnings: Vec<String>,
     /// Operations the description has, selected or not.
     pub operations_total: usize,
+    /// In discovery mode, every operation that can be called (the listed ones among them) and
+    /// their search index; `None` when the server lists all of its tools.
+    pub discovery: Option<DerivedOperations>,
+}
+
+/// A discovery-mode server's whole API: what `search_operations`, `describe_operation` and
+/// `call_operation` reach.
+#[derive(Debug, Clone)]
+pub struct DerivedOperations {
+    pub operations: Vec<DerivedTool>,
+    pub search_index: SearchIndex,
 }
 
 /// One tool and what the generation needs to know about its operation.
@@ -77,16 +93,57 @@ impl DerivedTool {
     }
 }
 
-/// Derives tools from `spec`: the operations `filter` selects, at most `max_tools` of them.
+/// Which operations become tools, and whether the server lists them all.
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    /// The operator's `operations` filter.
+    pub filter: &'a OperationFilter,
+    /// `[generation] max_tools`: the most tools a server lists.
+    pub max_tools: usize,
+    /// The operator's discovery setting; `None`: on when more operations can become tools than
+    /// `max_tools`.
+    pub discovery: Option<bool>,
+    /// The operations (`METHOD /path`) an LLM chose to list, when one chose.
+    pub chosen: Option<&'a [String]>,
+}
+
+/// Whether a server whose description has `callable` operations that can become tools is in
+/// discovery mode.
+pub fn discovery_mode(setting: Option<bool>, callable: usize, max_tools: usize) -> bool {
+    setting.unwrap_or(callable > max_tools)
+}
+
+/// How many of its operations a server lists: all of `max_tools`, or in discovery mode what
+/// the standard tools leave.
+pub fn listed_limit(discovery: bool, max_tools: usize) -> usize {
+    if discovery { max_tools.saturating_sub(STANDARD_TOOLS.len()) } else { max_tools }
+}
+
+/// Whether the executor can call `op`, or why not. The one place that decides it: the cap on
+/// tools and discovery mode count only the operations it accepts.
+pub fn supported(op: &Operation) -> Result<(), String> {
+    if let Some(body) = &op.body
+        && body.content_type.starts_with("multipart/")
+    {
+        return Err(format!(
+            "its body is {}, which the executor does not send (multipart is not supported)",
+            body.content_type
+        ));
+    }
+    Ok(())
+}
+
+/// Derives tools from `spec`: the operations the selection's filter selects that the executor
+/// can call, at most `max_tools` of them listed; in discovery mode all of them reachable.
 pub fn derive(
     spec: &Spec,
     source: Option<&url::Url>,
     base_url: Option<&str>,
-    filter: &OperationFilter,
-    max_tools: usize,
+    selection: &Selection<'_>,
 ) -> Result<Derived, String> {
+    let Selection { filter, max_tools, .. } = *selection;
     let mut warnings = Vec::new();
-    // Choose on the operations' heads, then resolve the schemas of the chosen ones only.
+    // Filter on the operations' heads, then resolve the schemas of the selected ones only.
     let heads = spec.operations_where(|_| false);
     if heads.is_empty() {
         return Err("the API description has no operations".into());
@@ -95,7 +152,7 @@ pub fn derive(
         Some(raw) => url::Url::parse(raw).map_err(|e| format!("base_url {raw:?} is not a URL: {e}"))?,
         None => spec.base_url(source)?,
     };
-    let mut selected = filtered(&heads, filter);
+    let selected = filtered(&heads, filter);
     for rule in filter.include.iter().chain(&filter.exclude) {
         if !heads.iter().any(|op| matches(rule, op)) {
             warnings.push(format!("operations rule {rule:?} matches no operation"));
@@ -108,35 +165,56 @@ pub fn derive(
             heads.len()
         ));
     }
-    if selected.len() > max_tools {
-        let left: Vec<String> = selected[max_tools..].iter().map(|op| describe(op)).collect();
-        warnings.push(format!(
-            "{} operations selected; the first {max_tools} became tools ([generation] max_tools). Left out: {}{}. \
-             Choose with \"operations\": {{\"include\": [...]}}",
-            selected.len(),
-            left.iter().take(20).cloned().collect::<Vec<_>>().join(", "),
-            if left.len() > 20 { format!(" and {} more", left.len() - 20) } else { String::new() }
-        ));
-        selected.truncate(max_tools);
-    }
-    let chosen: HashSet<(&str, &str)> = selected.iter().map(|op| (op.method.as_str(), op.path.as_str())).collect();
-    let operations = spec.operations_where(|op| chosen.contains(&(op.method.as_str(), op.path.as_str())));
-    let selected = operations.iter().filter(|op| chosen.contains(&(op.method.as_str(), op.path.as_str())));
-    let schemes = spec.security_schemes();
-    let mut names = HashSet::new();
-    let mut tools = Vec::new();
-    let mut auth: Vec<AuthNeed> = Vec::new();
-    for operation in selected {
-        if let Some(body) = &operation.body
-            && body.content_type.starts_with("multipart/")
-        {
-            warnings.push(format!(
-                "{} is left out: its body is {}, which the executor does not send (multipart is not supported)",
-                describe(operation),
-                body.content_type
-            ));
-            continue;
+    let keys: HashSet<(&str, &str)> = selected.iter().map(|op| (op.method.as_str(), op.path.as_str())).collect();
+    let resolved = spec.operations_where(|op| keys.contains(&(op.method.as_str(), op.path.as_str())));
+    let mut callable = Vec::new();
+    for operation in resolved.iter().filter(|op| keys.contains(&(op.method.as_str(), op.path.as_str()))) {
+        match supported(operation) {
+            Ok(()) => callable.push(operation),
+            Err(reason) => warnings.push(format!("{} is left out: {reason}", describe(operation))),
         }
+    }
+    if callable.is_empty() {
+        return Err(format!("none of the selected operations can be called: {}", warnings.join("; ")));
+    }
+    let discovery = discovery_mode(selection.discovery, callable.len(), max_tools);
+    let limit = listed_limit(discovery, max_tools);
+    let mut listed: Vec<usize> = match selection.chosen {
+        Some(chosen) => (0..callable.len()).filter(|&i| chosen.contains(&select::key(callable[i]))).collect(),
+        None if discovery => most_useful(&callable, limit),
+        None => (0..callable.len()).collect(),
+    };
+    if listed.len() > limit {
+        if !discovery {
+            let left: Vec<String> = listed[limit..].iter().map(|&i| describe(callable[i])).collect();
+            warnings.push(format!(
+                "{} operations selected; the first {limit} became tools ([generation] max_tools). Left out: {}{}. \
+                 Choose with \"operations\": {{\"include\": [...]}}, or turn \"discovery\" on to reach them all",
+                listed.len(),
+                left.iter().take(20).cloned().collect::<Vec<_>>().join(", "),
+                if left.len() > 20 { format!(" and {} more", left.len() - 20) } else { String::new() }
+            ));
+        }
+        listed.truncate(limit);
+    }
+    if discovery {
+        warnings.push(format!(
+            "discovery mode: {} of the {} operations that can be called are listed as tools, with {} that search, \
+             describe and call any of them",
+            listed.len(),
+            callable.len(),
+            STANDARD_TOOLS.join(", ")
+        ));
+    }
+    // Discovery mode derives every callable operation; otherwise only the listed ones.
+    let derived_ops: Vec<usize> = if discovery { (0..callable.len()).collect() } else { listed.clone() };
+    let schemes = spec.security_schemes();
+    let mut names: HashSet<String> =
+        if discovery { STANDARD_TOOLS.iter().map(|name| name.to_string()).collect() } else { HashSet::new() };
+    let mut operations = Vec::with_capacity(derived_ops.len());
+    let mut auth: Vec<AuthNeed> = Vec::new();
+    for &index in &derived_ops {
+        let operation = callable[index];
         let name = unique_name(operation, &mut names);
         let needs: Vec<String> =
             operation.security.iter().flatten().cloned().collect::<BTreeSet<_>>().into_iter().collect();
@@ -157,9 +235,9 @@ pub fn derive(
         }
         let credentials: Vec<String> = needs.iter().map(|s| credential_name(s)).collect();
         let (spec, example) = tool(operation, &name, &base_url, &credentials, &mut warnings);
-        tools.push(DerivedTool {
+        operations.push(DerivedTool {
             spec,
-            operation: format!("{} {}", operation.method, operation.path),
+            operation: select::key(operation),
             read_only: matches!(operation.method.as_str(), "GET" | "HEAD"),
             security: operation
                 .security
@@ -169,10 +247,88 @@ pub fn derive(
             example,
         });
     }
-    if tools.is_empty() {
-        return Err(format!("none of the selected operations can be called: {}", warnings.join("; ")));
+    let discovery = discovery.then(|| {
+        let documents: Vec<SearchDocument<'_>> =
+            derived_ops.iter().map(|&index| search_document(callable[index])).collect();
+        let search_index = SearchIndex::build(&documents);
+        let tools = listed.iter().map(|&index| operations[index].clone()).collect();
+        (tools, DerivedOperations { operations: operations.clone(), search_index })
+    });
+    let (tools, discovery) = match discovery {
+        Some((tools, all)) => (tools, Some(all)),
+        None => (operations, None),
+    };
+    Ok(Derived { tools, base_url, auth, warnings, operations_total: heads.len(), discovery })
+}
+
+/// The listed operations of a discovery-mode server when no LLM chose them: the most useful
+/// `limit`, by a rule an operator can predict (docs/openapi.md). Operations are grouped by
+/// their first tag (else their first path segment), so every part of the API is represented;
+/// within a group reads come before writes, live operations before deprecated ones and short
+/// paths before long ones; the groups then take turns, in document order, until `limit`.
+/// Returns positions in `operations`, in document order.
+pub fn most_useful(operations: &[&Operation], limit: usize) -> Vec<usize> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (index, op) in operations.iter().enumerate() {
+        let group = op
+            .tags
+            .first()
+            .cloned()
+            .unwrap_or_else(|| op.path.split('/').find(|s| !s.is_empty()).unwrap_or("").to_string());
+        match groups.iter_mut().find(|(name, _)| *name == group) {
+            Some((_, members)) => members.push(index),
+            None => groups.push((group, vec![index])),
+        }
     }
-    Ok(Derived { tools, base_url, auth, warnings, operations_total: heads.len() })
+    let method_rank = |method: &str| match method {
+        "GET" | "HEAD" => 0,
+        "POST" => 1,
+        "PUT" | "PATCH" => 2,
+        _ => 3,
+    };
+    for (_, members) in &mut groups {
+        members.sort_by_key(|&i| {
+            let op = operations[i];
+            (op.deprecated, method_rank(&op.method), op.path.split('/').filter(|s| !s.is_empty()).count(), i)
+        });
+    }
+    let mut chosen = Vec::with_capacity(limit);
+    let mut round = 0;
+    while chosen.len() < limit && groups.iter().any(|(_, members)| members.len() > round) {
+        for (_, members) in &groups {
+            if chosen.len() < limit
+                && let Some(&index) = members.get(round)
+            {
+                chosen.push(index);
+            }
+        }
+        round += 1;
+    }
+    chosen.sort_unstable();
+    chosen
+}
+
+/// What an operation is found by in `search_operations`.
+fn search_document(op: &Operation) -> SearchDocument<'_> {
+    SearchDocument {
+        // An operation without an operationId is named after its method and path, which the
+        // path's own field already indexes.
+        operation: op.operation_id.as_deref().unwrap_or(""),
+        method: &op.method,
+        path: &op.path,
+        // A description without a summary (GitHub's) says what the operation is in its first
+        // sentence.
+        summary: op.summary.as_deref().or_else(|| op.description.as_deref().map(first_sentence)),
+        description: op.description.as_deref(),
+        tags: &op.tags,
+        parameters: op.parameters.iter().map(|p| p.name.as_str()).collect(),
+    }
+}
+
+fn first_sentence(text: &str) -> &str {
+    let end = text.find(". ").or_else(|| text.find('\n')).unwrap_or(text.len());
+    let end = (0..=end.min(200)).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    &text[..end]
 }
 
 /// The operations `filter` selects, in document order.
@@ -192,17 +348,31 @@ impl Derived {
             let Some(index) = self.tools.iter().position(|t| t.operation == choice.operation) else { continue };
             if let Some(description) = choice.description.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
                 self.tools[index].spec.description = trim(description, MAX_DESCRIPTION_CHARS);
+                if let Some(discovery) = &mut self.discovery
+                    && let Some(operation) = discovery.operations.iter_mut().find(|t| t.operation == choice.operation)
+                {
+                    operation.spec.description = self.tools[index].spec.description.clone();
+                }
             }
             let Some(name) = &choice.name else { continue };
             let old = self.tools[index].spec.name.clone();
             if *name == old {
                 continue;
             }
-            if self.tools.iter().any(|t| &t.spec.name == name) {
+            let taken = self.tools.iter().any(|t| &t.spec.name == name)
+                || self.discovery.as_ref().is_some_and(|d| {
+                    STANDARD_TOOLS.contains(&name.as_str()) || d.operations.iter().any(|t| &t.spec.name == name)
+                });
+            if taken {
                 self.warnings.push(format!("{}: the name {name:?} is taken; it keeps {old:?}", choice.operation));
                 continue;
             }
             self.tools[index].spec.name = name.clone();
+            if let Some(discovery) = &mut self.discovery
+                && let Some(operation) = discovery.operations.iter_mut().find(|t| t.operation == choice.operation)
+            {
+                operation.spec.name = name.clone();
+            }
             for need in &mut self.auth {
                 need.tools.iter_mut().filter(|t| **t == old).for_each(|t| *t = name.clone());
             }
@@ -610,6 +780,12 @@ fn trim(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
 
+    /// A selection that lists every callable operation, up to `max_tools`, never in discovery
+    /// mode.
+    fn listing(filter: &OperationFilter, max_tools: usize) -> Selection<'_> {
+        Selection { filter, max_tools, discovery: Some(false), chosen: None }
+    }
+
     #[test]
     fn descriptions_lose_control_characters_and_nul() {
         assert_eq!(trim("List\u{0}the\tpets.\r\n Fast\u{7}.", 100), "List the pets. Fast .");
@@ -652,7 +828,7 @@ mod tests {
 
     #[test]
     fn operations_become_tools_with_schemas_annotations_and_plans() {
-        let derived = derive(&petstore(), None, None, &OperationFilter::default(), 64).unwrap();
+        let derived = derive(&petstore(), None, None, &listing(&OperationFilter::default(), 64)).unwrap();
         let names: Vec<&str> = derived.tools.iter().map(|t| t.spec.name.as_str()).collect();
         assert_eq!(names, ["list_pets", "create_pet", "get_pet", "delete_pet"]);
         assert!(
@@ -701,22 +877,86 @@ mod tests {
         };
         let names = |d: Derived| d.tools.into_iter().map(|t| t.spec.name).collect::<Vec<_>>();
         assert_eq!(
-            names(derive(&spec, None, None, &pick(&["tag:pets"], &[]), 64).unwrap()),
+            names(derive(&spec, None, None, &listing(&pick(&["tag:pets"], &[]), 64)).unwrap()),
             ["list_pets", "create_pet"]
         );
         assert_eq!(
-            names(derive(&spec, None, None, &pick(&["GET /pets/{petId}", "operationId:deletePet"], &[]), 64).unwrap()),
+            names(
+                derive(&spec, None, None, &listing(&pick(&["GET /pets/{petId}", "operationId:deletePet"], &[]), 64))
+                    .unwrap()
+            ),
             ["get_pet", "delete_pet"]
         );
         assert_eq!(
-            names(derive(&spec, None, None, &pick(&[], &["tag:pets", "upload"]), 64).unwrap()),
+            names(derive(&spec, None, None, &listing(&pick(&[], &["tag:pets", "upload"]), 64)).unwrap()),
             ["get_pet", "delete_pet"]
         );
-        let cut = derive(&spec, None, None, &OperationFilter::default(), 2).unwrap();
+        let cut = derive(&spec, None, None, &listing(&OperationFilter::default(), 2)).unwrap();
         assert_eq!(cut.tools.len(), 2);
         assert!(cut.warnings.iter().any(|w| w.contains("max_tools") && w.contains("getPet")), "{:?}", cut.warnings);
-        let none = derive(&spec, None, None, &pick(&["tag:nothing"], &[]), 64).unwrap_err();
+        let none = derive(&spec, None, None, &listing(&pick(&["tag:nothing"], &[]), 64)).unwrap_err();
         assert!(none.contains("selects none"), "{none}");
+    }
+
+    #[test]
+    fn the_cap_counts_only_operations_that_can_be_called() {
+        let filter = OperationFilter::default();
+        // Five operations, one of them multipart: the four callable ones fit a cap of four.
+        let selection = Selection { filter: &filter, max_tools: 4, discovery: None, chosen: None };
+        let derived = derive(&petstore(), None, None, &selection).unwrap();
+        assert!(derived.discovery.is_none());
+        assert_eq!(derived.tools.len(), 4);
+        assert!(!derived.warnings.iter().any(|w| w.contains("max_tools")), "{:?}", derived.warnings);
+        assert!(supported(&petstore().operations_where(|_| true)[4]).unwrap_err().contains("multipart"));
+    }
+
+    #[test]
+    fn more_operations_than_max_tools_list_the_most_useful_and_reach_all() {
+        let filter = OperationFilter::default();
+        let selection = Selection { filter: &filter, max_tools: 3, discovery: None, chosen: None };
+        let derived = derive(&petstore(), None, None, &selection).unwrap();
+        let all = derived.discovery.as_ref().expect("discovery mode");
+        assert_eq!(all.operations.len(), 4);
+        assert_eq!(all.search_index.len(), 4);
+        assert!(derived.tools.is_empty(), "three standard tools leave no room");
+        assert!(derived.warnings.iter().any(|w| w.contains("discovery mode")), "{:?}", derived.warnings);
+
+        let forced = Selection { filter: &filter, max_tools: 5, discovery: Some(true), chosen: None };
+        let derived = derive(&petstore(), None, None, &forced).unwrap();
+        let names: Vec<&str> = derived.tools.iter().map(|t| t.spec.name.as_str()).collect();
+        assert_eq!(names, ["list_pets", "get_pet"], "reads first, short paths first");
+        let all = derived.discovery.unwrap();
+        assert_eq!(all.operations[2].spec, derived.tools[1].spec, "a listed tool is its operation");
+    }
+
+    #[test]
+    fn the_listing_rule_takes_turns_across_tags() {
+        let op = |tag: &str, method: &str, path: &str| Operation {
+            method: method.into(),
+            path: path.into(),
+            operation_id: None,
+            summary: None,
+            description: None,
+            tags: vec![tag.into()],
+            deprecated: false,
+            parameters: vec![],
+            body: None,
+            response: None,
+            accept: None,
+            security: vec![],
+        };
+        let operations = [
+            op("a", "DELETE", "/a/{id}"),
+            op("a", "POST", "/a"),
+            op("a", "GET", "/a/{id}/deep/list"),
+            op("a", "GET", "/a"),
+            op("b", "POST", "/b"),
+            op("c", "GET", "/c"),
+        ];
+        let refs: Vec<&Operation> = operations.iter().collect();
+        assert_eq!(most_useful(&refs, 3), [3, 4, 5]);
+        assert_eq!(most_useful(&refs, 4), [2, 3, 4, 5]);
+        assert_eq!(most_useful(&refs, 10).len(), 6);
     }
 
     #[test]
@@ -776,7 +1016,7 @@ mod tests {
     #[test]
     fn descriptions_add_the_response_fields() {
         let spec = petstore();
-        let derived = derive(&spec, None, None, &OperationFilter::default(), 64).unwrap();
+        let derived = derive(&spec, None, None, &listing(&OperationFilter::default(), 64)).unwrap();
         assert_eq!(derived.tools[0].spec.description, "List pets. Returns a list of objects with id, name.");
         assert_eq!(derived.tools[3].spec.description, "DELETE /pets/{petId}");
         assert_eq!(credential_name("petstore auth"), "petstore_auth");

@@ -43,6 +43,14 @@ pub struct CallableTool {
 pub enum CallError {
     #[error("unknown tool {0:?}")]
     UnknownTool(String),
+    /// `call_operation` or `describe_operation` named an operation the server does not have;
+    /// the text says how to find one.
+    #[error("{0}")]
+    UnknownOperation(String),
+    /// What the call needs could not be read or built now (a discovery-mode server's stored
+    /// operations); the text says whether to retry.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("invalid arguments: {0}")]
     InvalidArguments(String),
     /// Admission refused the call; the text says which limit and which setting.

@@ -396,13 +396,8 @@ impl CodeMode {
         };
 
         let reachable = self.reachable(&server.id, &limits.allowed).await;
-        let stubs: Map<String, Value> = reachable
-            .iter()
-            .map(|s| {
-                let names: Vec<String> = s.server.tools.iter().map(|t| t.name.clone()).collect();
-                (s.server.id.to_string(), Value::from(names))
-            })
-            .collect();
+        let stubs: Map<String, Value> =
+            reachable.iter().map(|s| (s.server.id.to_string(), Value::from(s.server.tool_names()))).collect();
         let host = Arc::new(ScriptHost {
             caller: self.caller.clone(),
             servers: reachable,
@@ -737,8 +732,8 @@ impl ScriptHost {
         let Some(mounted) = self.servers.iter().find(|mounted| mounted.server.id == id) else {
             return Answer::Failed(ErrorKind::NotFound, format!("no server {server:?} is being served"));
         };
-        if mounted.server.tool(tool).is_none() {
-            let tools: Vec<&str> = mounted.server.tools.iter().map(|t| t.name.as_str()).collect();
+        let tools = mounted.server.tool_names();
+        if !tools.iter().any(|name| name == tool) {
             return Answer::Failed(
                 ErrorKind::NotFound,
                 format!("server {server:?} has no tool {tool:?}; its tools: {tools:?}"),
@@ -767,6 +762,12 @@ impl ScriptHost {
             }
             Err(CallError::InvalidArguments(problem)) => {
                 return Answer::Failed(ErrorKind::InvalidArguments, format!("{server}.{tool}: {problem}"));
+            }
+            Err(CallError::UnknownOperation(problem)) => {
+                return Answer::Failed(ErrorKind::NotFound, format!("{server}.{tool}: {problem}"));
+            }
+            Err(CallError::Unavailable(problem)) => {
+                return Answer::Failed(ErrorKind::ToolError, format!("{server}.{tool}: {problem}"));
             }
             Err(CallError::Busy(why)) => return Answer::Failed(ErrorKind::Busy, why),
             Err(CallError::Forbidden(missing)) => {

@@ -30,8 +30,10 @@ use crate::credentials::vault::Vault;
 use crate::credentials::{Credential, PerUser};
 use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Origin};
 use crate::serve::code_mode::CodeMode;
+use crate::serve::discovery::{Discovery, STANDARD_TOOLS, StandardTool, standard_tools};
 use crate::serve::egress::ServerPolicy;
 use crate::serve::health::{Health, HealthRule, ToolHealth};
+use crate::serve::isolate::Outcome;
 use crate::serve::mount::{McpMount, McpSettings, Unmounted, Unmounting};
 use crate::serve::per_user::PerUserCredentials;
 use crate::serve::quota::{CallerKey, EffectiveLimits, ServerQuota};
@@ -57,6 +59,8 @@ pub struct MountedServer {
     pub code_mode: Option<CodeModeSettings>,
     /// The series its `code_execution` runs are counted under, when code mode is on.
     pub code_series: Option<ToolSeries>,
+    /// In discovery mode, the operations its standard tools reach (`None`: it lists them all).
+    pub discovery: Option<Discovery>,
 }
 
 pub struct Registry {
@@ -123,6 +127,12 @@ impl MountedServer {
         self.tools.iter().find(|t| t.name == name)
     }
 
+    /// The names a call may give: its tools, and in discovery mode the standard tools.
+    pub fn tool_names(&self) -> Vec<String> {
+        let standard = if self.discovery.is_some() { &STANDARD_TOOLS[..] } else { &[] };
+        self.tools.iter().map(|t| t.name.clone()).chain(standard.iter().map(|name| name.to_string())).collect()
+    }
+
     pub async fn call(
         &self,
         caller: &Caller,
@@ -130,7 +140,14 @@ impl MountedServer {
         arguments: Value,
         origin: impl Into<Origin>,
     ) -> Result<CallOutput, CallError> {
-        let tool = self.tool(tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
+        let listed = self.tool(tool);
+        let standard = match listed {
+            Some(_) => None,
+            None => self.discovery.as_ref().zip(StandardTool::named(tool)),
+        };
+        if listed.is_none() && standard.is_none() {
+            return Err(CallError::UnknownTool(tool.to_string()));
+        }
         let origin = origin.into();
         // Held until the call ends: the caller's place among their running calls.
         let _admitted = match &self.quota {
@@ -140,14 +157,37 @@ impl MountedServer {
                     Some(grant) => CallerKey::subject(&grant.claims.sub),
                     None => CallerKey::unknown(),
                 });
-                match quota.admit(&who, &tool.name) {
+                match quota.admit(&who, tool) {
                     Ok(admitted) => Some(admitted),
                     Err(refusal) => {
-                        caller.metrics().record_quota_refusal(tool.series(), refusal.limit);
+                        if let Some(listed) = listed {
+                            caller.metrics().record_quota_refusal(listed.series(), refusal.limit);
+                        }
                         return Err(CallError::Limited(refusal));
                     }
                 }
             }
+        };
+        let (target, arguments) = match (listed, standard) {
+            (Some(listed), _) => (Target::Listed(listed), arguments),
+            (None, Some((discovery, StandardTool::Call))) => {
+                let (operation, arguments) = discovery.target(arguments).await?;
+                (Target::Operation(operation), arguments)
+            }
+            (None, Some((discovery, answered))) => {
+                // Searching and describing read what the version stores: read-only by the scope
+                // rule, and no isolate.
+                if let Some(grant) = &origin.grant
+                    && let Err(missing) = grant.check_tool(tool, true)
+                {
+                    caller.metrics().record_oauth_refusal("insufficient_scope");
+                    return Err(CallError::Forbidden(missing));
+                }
+                let result = discovery.answer(answered, &arguments).await?;
+                let execution_id = origin.execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+                return Ok(CallOutput { execution_id, outcome: Outcome::Ok, result });
+            }
+            (None, None) => return Err(CallError::UnknownTool(tool.to_string())),
         };
         let policy = match &self.per_user {
             None => self.policy.clone(),
@@ -156,8 +196,18 @@ impl MountedServer {
                 per_user.policy_for(&self.id, &self.policy, subject).await.map_err(CallError::NotConnected)?
             }
         };
+        let tool = match &target {
+            Target::Listed(listed) => *listed,
+            Target::Operation(operation) => operation.as_ref(),
+        };
         caller.call(&self.id, self.generation_id, &policy, tool, arguments, origin).await
     }
+}
+
+/// What a call runs: a listed tool, or an operation `call_operation` named.
+enum Target<'a> {
+    Listed(&'a CallableTool),
+    Operation(Arc<CallableTool>),
 }
 
 impl Mount {
@@ -438,8 +488,9 @@ impl Registry {
             tools,
             quota: {
                 let limits = EffectiveLimits::of(&self.limits, mount.limits.as_ref());
-                (limits != EffectiveLimits::default())
-                    .then(|| ServerQuota::new(limits, generation.tools.iter().map(|tool| tool.name.as_str())))
+                let standard = if generation.discovery { &STANDARD_TOOLS[..] } else { &[] };
+                let names = generation.tools.iter().map(|tool| tool.name.as_str()).chain(standard.iter().copied());
+                (limits != EffectiveLimits::default()).then(|| ServerQuota::new(limits, names))
             },
             per_user: (!per_user.is_empty()).then(|| PerUserCredentials::new(self.accounts.clone(), per_user)),
             code_mode: mount.code_mode.clone(),
@@ -448,8 +499,21 @@ impl Registry {
                 .as_ref()
                 .filter(|settings| settings.enabled)
                 .map(|_| self.metrics.tool_series(mount.id.as_str(), crate::serve::code_mode::TOOL_NAME)),
+            discovery: generation.discovery.then(|| {
+                Discovery::new(
+                    self.catalog.clone(),
+                    mount.id.clone(),
+                    mount.generation_id,
+                    self.metrics.clone(),
+                    self.health,
+                )
+            }),
         });
-        let mcp = McpMount::new(server.clone(), generation.tools, &self.mcp, mount.unmounting.clone());
+        let mut listed = generation.tools;
+        if generation.discovery {
+            listed.extend(standard_tools());
+        }
+        let mcp = McpMount::new(server.clone(), listed, &self.mcp, mount.unmounting.clone());
         Ok(Arc::new(Mounted { server, mcp }))
     }
 

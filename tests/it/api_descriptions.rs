@@ -359,6 +359,7 @@ async fn a_swagger_description_by_url_with_a_missing_credential_and_a_tool_cap()
         "id": "ops",
         "openapi": format!("http://{PETS_HOST}:{}/spec.yaml", api.port),
         "operations": {"include": ["tag:pet", "tag:store"], "exclude": ["operationId:nothing"]},
+        "discovery": false,
     });
     let (status, started) = app.post("/admin/servers", &body).await;
     assert_eq!(status, 202, "{started}");
@@ -416,6 +417,134 @@ async fn a_swagger_description_by_url_with_a_missing_credential_and_a_tool_cap()
     assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
     let allowed = mcp_call(&client, "list_orders", json!({})).await;
     assert_ne!(allowed.is_error, Some(true), "{}", text_of(&allowed));
+    client.cancel().await.unwrap();
+    app.stop().await;
+}
+
+/// The first hit's `operation` of a `search_operations` call, and the hits.
+fn hits(result: &rmcp::model::CallToolResult) -> Vec<Value> {
+    result.structured_content.as_ref().unwrap()["operations"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_description_larger_than_max_tools_is_served_in_discovery_mode() {
+    let api = PetsApi::start().await;
+    // Seven operations can be called (the eighth is multipart), more than five.
+    let app = app_for(&[("MCPBOOTD_GENERATION__MAX_TOOLS", "5")]).await;
+    let body = json!({
+        "id": "big",
+        "openapi_spec": petstore(api.port),
+        "credentials": {"key": {"value": "pet-secret-123", "domains": [PETS_HOST], "inject": {"header": "X-Api-Key"}}},
+    });
+    let (status, started) = app.post("/admin/servers", &body).await;
+    assert_eq!(status, 202, "{started}");
+    let view = wait_finished(&app, "big").await;
+    assert_eq!(view["status"], "ready", "{view:#}");
+    assert_eq!(view["generation"]["plan"]["openapi"]["discovery"], json!({"operations": 7}));
+    assert!(view["generation"]["warnings"].to_string().contains("discovery mode"), "{view:#}");
+    api.take();
+
+    let client = app.mcp("big").await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names.len(), 5, "{names:?}");
+    assert_eq!(names[2..], ["search_operations", "describe_operation", "call_operation"]);
+    let call_tool = tools.iter().find(|t| t.name == "call_operation").unwrap();
+    assert_eq!(call_tool.annotations.as_ref().unwrap().read_only_hint, Some(false));
+
+    let found = mcp_call(&client, "search_operations", json!({"query": "remove a pet"})).await;
+    assert_ne!(found.is_error, Some(true), "{}", text_of(&found));
+    let first = &hits(&found)[0];
+    assert_eq!(first["operation"], "delete_pet");
+    assert_eq!(first["request"], "DELETE /pets/{petId}");
+    assert_eq!(first["required"], json!(["petId"]));
+    let limited = mcp_call(&client, "search_operations", json!({"query": "pet", "limit": 2})).await;
+    assert_eq!(hits(&limited).len(), 2);
+
+    let described = mcp_call(&client, "describe_operation", json!({"operation": "create_pet"})).await;
+    let described = described.structured_content.unwrap();
+    assert_eq!(described["request"], "POST /pets");
+    assert_eq!(described["input_schema"]["required"], json!(["body"]));
+    assert_eq!(described["output_schema"]["type"], "object");
+
+    // A call through call_operation is the request the listed tool would send: path encoding,
+    // query style, header, cookie and the credential.
+    let result = mcp_call(
+        &client,
+        "call_operation",
+        json!({"operation": "get_pet", "arguments":
+            {"petId": "a b/c", "fields": ["name", "tag"], "X-Request-Id": "req-1", "session": "s 1"}}),
+    )
+    .await;
+    assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
+    assert_eq!(result.structured_content.as_ref().unwrap()["name"], "Rex");
+    let seen = api.take().pop().unwrap();
+    assert_eq!((seen.method.as_str(), seen.path.as_str()), ("GET", "/v1/pets/a%20b%2Fc"));
+    assert_eq!(seen.query.as_deref(), Some("fields=name,tag"));
+    assert_eq!(seen.headers["x-request-id"], "req-1");
+    assert_eq!(seen.headers["cookie"], "session=s%201");
+    assert_eq!(seen.headers["x-api-key"], "pet-secret-123");
+    let created =
+        mcp_call(&client, "call_operation", json!({"operation": "create_pet", "arguments": {"body": {"name": "Rex"}}}))
+            .await;
+    assert_ne!(created.is_error, Some(true), "{}", text_of(&created));
+    let seen = api.take().pop().unwrap();
+    assert_eq!((seen.method.as_str(), seen.path.as_str()), ("POST", "/v1/pets"));
+    assert_eq!(serde_json::from_str::<Value>(&seen.body).unwrap(), json!({"name": "Rex"}));
+
+    // Mistakes are tool errors that say what to do, and reach nothing.
+    let unknown = mcp_call(&client, "call_operation", json!({"operation": "deletePets"})).await;
+    assert_eq!(unknown.is_error, Some(true));
+    let message = text_of(&unknown);
+    assert!(message.contains("no operation \"deletePets\"") && message.contains("search_operations"), "{message}");
+    assert!(message.contains("delete_pet"), "the closest ids are named: {message}");
+    let invalid =
+        mcp_call(&client, "call_operation", json!({"operation": "create_pet", "arguments": {"body": {"tag": "dog"}}}))
+            .await;
+    assert_eq!(invalid.is_error, Some(true));
+    assert!(text_of(&invalid).contains("name"), "{}", text_of(&invalid));
+    let empty = mcp_call(&client, "search_operations", json!({"query": "  "})).await;
+    assert!(text_of(&empty).contains("query must not be empty"), "{}", text_of(&empty));
+    let no_arguments = mcp_call(&client, "describe_operation", json!({})).await;
+    assert!(text_of(&no_arguments).contains("operation is required"), "{}", text_of(&no_arguments));
+    assert!(api.take().is_empty(), "no mistake reached the API");
+
+    // The call log names the operation, as it would a listed tool.
+    let (_, calls) = app.get("/admin/servers/big/calls").await;
+    let logged: Vec<&str> = calls["calls"].as_array().unwrap().iter().filter_map(|c| c["tool"].as_str()).collect();
+    assert!(logged.contains(&"get_pet") && logged.contains(&"create_pet"), "{calls:#}");
+    client.cancel().await.unwrap();
+
+    // A new version, then back to the first: the first version's operations are still there.
+    let (status, regenerated) = app.post("/admin/servers/big/regenerate", &json!({})).await;
+    assert!(status == 202 || status == 200, "{status} {regenerated}");
+    wait_finished(&app, "big").await;
+    let (status, activated) = app.post("/admin/servers/big/activate", &json!({"version": 1})).await;
+    assert_eq!(status, 200, "{activated}");
+    let client = app.mcp("big").await;
+    let again =
+        mcp_call(&client, "call_operation", json!({"operation": "delete_pet", "arguments": {"petId": "7"}})).await;
+    assert_ne!(again.is_error, Some(true), "{}", text_of(&again));
+    assert_eq!(api.take().pop().unwrap().method, "DELETE");
+    client.cancel().await.unwrap();
+
+    // And after a restart, from the catalog.
+    let data_dir = app.data_dir.clone();
+    let upstream = app.upstream.clone();
+    app.stop().await;
+    let env = vec![(format!("MCPBOOTD_EGRESS__RESOLVE__{PETS_HOST}"), "127.0.0.1".to_string())];
+    let app = spawn_app_with(AppOptions { env, data_dir: Some(data_dir), upstream: Some(upstream) }).await;
+    let client = app.mcp("big").await;
+    let found = mcp_call(&client, "search_operations", json!({"query": "photo"})).await;
+    assert_eq!(hits(&found)[0]["operation"], "set_photo");
+    let photo = mcp_call(
+        &client,
+        "call_operation",
+        json!({"operation": "set_photo", "arguments": {"petId": "7", "body": {"url": "u", "caption": "c"}}}),
+    )
+    .await;
+    assert_ne!(photo.is_error, Some(true), "{}", text_of(&photo));
+    assert_eq!(api.take().pop().unwrap().path, "/v1/pets/7/photo");
     client.cancel().await.unwrap();
     app.stop().await;
 }

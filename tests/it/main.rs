@@ -33,6 +33,7 @@ mod replicas;
 mod sandbox_escapes;
 mod scripted_llm;
 mod sdk_clients;
+mod search_quality;
 mod shutdown;
 mod tidy;
 mod tidy_map;

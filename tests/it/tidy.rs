@@ -357,8 +357,6 @@ const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
             "wire",
         ],
     ),
-    // The call histogram's buckets live in `metrics`, which reads `overview`'s totals.
-    ("telemetry", &["metrics", "overview"]),
 ];
 
 /// Sibling private-helper imports not yet removed: (room, importing child, room-relative path).
@@ -407,7 +405,6 @@ const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[
     ("oauth", "tests", "discovery::allowed_algorithms"),
     ("oauth", "tests", "discovery::metadata_urls"),
     ("serve", "code_mode", "call::truncate"),
-    ("telemetry", "overview", "metrics::CALL_BUCKETS"),
 ];
 
 /// The directory modules of `src/` that have a parent file beside them.

@@ -9,8 +9,10 @@ pub mod connect;
 pub mod connections;
 pub mod console;
 pub mod credentials;
+pub mod door;
 pub mod error;
 pub mod events;
+pub mod extract;
 pub mod health;
 pub mod limits;
 pub mod mcp;
@@ -99,7 +101,7 @@ pub fn router(state: AppState) -> Router {
         .merge(console::routes(&state))
         // The connect pages are HTML for a person's browser, not API either.
         .merge(connect::routes())
-        .fallback(error::route_not_found)
+        .fallback(oauth::route_not_found)
         .layer(middleware::from_fn(wire::json_errors))
         .layer(middleware::from_fn(unread_body::drain_unread))
         .layer(DefaultBodyLimit::max(state.config.server.max_body_bytes))

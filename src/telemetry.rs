@@ -18,6 +18,11 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{LogConfig, LogFormat, TelemetryConfig};
 
+/// Upper bounds (seconds) of the call-duration buckets: the per-tool Prometheus histogram
+/// (`metrics`) and the console's daemon-wide latency percentiles (`overview`) count calls into
+/// the same buckets, so the two agree.
+const CALL_BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
 /// Installs the global subscriber: human-readable on a terminal, JSON lines otherwise (or as
 /// configured). `RUST_LOG` overrides `[log] level`. With `[telemetry] otlp_endpoint` set, spans
 /// of the serving path also become OpenTelemetry spans (see [`traces`]), whatever the log level.

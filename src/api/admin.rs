@@ -1,8 +1,6 @@
 //! Admin API handlers: inspect, regenerate, call, export and delete servers, and set their
 //! access tokens. Registration is in `register.rs`; the bodies are the types of `model.rs`.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -11,19 +9,19 @@ use serde_json::json;
 
 use crate::access_token;
 use crate::api::AppState;
+use crate::api::door::check_auth;
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::extract::{not_found, optional_body, parse_id, served};
 use crate::api::model::{
     AccessTokenRequest, AccessTokenSet, AuthSet, AuthView, CallList, CallRequest, CallResult, CallsQuery, ErrorBody,
     GenerationStarted, RegenerateRequest, ServerList, ServerSummary, ServerView, ToolHealthView, ToolsetRegistration,
 };
 use crate::api::register::llm_not_configured;
 use crate::catalog::{CallFilter, ServerRecord, StartGeneration};
-use crate::config::OAuthConfig;
 use crate::generate::Job;
 use crate::generate::repair::{self, Repair};
 use crate::serve::call::CallError;
 use crate::serve::health::Health;
-use crate::serve::registry::{MountError, Mounted};
 use crate::states::{ServerKind, Status, Trigger, Via};
 use crate::toolset::{AuthSetting, ServerId};
 
@@ -272,21 +270,6 @@ async fn repair_of(
     Ok(Repair { base_generation_id: active.id, tools: names, failures })
 }
 
-/// A body that may be empty (the defaults), read without asking for a content type so
-/// `curl -X POST .../regenerate` works; `shape` says what was expected.
-pub(crate) fn optional_body<T: serde::de::DeserializeOwned + Default>(body: &[u8], shape: &str) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    let refused = |error: &dyn std::fmt::Display| {
-        ApiError::with_status(StatusCode::BAD_REQUEST, ErrorCode::InvalidBody, format!("expected {shape}: {error}"))
-    };
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let parsed = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| refused(&e))?;
-    deserializer.end().map_err(|e| refused(&e))?;
-    Ok(parsed)
-}
-
 /// Set or rotate a server's access token
 ///
 /// MCP clients must then present it as `Authorization: Bearer <token>`; the old token stops
@@ -405,38 +388,6 @@ async fn set_auth(state: &AppState, id: &ServerId, setting: Option<AuthSetting>)
     Ok(Json(AuthSet { id: id.clone(), auth, access_token_removed }))
 }
 
-/// A server's auth setting as given, checked against the daemon's configuration; the scopes are
-/// de-duplicated in the order given.
-pub(crate) fn check_auth(oauth: &OAuthConfig, setting: AuthSetting) -> Result<AuthSetting, ApiError> {
-    let AuthSetting::Oauth { scopes } = setting else {
-        return Ok(setting);
-    };
-    let invalid = |message: String| Err(ApiError::new(ErrorCode::InvalidAuth, message));
-    if !oauth.enabled() {
-        return invalid(
-            "auth mode \"oauth\" needs an identity provider: configure [auth.oauth] issuer and public_url \
-             (docs/oauth.md), or use \"open\" or an access_token"
-                .into(),
-        );
-    }
-    if scopes.len() > MAX_SERVER_SCOPES {
-        return invalid(format!("{} scopes given; a server asks for at most {MAX_SERVER_SCOPES}", scopes.len()));
-    }
-    let mut unique: Vec<String> = Vec::with_capacity(scopes.len());
-    for scope in scopes {
-        if let Err(problem) = crate::oauth::check_scope(&scope) {
-            return invalid(format!("auth.scopes: {scope:?}: {problem}"));
-        }
-        if !unique.contains(&scope) {
-            unique.push(scope);
-        }
-    }
-    Ok(AuthSetting::Oauth { scopes: unique })
-}
-
-/// Scopes one server may add to the daemon's scope model.
-const MAX_SERVER_SCOPES: usize = 16;
-
 /// Run one tool through the same isolate path as MCP
 ///
 /// The call is logged like an MCP call (`via: admin`). A tool that throws is a 200 with
@@ -482,32 +433,6 @@ pub async fn call_tool(
         }
     })?;
     Ok(Json(CallResult { execution_id: output.execution_id, outcome: output.outcome, result: output.result.into() }))
-}
-
-/// Why a server with no version to serve cannot be called, and what makes it servable.
-pub(crate) fn not_served(id: &ServerId, status: Status) -> String {
-    match status {
-        Status::AwaitingApproval => format!(
-            "server {id:?} has no approved version yet; an operator approves one with POST \
-             /admin/servers/{id}/versions/{{n}}/approve (GET /admin/servers/{id}/versions lists them)"
-        ),
-        Status::Rejected => format!(
-            "server {id:?} has no version to serve: its version was rejected; POST /admin/servers/{id}/regenerate"
-        ),
-        status => format!("server {id:?} is {status}; its tools are served once it is ready"),
-    }
-}
-
-/// The built mount of a server that is being served, or why it cannot be called.
-pub(crate) async fn served(state: &AppState, id: &ServerId) -> Result<Arc<Mounted>, ApiError> {
-    match state.registry.mounted(id).await {
-        Ok(Some(mounted)) => Ok(mounted),
-        Ok(None) | Err(MountError::Gone { .. }) => Err(match state.catalog.server_status(id).await? {
-            Some(status) => ApiError::new(ErrorCode::ServerNotReady, not_served(id, status)),
-            None => not_found(id),
-        }),
-        Err(failure) => Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
-    }
 }
 
 /// The call log, newest first, with egress records
@@ -596,13 +521,4 @@ pub async fn export_server(
 async fn find_server(state: &AppState, raw_id: &str) -> Result<ServerRecord, ApiError> {
     let id = parse_id(raw_id)?;
     state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))
-}
-
-pub(crate) fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
-    ServerId::parse(raw)
-        .map_err(|_| ApiError::new(ErrorCode::ServerNotFound, format!("no server {raw:?} (ids use a-z, 0-9 and '-')")))
-}
-
-pub(crate) fn not_found(id: &ServerId) -> ApiError {
-    ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}; GET /admin/servers lists them"))
 }

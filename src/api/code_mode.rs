@@ -6,8 +6,8 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 
 use crate::api::AppState;
-use crate::api::admin::{not_found, parse_id, served};
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::extract::{not_found, parse_id, served};
 use crate::api::model::ErrorBody;
 use crate::api::register::check_code_mode;
 use crate::serve::code_mode::{ScriptRequest, ScriptResult};

@@ -8,8 +8,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 use crate::api::AppState;
-use crate::api::admin::{not_found, parse_id};
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::extract::{not_found, parse_id};
 use crate::api::model::{ConnectionList, ConnectionView, CredentialList, CredentialRequest, CredentialView, ErrorBody};
 use crate::catalog::{NewCredential, PutCredential};
 use crate::credentials::vault::Vault;
@@ -258,8 +258,8 @@ pub(crate) fn check_per_user_door(
         )));
     }
     if !matches!(
-        crate::api::mcp::door(access_token.then_some(()), auth, oauth.required),
-        crate::api::mcp::Door::OAuth(_)
+        crate::api::door::door(access_token.then_some(()), auth, oauth.required),
+        crate::api::door::Door::OAuth(_)
     ) {
         return Err(invalid(format!(
             "credential {name:?} is per_user, so the server's mount must require OAuth (each call carries its \

@@ -3,16 +3,19 @@
 //!
 //! Every code is an [`ErrorCode`], spelled once, and carries the status it is sent with. 4xx
 //! messages are written for the person who sent the request and say how to fix it. 5xx responses
-//! log the cause and tell the client little.
+//! log the cause and tell the client little. The bodies an error is written as ([`ErrorBody`],
+//! [`JsonRpcError`], [`OAuthError`]) are defined here too, so this module needs nothing else of
+//! the API.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::header::WWW_AUTHENTICATE;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
-use crate::api::model::{ErrorBody, ErrorDetail, JsonRpcError, JsonRpcErrorData, JsonRpcErrorDetail, OAuthError};
 use crate::catalog::CatalogError;
 use crate::states::text_enum;
 
@@ -166,6 +169,63 @@ impl ErrorCode {
             _ => -32600,
         }
     }
+}
+
+// The bodies errors are written as.
+
+/// Every error response: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// What kind of error; a client can act on it.
+    pub code: ErrorCode,
+    /// What went wrong and how to fix it.
+    pub message: String,
+}
+
+/// An error from the MCP endpoint (`/servers/{id}/mcp`): a JSON-RPC error response, so MCP
+/// clients show its message. `id` is null when the request was refused before its body was read.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JsonRpcError {
+    /// Always `"2.0"`.
+    pub jsonrpc: String,
+    #[schema(value_type = Option<Object>)]
+    pub id: Value,
+    pub error: JsonRpcErrorDetail,
+}
+
+impl JsonRpcError {
+    /// An error that answers no particular request (`id: null`).
+    pub fn new(error: JsonRpcErrorDetail) -> JsonRpcError {
+        JsonRpcError { jsonrpc: "2.0".into(), id: Value::Null, error }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JsonRpcErrorDetail {
+    /// The JSON-RPC error code: -32700 parse error, -32600 invalid request, -32603 internal
+    /// error, -32001 missing or wrong access token, -32000 server not able to answer now.
+    pub code: i64,
+    /// What went wrong and how to fix it.
+    pub message: String,
+    pub data: JsonRpcErrorData,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct JsonRpcErrorData {
+    /// The same code an admin API error would carry.
+    pub code: ErrorCode,
+}
+
+/// An OAuth error (RFC 6749 §5.2): the answer to OAuth discovery and registration probes.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct OAuthError {
+    pub error: String,
+    pub error_description: String,
 }
 
 /// How an error is written. One error type serves three kinds of client, each of which shows
@@ -363,16 +423,6 @@ impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> ApiError {
         ApiError::new(ErrorCode::InvalidPath, rejection.body_text())
     }
-}
-
-/// Fallback for unknown routes, so even a 404 has the error shape; OAuth probes are told where
-/// to sign in, or that the mounts take static bearer tokens (see `api::oauth`).
-pub async fn route_not_found(
-    axum::extract::State(state): axum::extract::State<crate::api::AppState>,
-    uri: axum::http::Uri,
-) -> ApiError {
-    crate::api::oauth::refusal_for(uri.path(), &state)
-        .unwrap_or_else(|| ApiError::new(ErrorCode::RouteNotFound, format!("no route for {}", uri.path())))
 }
 
 #[cfg(test)]

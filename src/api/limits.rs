@@ -6,8 +6,8 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 
 use crate::api::AppState;
-use crate::api::admin::{not_found, parse_id};
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::extract::{not_found, parse_id};
 use crate::api::model::{ErrorBody, LimitsView};
 use crate::serve::quota::EffectiveLimits;
 use crate::toolset::{ServerId, ServerLimits};

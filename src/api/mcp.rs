@@ -13,18 +13,17 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use crate::api::AppState;
-use crate::api::admin::not_served;
+use crate::api::door::{Door, mount_door};
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::extract::not_served;
 use crate::api::model::JsonRpcError;
 use std::sync::Arc;
 
 use crate::api::connections::ClientAddress;
-use crate::config::OAuthConfig;
 use crate::oauth::{Admission, Grant, MissingScope};
 use crate::serve::quota::CallerKey;
-use crate::serve::registry::{Mount, MountError, Mounted};
+use crate::serve::registry::{MountError, Mounted};
 use crate::telemetry::metrics::ClientMistake;
-use crate::toolset::AuthSetting;
 use crate::toolset::ServerId;
 
 /// The MCP endpoint of one server (Streamable HTTP, stateless)
@@ -107,38 +106,6 @@ fn tool_gate(state: &AppState, mounted: &Mounted, grant: &Grant, mcp_path: &str,
 fn insufficient_scope(state: &AppState, mcp_path: &str, missing: &MissingScope) -> ApiError {
     ApiError::new(ErrorCode::InsufficientScope, format!("{missing}; sign in again asking for it"))
         .with_challenge(super::oauth::scope_challenge(&state.config.auth.oauth, mcp_path, missing))
-}
-
-/// How a mount's requests are let in.
-pub(crate) enum Door<'a, Token = &'a str> {
-    /// Anyone who reaches the daemon.
-    Open,
-    /// The static bearer token (its sha256, for a mount).
-    AccessToken(Token),
-    /// An OAuth access token for the mount, holding these scopes besides the daemon's model.
-    OAuth(&'a [String]),
-}
-
-/// The door of a server with this access token and auth setting: a static token wins (a
-/// server never has both it and a setting); then the server's own setting; then `[auth.oauth]
-/// required`. The one rule, for the mount and for what the admin API shows.
-pub(crate) fn door<Token>(
-    access_token: Option<Token>,
-    setting: Option<&AuthSetting>,
-    required: bool,
-) -> Door<'_, Token> {
-    match (access_token, setting) {
-        (Some(token), _) => Door::AccessToken(token),
-        (None, Some(AuthSetting::Open {})) => Door::Open,
-        (None, Some(AuthSetting::Oauth { scopes })) => Door::OAuth(scopes),
-        (None, None) if required => Door::OAuth(&[]),
-        (None, None) => Door::Open,
-    }
-}
-
-/// A mounted server's door.
-pub(super) fn mount_door<'a>(mount: &'a Mount, oauth: &OAuthConfig) -> Door<'a> {
-    door(mount.access_token_sha256.as_deref(), mount.auth.as_ref(), oauth.required)
 }
 
 /// Counts a refusal, and logs a client's mistake at debug level: it is the client's to fix,

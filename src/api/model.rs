@@ -13,7 +13,6 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::api::error::ErrorCode;
 use crate::catalog::{self, GenerationRecord, ServerRecord, format_millis};
 use crate::credentials::Injection;
 use crate::generate::StatusEvent;
@@ -24,62 +23,9 @@ use crate::states::{
 use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, OperationFilter, ServerId, ToolSpec};
 use crate::whitelist::{RefusedDomain, WhitelistEntry};
 
-// Errors.
+// Errors: the shapes live beside the codes they carry (`api::error`).
 
-/// Every error response: `{"error": {"code", "message"}}`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ErrorDetail {
-    /// What kind of error; a client can act on it.
-    pub code: ErrorCode,
-    /// What went wrong and how to fix it.
-    pub message: String,
-}
-
-/// An error from the MCP endpoint (`/servers/{id}/mcp`): a JSON-RPC error response, so MCP
-/// clients show its message. `id` is null when the request was refused before its body was read.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct JsonRpcError {
-    /// Always `"2.0"`.
-    pub jsonrpc: String,
-    #[schema(value_type = Option<Object>)]
-    pub id: Value,
-    pub error: JsonRpcErrorDetail,
-}
-
-impl JsonRpcError {
-    /// An error that answers no particular request (`id: null`).
-    pub fn new(error: JsonRpcErrorDetail) -> JsonRpcError {
-        JsonRpcError { jsonrpc: "2.0".into(), id: Value::Null, error }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct JsonRpcErrorDetail {
-    /// The JSON-RPC error code: -32700 parse error, -32600 invalid request, -32603 internal
-    /// error, -32001 missing or wrong access token, -32000 server not able to answer now.
-    pub code: i64,
-    /// What went wrong and how to fix it.
-    pub message: String,
-    pub data: JsonRpcErrorData,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct JsonRpcErrorData {
-    /// The same code an admin API error would carry.
-    pub code: ErrorCode,
-}
-
-/// An OAuth error (RFC 6749 §5.2): the answer to OAuth discovery and registration probes.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct OAuthError {
-    pub error: String,
-    pub error_description: String,
-}
+pub use crate::api::error::{ErrorBody, ErrorDetail, JsonRpcError, JsonRpcErrorData, JsonRpcErrorDetail, OAuthError};
 
 // Registration: `POST /admin/servers`.
 
@@ -996,10 +942,10 @@ impl AuthView {
     /// `[auth.oauth] required` = `required` (the same rule as the mount's door).
     pub fn of(access_token: bool, setting: Option<&AuthSetting>, required: bool) -> AuthView {
         let source = if !access_token && setting.is_none() { "default" } else { "server" };
-        let (mode, scopes) = match super::mcp::door(access_token.then_some(()), setting, required) {
-            super::mcp::Door::Open => ("open", Vec::new()),
-            super::mcp::Door::AccessToken(_) => ("access_token", Vec::new()),
-            super::mcp::Door::OAuth(scopes) => ("oauth", scopes.to_vec()),
+        let (mode, scopes) = match super::door::door(access_token.then_some(()), setting, required) {
+            super::door::Door::Open => ("open", Vec::new()),
+            super::door::Door::AccessToken(_) => ("access_token", Vec::new()),
+            super::door::Door::OAuth(scopes) => ("oauth", scopes.to_vec()),
         };
         AuthView { mode: mode.into(), scopes, source: source.into() }
     }

@@ -10,8 +10,8 @@ use axum::extract::{Path, State};
 use axum::http::HeaderValue;
 
 use crate::api::AppState;
+use crate::api::door::{Door, mount_door};
 use crate::api::error::{ApiError, ErrorCode, header_quotable};
-use crate::api::mcp::{Door, mount_door};
 use crate::api::model::{OAuthError, ProtectedResource};
 use crate::config::OAuthConfig;
 use crate::oauth::MissingScope;
@@ -181,6 +181,13 @@ fn server_of(path: &str) -> Option<&str> {
     let rest = &path[path.find("/servers/")? + "/servers/".len()..];
     let id = rest.split('/').next().filter(|id| !id.is_empty() && !id.starts_with('.'))?;
     crate::toolset::ServerId::parse(id).is_ok().then_some(id)
+}
+
+/// Fallback for unknown routes, so even a 404 has the error shape; OAuth probes are told where
+/// to sign in, or that the mounts take static bearer tokens (see [`refusal_for`]).
+pub async fn route_not_found(State(state): State<AppState>, uri: axum::http::Uri) -> ApiError {
+    refusal_for(uri.path(), &state)
+        .unwrap_or_else(|| ApiError::new(ErrorCode::RouteNotFound, format!("no route for {}", uri.path())))
 }
 
 #[cfg(test)]

@@ -479,7 +479,7 @@ impl Checked {
                 "send either \"access_token\" (a static bearer token) or \"auth\" (open, or OAuth), not both",
             ));
         }
-        let auth = auth.map(|auth| crate::api::admin::check_auth(oauth, auth)).transpose()?;
+        let auth = auth.map(|auth| crate::api::door::check_auth(oauth, auth)).transpose()?;
         let whitelist =
             Whitelist::from_operator_domains(allow_domains).map_err(|m| ApiError::new(ErrorCode::InvalidDomain, m))?;
         Ok(Checked { id, name, description, access_token_sha256, auth, whitelist })

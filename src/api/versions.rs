@@ -11,8 +11,8 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 
 use crate::api::AppState;
-use crate::api::admin::{not_found, optional_body, parse_id};
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::extract::{not_found, optional_body, parse_id};
 use crate::api::model::{
     ActivateRequest, ApprovalSetting, DriftReport, DriftView, ErrorBody, GenerationView, RejectRequest, VersionChanged,
     VersionDiff, VersionList, VersionSummary, VersionView,

@@ -24,11 +24,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::CALL_BUCKETS;
 use crate::states::{CacheUse, CallOutcome, DriftStatus, GenerationOutcome, Stage, UpstreamDecision, VersionChange};
 
-/// Upper bounds (seconds) of the call-duration histogram buckets.
-pub(super) const CALL_BUCKETS: [f64; 14] =
-    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 /// Upper bounds (seconds) of the generation-stage histogram buckets.
 const STAGE_BUCKETS: [f64; 11] = [0.01, 0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0];
 

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::metrics::CALL_BUCKETS;
+use super::CALL_BUCKETS;
 
 /// How often a sample is taken.
 pub const INTERVAL: Duration = Duration::from_secs(5);

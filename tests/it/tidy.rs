@@ -254,3 +254,454 @@ fn the_dockerfile_stubs_every_cargo_target() {
         }
     }
 }
+
+/// # Every room is a DAG, one level down
+///
+/// A *room* is a directory module of `src/` with its parent file: `src/api.rs` plus `src/api/`.
+/// Each file of a room is a node: the parent (`api.rs`), and each child module with everything
+/// below it (`mcp` is `api/mcp.rs` and `api/mcp/*`). An edge `a -> b` is a path in `a`'s code
+/// (comments skipped) that names `b`: `crate::api::b…`, `super::b…` (climbing from the module
+/// the path is written in, so `use super::*` in `mod tests` names the file itself), `self::b…`,
+/// grouped imports (`crate::api::{b::X, c}`), and, in the parent file only, a bare `b::…`. A
+/// path that names a room-level item which is not a child (`crate::api::AppState`) is an edge
+/// to the parent. Two rules hold for every room:
+///
+/// 1. **No cycle among a room's files.** A cycle fails the test, printed as the path that
+///    closes it. Rooms still being untangled list their current knots (strongly connected
+///    components) in [`ALLOWED_ROOM_KNOTS`], and the test fails if a listed knot changes or
+///    disappears, so the list only ever shrinks.
+/// 2. **No sibling's private helper.** A child may name another child's items only if they are
+///    `pub`: an item declared `pub(crate)`, `pub(super)` or `pub(in …)` at the top of a module
+///    file of `b` is lent to the crate or to the parent, not to `b`'s siblings. The exception is
+///    the room's declared shared module ([`SHARED_MODULES`]), which exists to be shared inside
+///    the room. The parent may name any child's items. Rooms not yet following the rule list
+///    each import in [`ALLOWED_PRIVATE_IMPORTS`], kept exact the same way.
+///
+/// `cargo test --test it tidy::rooms -- --nocapture` prints every room's import graph.
+#[test]
+fn rooms_are_dags_one_level_down() {
+    let mut failures = Vec::new();
+    let mut knots_seen = std::collections::BTreeSet::new();
+    let mut private_seen = std::collections::BTreeSet::new();
+    for room in rooms() {
+        let graph = room_graph(&room);
+        println!("{}", graph.render());
+        for knot in graph.knots() {
+            let entry = (room.clone(), knot.clone());
+            let allowed = ALLOWED_ROOM_KNOTS
+                .iter()
+                .any(|(r, members)| *r == room && members.iter().map(|m| m.to_string()).eq(knot.iter().cloned()));
+            if allowed {
+                knots_seen.insert(entry);
+            } else {
+                failures.push(format!("import cycle in {room}/: {}", graph.cycle_through(&knot).join(" -> ")));
+            }
+        }
+        for (from, path) in &graph.private_imports {
+            let entry = (room.clone(), from.clone(), path.clone());
+            if ALLOWED_PRIVATE_IMPORTS.iter().any(|(r, f, p)| *r == room && f == from && p == path) {
+                private_seen.insert(entry);
+            } else {
+                failures.push(format!(
+                    "{room}/{from} names {room}::{path}, a sibling's private helper: make it `pub` if it is \
+                     that module's interface, or move it to the room's shared module"
+                ));
+            }
+        }
+    }
+    for (room, members) in ALLOWED_ROOM_KNOTS {
+        let knot: Vec<String> = members.iter().map(|m| m.to_string()).collect();
+        if !knots_seen.contains(&(room.to_string(), knot.clone())) {
+            failures.push(format!(
+                "ALLOWED_ROOM_KNOTS lists {room}/ {{{}}}, which is no longer a knot: shrink or remove the entry",
+                knot.join(", ")
+            ));
+        }
+    }
+    for (room, from, path) in ALLOWED_PRIVATE_IMPORTS {
+        if !private_seen.contains(&(room.to_string(), from.to_string(), path.to_string())) {
+            failures.push(format!(
+                "ALLOWED_PRIVATE_IMPORTS lists {room}/{from} -> {path}, which is gone: remove the entry"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "rooms are not DAGs (see the rule in tests/it/tidy.rs):\n{}", failures.join("\n"));
+}
+
+/// Each room's shared module: the child whose restricted items its siblings may name.
+const SHARED_MODULES: &[(&str, &str)] = &[("api", "extract")];
+
+/// Knots (strongly connected components, members sorted) of rooms not yet untangled. Each entry
+/// must match a knot exactly; remove it when the room is fixed.
+const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
+    // Each parent holds the types its children share and also uses the children; the shared
+    // types belong in a child of their own.
+    ("accounts", &["accounts.rs", "flow"]),
+    ("credentials", &["credentials.rs", "redact"]),
+    ("generate", &["generate.rs", "repair"]),
+    ("llm", &["anthropic", "llm.rs", "openai"]),
+    ("oauth", &["cache", "discovery", "introspection", "keys", "oauth.rs", "scopes"]),
+    (
+        "catalog",
+        &[
+            "accounts",
+            "calls",
+            "catalog.rs",
+            "changes",
+            "copy",
+            "credentials",
+            "generations",
+            "leases",
+            "registrations",
+            "servers",
+            "tools",
+            "versions",
+        ],
+    ),
+    // Serving is restructured on its own; the registry and the mount build each other.
+    ("serve", &["code_mode", "mount", "registry"]),
+    // `AppState` lives in the parent, which every handler names and which names every handler.
+    (
+        "api",
+        &[
+            "admin",
+            "api.rs",
+            "auth",
+            "backup",
+            "code_mode",
+            "connect",
+            "console",
+            "credentials",
+            "events",
+            "extract",
+            "health",
+            "limits",
+            "mcp",
+            "oauth",
+            "openapi",
+            "overview",
+            "register",
+            "versions",
+        ],
+    ),
+];
+
+/// Sibling private-helper imports not yet removed: (room, importing child, room-relative path).
+const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[
+    // Registration borrows the credential and code-mode checks of the handlers that own them.
+    ("api", "admin", "register::llm_not_configured"),
+    ("api", "code_mode", "register::check_code_mode"),
+    ("api", "register", "credentials::check_per_user_door"),
+    ("api", "register", "credentials::reach_warnings"),
+    ("api", "register", "credentials::seal"),
+    ("api", "register", "mcp::params"),
+    ("api", "register", "mcp::params::Kind"),
+    // The catalog's row helpers are shared by the modules that write the same tables.
+    ("catalog", "generations", "credentials::insert_credentials"),
+    ("catalog", "generations", "tools::ToolRow"),
+    ("catalog", "generations", "tools::insert_tools"),
+    ("catalog", "generations", "tools::tool_from_row"),
+    ("catalog", "leases", "generations::status_list"),
+    ("catalog", "registrations", "credentials::insert_credentials"),
+    ("catalog", "registrations", "tools::ToolRow"),
+    ("catalog", "registrations", "tools::insert_tools"),
+    ("catalog", "servers", "tools::tool_from_row"),
+    ("catalog", "versions", "generations::status_list"),
+    ("generate", "compile", "plan::documents_section"),
+    ("generate", "compile", "plan::domains_section"),
+    ("oauth", "introspection", "cache::TokenCache"),
+    ("oauth", "introspection", "discovery::check_secure"),
+    ("oauth", "tests", "discovery::allowed_algorithms"),
+    ("oauth", "tests", "discovery::metadata_urls"),
+    ("serve", "code_mode", "call::truncate"),
+];
+
+/// The directory modules of `src/` that have a parent file beside them.
+fn rooms() -> Vec<String> {
+    let mut rooms: Vec<String> = std::fs::read_dir(src())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_dir() && path.with_extension("rs").is_file())
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    rooms.sort();
+    rooms
+}
+
+/// One room's files, the edges between them and the private helpers its children borrow.
+struct RoomGraph {
+    room: String,
+    /// Node → the nodes it names; the parent is `<room>.rs`.
+    edges: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// (importing child, room-relative path of a sibling's restricted item).
+    private_imports: std::collections::BTreeSet<(String, String)>,
+}
+
+fn room_graph(room: &str) -> RoomGraph {
+    let parent = format!("{room}.rs");
+    let dir = src().join(room);
+    let children: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs") || path.is_dir())
+        .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let shared = SHARED_MODULES.iter().find(|(r, _)| *r == room).map(|(_, shared)| *shared);
+    let mut files = vec![(parent.clone(), src().join(&parent))];
+    files.extend(rust_files(&dir).into_iter().map(|file| (module_path(&file)[1].clone(), file)));
+    let mut graph =
+        RoomGraph { room: room.to_string(), edges: Default::default(), private_imports: Default::default() };
+    for node in std::iter::once(&parent).chain(&children) {
+        graph.edges.entry(node.clone()).or_default();
+    }
+    for (node, file) in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let in_parent = node == parent;
+        for path in paths_in(&text, &module_path(&file), in_parent.then_some(&children)) {
+            let Some(relative) = path.strip_prefix(&[room.to_string()][..]) else { continue };
+            let target = match relative.first() {
+                Some(child) if children.contains(child) => child.clone(),
+                _ => parent.clone(),
+            };
+            if target == node {
+                continue;
+            }
+            graph.edges.get_mut(&node).unwrap().insert(target.clone());
+            if !in_parent && target != parent && Some(target.as_str()) != shared {
+                for end in 1..relative.len() {
+                    if restricted_items(room, &relative[..end]).contains(&relative[end]) {
+                        graph.private_imports.insert((node.clone(), relative[..=end].join("::")));
+                    }
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The items a module file of a room declares at its top level as `pub(crate)`, `pub(super)` or
+/// `pub(in …)`; `module` is room-relative (`["mcp", "params"]` is `api/mcp/params.rs`).
+fn restricted_items(room: &str, module: &[String]) -> std::collections::BTreeSet<String> {
+    let file = module.iter().fold(src().join(room), |dir, part| dir.join(part)).with_extension("rs");
+    let Ok(text) = std::fs::read_to_string(file) else { return Default::default() };
+    let keywords = ["async", "const", "unsafe", "fn", "struct", "enum", "static", "type", "trait", "mod"];
+    text.lines()
+        .filter_map(|line| {
+            let rest = ["pub(crate) ", "pub(super) "].iter().find_map(|p| line.strip_prefix(p)).or_else(|| {
+                let after = line.strip_prefix("pub(in ")?;
+                Some(&after[after.find(") ")? + 2..])
+            })?;
+            let mut words = rest.split_whitespace().skip_while(|word| keywords.contains(word));
+            let name: String = words.next()?.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+/// Every module path the code names, resolved from the crate root: `crate::a::b`, `super::b`
+/// and `self::b` (each climbing from the module it is written in, inline `mod x {` blocks
+/// included), grouped imports expanded; with `bare`, also `x::…` for each name `x` it holds.
+fn paths_in(text: &str, file_module: &[String], bare: Option<&std::collections::BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Each line's module: rustfmt closes an inline module with a `}` at the `mod` line's indent.
+    let mut code = String::new();
+    let mut line_modules: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut inline: Vec<(usize, String)> = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if trimmed == "}" && inline.last().is_some_and(|(at, _)| *at == indent) {
+            inline.pop();
+        }
+        let module: Vec<String> =
+            file_module.iter().cloned().chain(inline.iter().map(|(_, name)| name.clone())).collect();
+        line_modules.push((code.len(), module));
+        if !trimmed.starts_with("//") {
+            code.push_str(line);
+        }
+        code.push('\n');
+        let declaration = trimmed.trim_start_matches("pub(crate) ").trim_start_matches("pub(super) ");
+        let declaration = declaration.trim_start_matches("pub ");
+        if let Some(name) = declaration.strip_prefix("mod ").and_then(|rest| rest.strip_suffix(" {")) {
+            inline.push((indent, name.to_string()));
+        }
+    }
+    let module_at = |offset: usize| -> &[String] {
+        let line = line_modules.partition_point(|(start, _)| *start <= offset) - 1;
+        &line_modules[line].1
+    };
+    let mut paths = Vec::new();
+    let starts_path = |at: usize| !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
+    let mut at = 0;
+    while at < code.len() {
+        let rest = &code[at..];
+        let start = if !starts_path(at) {
+            None
+        } else if let Some(after) = rest.strip_prefix("crate::") {
+            Some((Vec::new(), after))
+        } else if rest.starts_with("super::") {
+            let mut after = rest;
+            let mut module = module_at(at).to_vec();
+            while let Some(next) = after.strip_prefix("super::") {
+                module.pop();
+                after = next;
+            }
+            Some((module, after))
+        } else if let Some(after) = rest.strip_prefix("self::") {
+            Some((module_at(at).to_vec(), after))
+        } else if let Some(name) = bare.and_then(|names| {
+            names.iter().find(|name| rest.strip_prefix(name.as_str()).is_some_and(|r| r.starts_with("::")))
+        }) {
+            let _ = name;
+            Some((file_module.to_vec(), rest))
+        } else {
+            None
+        };
+        match start {
+            Some((base, tree)) => {
+                for mut tail in use_tree(tree) {
+                    if tail.last().is_some_and(|last| last == "self") {
+                        tail.pop();
+                    }
+                    paths.push(base.iter().cloned().chain(tail).collect());
+                }
+                at += rest.find("::").map_or(1, |i| i + 2);
+            }
+            None => at += rest.chars().next().map_or(1, char::len_utf8),
+        }
+    }
+    paths
+}
+
+/// The paths a use tree names: `a::{b, c::{d, e}}` is `a::b`, `a::c::d`, `a::c::e`; a path in
+/// an expression ends at its first non-path character (`a::f(x)` is `a::f`).
+fn use_tree(text: &str) -> Vec<Vec<String>> {
+    let text = text.trim_start();
+    if let Some(group) = text.strip_prefix('{') {
+        let mut trees = Vec::new();
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    trees.extend(use_tree(&group[start..i]));
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    trees.extend(use_tree(&group[start..i]));
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return trees;
+    }
+    if text.starts_with('*') {
+        return vec![vec!["*".to_string()]];
+    }
+    let name: String = text.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+    if name.is_empty() {
+        return Vec::new();
+    }
+    match text[name.len()..].strip_prefix("::") {
+        Some(rest)
+            if rest.trim_start().starts_with(|c: char| c == '{' || c == '*' || c.is_alphabetic() || c == '_') =>
+        {
+            use_tree(rest).into_iter().map(|tail| std::iter::once(name.clone()).chain(tail).collect()).collect()
+        }
+        _ => vec![vec![name]],
+    }
+}
+
+impl RoomGraph {
+    fn render(&self) -> String {
+        let mut out = format!("{}/\n", self.room);
+        for (node, targets) in &self.edges {
+            let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+            out.push_str(&format!("  {node} -> {}\n", targets.join(", ")));
+        }
+        for knot in self.knots() {
+            out.push_str(&format!("  knot: {{{}}}\n", knot.join(", ")));
+        }
+        for (from, path) in &self.private_imports {
+            out.push_str(&format!("  private: {from} -> {path}\n"));
+        }
+        out
+    }
+
+    /// The strongly connected components with more than one node, each sorted.
+    fn knots(&self) -> Vec<Vec<String>> {
+        let reaches = |from: &String| -> std::collections::BTreeSet<String> {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut todo = vec![from.clone()];
+            while let Some(node) = todo.pop() {
+                for next in &self.edges[&node] {
+                    if seen.insert(next.clone()) {
+                        todo.push(next.clone());
+                    }
+                }
+            }
+            seen
+        };
+        let reach: std::collections::BTreeMap<&String, _> = self.edges.keys().map(|n| (n, reaches(n))).collect();
+        let mut knots: Vec<Vec<String>> = Vec::new();
+        for node in self.edges.keys() {
+            let knot: Vec<String> = self
+                .edges
+                .keys()
+                .filter(|other| reach[node].contains(*other) && reach[other].contains(node))
+                .cloned()
+                .collect();
+            if knot.len() > 1 && !knots.contains(&knot) {
+                knots.push(knot);
+            }
+        }
+        knots
+    }
+
+    /// A shortest cycle through the knot's first node, as the path that closes it.
+    fn cycle_through(&self, knot: &[String]) -> Vec<String> {
+        let first = &knot[0];
+        let mut came_from = std::collections::BTreeMap::<String, String>::new();
+        let mut todo = std::collections::VecDeque::from([first.clone()]);
+        while let Some(node) = todo.pop_front() {
+            for next in &self.edges[&node] {
+                if next == first {
+                    let mut cycle = vec![first.clone(), node.clone()];
+                    while let Some(previous) = came_from.get(cycle.last().unwrap()) {
+                        cycle.push(previous.clone());
+                    }
+                    cycle.reverse();
+                    return cycle;
+                }
+                if knot.contains(next) && !came_from.contains_key(next) && next != first {
+                    came_from.insert(next.clone(), node.clone());
+                    todo.push_back(next.clone());
+                }
+            }
+        }
+        knot.to_vec()
+    }
+}
+
+#[test]
+fn the_room_check_resolves_relative_grouped_and_bare_paths() {
+    let module = ["api".to_string(), "mcp".to_string()];
+    let code = "use crate::api::{error::{ApiError, ErrorCode}, AppState};\n\
+                // crate::api::admin only in a comment\n\
+                fn f() { super::oauth::challenge(x); transport::y(); }\n\
+                mod tests {\n    use super::*;\n}\n";
+    let bare: std::collections::BTreeSet<String> = ["transport".to_string()].into();
+    let paths: Vec<String> = paths_in(code, &module, Some(&bare)).iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        paths,
+        [
+            "api::error::ApiError",
+            "api::error::ErrorCode",
+            "api::AppState",
+            "api::oauth::challenge",
+            "api::mcp::transport::y",
+            "api::mcp::*"
+        ]
+    );
+}

@@ -350,6 +350,7 @@ const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
             "changes",
             "copy",
             "credentials",
+            "discovery",
             "generations",
             "leases",
             "registrations",
@@ -398,6 +399,7 @@ const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[
     ("api", "register", "mcp::params::Kind"),
     // The catalog's row helpers are shared by the modules that write the same tables.
     ("catalog", "generations", "credentials::insert_credentials"),
+    ("catalog", "generations", "discovery::insert_discovery"),
     ("catalog", "generations", "tools::ToolRow"),
     ("catalog", "generations", "tools::insert_tools"),
     ("catalog", "generations", "tools::tool_from_row"),

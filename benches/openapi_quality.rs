@@ -6,7 +6,10 @@
 //! is registered inline with a fresh daemon, mocked by Prism (`tests/prism`, installed by
 //! `.ci/run`) behind a proxy that records Prism's verdict, and up to N of its tools (default 20,
 //! spread evenly) are called once with schema-valid arguments. Prints per-description and total
-//! figures: descriptions registered (or the precise reason they were refused), calls accepted.
+//! figures: descriptions registered (or the precise reason they were refused), operations left
+//! out (and why), the size of `tools/list`, calls accepted, and how many successful results do not
+//! match their tool's output schema as the MCP Python SDK's client checks it
+//! (`tests/sdk/python/validate_results.py`, with the SDK `.ci/run` installs).
 
 use std::path::PathBuf;
 

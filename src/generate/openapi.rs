@@ -19,6 +19,7 @@ use crate::toolset::ToolSpec;
 
 pub mod document;
 pub mod external;
+pub mod listing;
 pub mod select;
 pub mod spec;
 
@@ -122,15 +123,10 @@ pub fn listed_limit(discovery: bool, max_tools: usize) -> usize {
 /// Whether the executor can call `op`, or why not. The one place that decides it: the cap on
 /// tools and discovery mode count only the operations it accepts.
 pub fn supported(op: &Operation) -> Result<(), String> {
-    if let Some(body) = &op.body
-        && body.content_type.starts_with("multipart/")
-    {
-        return Err(format!(
-            "its body is {}, which the executor does not send (multipart is not supported)",
-            body.content_type
-        ));
+    match unsupported(op) {
+        Some(reason) => Err(reason),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Derives tools from `spec`: the operations the selection's filter selects that the executor
@@ -254,10 +250,18 @@ pub fn derive(
         let tools = listed.iter().map(|&index| operations[index].clone()).collect();
         (tools, DerivedOperations { operations: operations.clone(), search_index })
     });
-    let (tools, discovery) = match discovery {
+    let (mut tools, discovery) = match discovery {
         Some((tools, all)) => (tools, Some(all)),
         None => (operations, None),
     };
+    let trimmed = listing::fit(&mut tools.iter_mut().map(|tool| &mut tool.spec).collect::<Vec<_>>());
+    if trimmed > 0 {
+        warnings.push(format!(
+            "the schemas of {trimmed} tools were trimmed so that tools/list stays within {} KiB: their deepest \
+             levels and nested descriptions are dropped, and accept any value of their type",
+            listing::MAX_LISTING_BYTES / 1024
+        ));
+    }
     Ok(Derived { tools, base_url, auth, warnings, operations_total: heads.len(), discovery })
 }
 
@@ -393,6 +397,113 @@ pub fn credential_name(scheme: &str) -> String {
     if name.is_empty() { "key".to_string() } else { name }
 }
 
+/// Why the executor cannot call `op`, or `None` when it can: the rule behind [`supported`].
+fn unsupported(op: &Operation) -> Option<String> {
+    let body = op.body.as_ref()?;
+    let kind = BodyKind::of(&body.content_type);
+    if kind == BodyKind::Multipart && !body.content_type.starts_with("multipart/form-data") {
+        return Some(format!(
+            "its body is {}, and the only multipart body the executor sends is multipart/form-data",
+            body.content_type
+        ));
+    }
+    None
+}
+
+/// How the executor encodes a request body, from its media type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyKind {
+    /// `application/json` and `*+json`: the argument as JSON.
+    Json,
+    /// `application/x-www-form-urlencoded`: the argument's fields as a form.
+    Form,
+    /// `multipart/form-data`: one part per field; file fields from base64 content or a URL.
+    Multipart,
+    /// `text/*`: the argument as text.
+    Text,
+    /// Anything else (`application/octet-stream`, `image/png`, …): the bytes of one file.
+    Binary,
+}
+
+impl BodyKind {
+    fn of(content_type: &str) -> BodyKind {
+        let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        if media.contains("json") {
+            BodyKind::Json
+        } else if media == "application/x-www-form-urlencoded" {
+            BodyKind::Form
+        } else if media.starts_with("multipart/") {
+            BodyKind::Multipart
+        } else if media.starts_with("text/") || media.ends_with("+xml") || media == "application/xml" {
+            BodyKind::Text
+        } else {
+            BodyKind::Binary
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            BodyKind::Json => "json",
+            BodyKind::Form => "form",
+            BodyKind::Multipart => "multipart",
+            BodyKind::Text => "text",
+            BodyKind::Binary => "binary",
+        }
+    }
+}
+
+/// The argument a file is given as: its bytes in base64, or a URL the call fetches through the
+/// server's egress policy (so only a whitelisted host, with the same limits as any fetch).
+fn file_schema(description: Option<&Value>) -> Value {
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "content_base64": {"type": "string", "description": "The file's bytes, base64-encoded."},
+            "url": {"type": "string", "description": "Or an http(s) URL to fetch the file from; only hosts this server may reach are fetched."},
+            "filename": {"type": "string", "description": "The file name sent with it (default: the URL's last segment, or the field name)."},
+            "media_type": {"type": "string", "description": "Its media type (default: the fetched response's, or application/octet-stream)."}
+        },
+        "anyOf": [{"required": ["content_base64"]}, {"required": ["url"]}],
+        "additionalProperties": false,
+        "examples": [{"content_base64": "aGVsbG8gd29ybGQ=", "filename": "hello.txt", "media_type": "text/plain"}]
+    });
+    let text = description.and_then(Value::as_str).map(|d| format!("{} ", d.trim_end())).unwrap_or_default();
+    schema["description"] = Value::String(format!(
+        "{text}A file: {{\"content_base64\": ...}} or {{\"url\": ...}}, with optional filename and media_type."
+    ));
+    schema
+}
+
+/// Whether a schema describes a file's bytes: OpenAPI 3.0's `format: binary` (Swagger 2.0's
+/// `file` is read as that), or 3.1's `contentMediaType` without a `contentEncoding`.
+fn is_file(schema: &Value) -> bool {
+    let binary = schema.get("format").is_some_and(|f| f == "binary");
+    let raw_content = schema.get("contentMediaType").is_some() && schema.get("contentEncoding").is_none();
+    (binary || raw_content)
+        && schema
+            .get("type")
+            .is_none_or(|t| t == "string" || t.as_array().is_some_and(|a| a.contains(&json!("string"))))
+}
+
+/// A multipart body's schema with its file fields (and lists of files) given as file arguments,
+/// and the names of those fields.
+fn multipart_schema(mut schema: Value) -> (Value, Vec<String>) {
+    let mut files = Vec::new();
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for (name, field) in properties.iter_mut() {
+            if is_file(field) {
+                *field = file_schema(field.get("description"));
+                files.push(name.clone());
+            } else if field.get("items").is_some_and(is_file) {
+                let items = file_schema(field["items"].get("description"));
+                field["items"] = items;
+                files.push(name.clone());
+            }
+        }
+    }
+    (schema, files)
+}
+
 /// Whether an `operations` rule selects `op`.
 fn matches(rule: &str, op: &Operation) -> bool {
     let rule = rule.trim();
@@ -519,9 +630,31 @@ fn tool(
     let mut body = Value::Null;
     if let Some(request_body) = &op.body {
         let arg = if properties.contains_key("body") { "request_body".to_string() } else { "body".to_string() };
+        let kind = BodyKind::of(&request_body.content_type);
         let mut schema = request_body.schema.clone();
         if !schema.is_object() {
             schema = json!({});
+        }
+        let mut files = Vec::new();
+        let mut example = request_body.example.clone();
+        match kind {
+            BodyKind::Binary => {
+                schema = file_schema(None);
+                example = Some(schema["examples"][0].clone());
+            }
+            BodyKind::Multipart => {
+                (schema, files) = multipart_schema(schema);
+                // A file field's example is a file argument, not the bytes the description shows.
+                if let Some(Value::Object(fields)) = &mut example {
+                    for name in &files {
+                        if let Some(field) = fields.get_mut(name) {
+                            let file = file_schema(None)["examples"][0].clone();
+                            *field = if field.is_array() { Value::Array(vec![file]) } else { file };
+                        }
+                    }
+                }
+            }
+            _ => {}
         }
         if let Some(text) = &request_body.description {
             schema["description"] = Value::String(trim(text, 300));
@@ -530,8 +663,8 @@ fn tool(
         if request_body.required {
             required.push(Value::String(arg.clone()));
         }
-        add_example(&arg, request_body.example.as_ref(), request_body.required);
-        body = json!({"arg": arg, "type": request_body.content_type});
+        add_example(&arg, example.as_ref(), request_body.required);
+        body = json!({"arg": arg, "type": request_body.content_type, "kind": kind.as_str(), "files": files});
     }
     let plan = json!({
         "method": op.method,
@@ -610,9 +743,10 @@ fn response_fields(schema: &Value) -> Option<String> {
     Some(format!("{what} with {}{more}", shown.join(", ")))
 }
 
-/// The output schema of an object response, made lenient: real APIs add fields and leave out
-/// ones their description calls required, and a client rejects a result that does not match
-/// the listed schema. Types are kept; `required` and closed objects are not.
+/// The output schema of an object response, made lenient: real APIs add fields, leave out ones
+/// their description calls required, send `null` where it says a string, a float where it says
+/// an integer and values its enums do not list, and a client rejects a result that does not
+/// match the listed schema. The shape is kept (which fields, of which types); the rest is not.
 fn output_schema(schema: &Value) -> Option<Map<String, Value>> {
     let object = schema.as_object()?;
     let is_object = object.get("type").is_some_and(|t| t == "object")
@@ -621,23 +755,74 @@ fn output_schema(schema: &Value) -> Option<Map<String, Value>> {
         return None;
     }
     let mut lenient = schema.clone();
-    lenient["type"] = Value::String("object".into());
     loosen(&mut lenient);
+    // MCP lists an output schema as an object type (the result itself is never null).
+    lenient["type"] = Value::String("object".into());
     match lenient {
         Value::Object(map) => Some(sanitize(map)),
         _ => None,
     }
 }
 
+/// Keywords a result is not checked against: constraints an API's data rarely keeps to.
+const UNCHECKED_IN_RESULTS: &[&str] = &[
+    "required",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "format",
+    "pattern",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "contains",
+    "additionalItems",
+    "unevaluatedItems",
+];
+
 fn loosen(value: &mut Value) {
     each_schema(value, &mut |schema| {
-        schema.remove("required");
-        if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
-            schema.remove("additionalProperties");
+        for key in UNCHECKED_IN_RESULTS {
+            schema.remove(*key);
         }
-        // Formats and patterns are not checked on results: an API's data rarely keeps to them.
-        schema.remove("format");
-        schema.remove("pattern");
+        // Loosened branches overlap, and `oneOf` fails a value that matches two of them.
+        if let Some(branches) = schema.remove("oneOf") {
+            schema.insert("anyOf".into(), branches);
+        }
+        // Any field may be null, and an integer may come as a float (`1.0`).
+        let widened = match schema.get("type") {
+            Some(Value::String(name)) => Some(vec![Value::String(name.clone())]),
+            Some(Value::Array(names)) => Some(names.clone()),
+            _ => None,
+        };
+        if let Some(names) = widened {
+            let mut wide: Vec<Value> = Vec::new();
+            for name in names.into_iter().chain([Value::String("null".into())]) {
+                let name = if name == "integer" { Value::String("number".into()) } else { name };
+                if !wide.contains(&name) {
+                    wide.push(name);
+                }
+            }
+            schema.insert("type".into(), Value::Array(wide));
+        }
     });
 }
 
@@ -793,7 +978,17 @@ mod tests {
     }
 
     fn petstore() -> Spec {
-        Spec::from_value(json!({
+        Spec::from_value(petstore_document()).unwrap()
+    }
+
+    /// The pet store with its upload sent as `multipart/mixed`, a body the executor does not send.
+    fn petstore_with_an_unsupported_body() -> Spec {
+        let text = petstore_document().to_string().replace("multipart/form-data", "multipart/mixed");
+        Spec::from_value(serde_json::from_str(&text).unwrap()).unwrap()
+    }
+
+    fn petstore_document() -> Value {
+        json!({
             "openapi": "3.0.3",
             "info": {"title": "Pets"},
             "servers": [{"url": "https://api.pets.test/v1"}],
@@ -822,20 +1017,15 @@ mod tests {
                 },
                 "/upload": {"post": {"operationId": "upload", "requestBody": {"content": {"multipart/form-data": {"schema": {"type": "object"}}}}, "responses": {"200": {"description": "ok"}}}}
             }
-        }))
-        .unwrap()
+        })
     }
 
     #[test]
     fn operations_become_tools_with_schemas_annotations_and_plans() {
         let derived = derive(&petstore(), None, None, &listing(&OperationFilter::default(), 64)).unwrap();
         let names: Vec<&str> = derived.tools.iter().map(|t| t.spec.name.as_str()).collect();
-        assert_eq!(names, ["list_pets", "create_pet", "get_pet", "delete_pet"]);
-        assert!(
-            derived.warnings.iter().any(|w| w.contains("upload") && w.contains("multipart")),
-            "{:?}",
-            derived.warnings
-        );
+        assert_eq!(names, ["list_pets", "create_pet", "get_pet", "delete_pet", "upload"]);
+        assert!(!derived.warnings.iter().any(|w| w.contains("left out")), "{:?}", derived.warnings);
         let specs: Vec<&ToolSpec> = derived.tools.iter().map(|t| &t.spec).collect();
         let list = specs[0];
         assert_eq!(list.input_schema["properties"]["limit"]["type"], "integer");
@@ -865,7 +1055,7 @@ mod tests {
         assert_eq!(derived.auth.len(), 2);
         let key = derived.auth.iter().find(|a| a.scheme == "key").unwrap();
         assert_eq!(key.inject, json!({"header": "X-Api-Key", "format": "{value}"}));
-        assert_eq!(key.tools, ["list_pets", "get_pet", "delete_pet"]);
+        assert_eq!(key.tools, ["list_pets", "get_pet", "delete_pet", "upload"]);
     }
 
     #[test]
@@ -901,20 +1091,25 @@ mod tests {
     #[test]
     fn the_cap_counts_only_operations_that_can_be_called() {
         let filter = OperationFilter::default();
-        // Five operations, one of them multipart: the four callable ones fit a cap of four.
+        // Five operations, one of them with a body the executor does not send: the four callable
+        // ones fit a cap of four.
         let selection = Selection { filter: &filter, max_tools: 4, discovery: None, chosen: None };
-        let derived = derive(&petstore(), None, None, &selection).unwrap();
+        let derived = derive(&petstore_with_an_unsupported_body(), None, None, &selection).unwrap();
         assert!(derived.discovery.is_none());
         assert_eq!(derived.tools.len(), 4);
         assert!(!derived.warnings.iter().any(|w| w.contains("max_tools")), "{:?}", derived.warnings);
-        assert!(supported(&petstore().operations_where(|_| true)[4]).unwrap_err().contains("multipart"));
+        assert!(
+            supported(&petstore_with_an_unsupported_body().operations_where(|_| true)[4])
+                .unwrap_err()
+                .contains("multipart")
+        );
     }
 
     #[test]
     fn more_operations_than_max_tools_list_the_most_useful_and_reach_all() {
         let filter = OperationFilter::default();
         let selection = Selection { filter: &filter, max_tools: 3, discovery: None, chosen: None };
-        let derived = derive(&petstore(), None, None, &selection).unwrap();
+        let derived = derive(&petstore_with_an_unsupported_body(), None, None, &selection).unwrap();
         let all = derived.discovery.as_ref().expect("discovery mode");
         assert_eq!(all.operations.len(), 4);
         assert_eq!(all.search_index.len(), 4);
@@ -922,7 +1117,7 @@ mod tests {
         assert!(derived.warnings.iter().any(|w| w.contains("discovery mode")), "{:?}", derived.warnings);
 
         let forced = Selection { filter: &filter, max_tools: 5, discovery: Some(true), chosen: None };
-        let derived = derive(&petstore(), None, None, &forced).unwrap();
+        let derived = derive(&petstore_with_an_unsupported_body(), None, None, &forced).unwrap();
         let names: Vec<&str> = derived.tools.iter().map(|t| t.spec.name.as_str()).collect();
         assert_eq!(names, ["list_pets", "get_pet"], "reads first, short paths first");
         let all = derived.discovery.unwrap();
@@ -1009,8 +1204,74 @@ mod tests {
         let output = output_schema(&json!({"properties": {"id": {"type": "string", "format": "uuid"}, "format": {"type": "string"}}, "required": ["id"]})).unwrap();
         assert_eq!(
             Value::Object(output),
-            json!({"type": "object", "properties": {"id": {"type": "string"}, "format": {"type": "string"}}})
+            json!({"type": "object", "properties": {"id": {"type": ["string", "null"]}, "format": {"type": ["string", "null"]}}})
         );
+    }
+
+    #[test]
+    fn output_schemas_accept_what_descriptions_are_known_to_get_wrong() {
+        let schema = json!({"type": "object", "required": ["id"], "additionalProperties": false, "properties": {
+            "id": {"type": "integer", "minimum": 1},
+            "state": {"type": "string", "enum": ["open", "closed"]},
+            "owner": {"oneOf": [{"type": "object", "properties": {"login": {"type": "string"}}}, {"type": "object"}]},
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1}
+        }});
+        let output = Value::Object(output_schema(&schema).unwrap());
+        let validator = crate::toolset::validator(&output).unwrap();
+        for result in [
+            json!({"id": 1.5, "state": "archived", "owner": {"login": "x"}, "tags": ["a", "b", null], "extra": true}),
+            json!({"id": null, "state": null, "owner": null, "tags": null}),
+            json!({}),
+        ] {
+            assert!(validator.is_valid(&result), "{result} against {output}");
+        }
+        assert!(!validator.is_valid(&json!({"id": "seven"})), "types are still checked");
+        assert_eq!(output["type"], "object", "the result itself is an object");
+    }
+
+    #[test]
+    fn file_bodies_become_file_arguments_with_a_plan_that_says_how_to_send_them() {
+        let spec = Spec::from_value(json!({
+            "openapi": "3.0.3",
+            "servers": [{"url": "https://files.test"}],
+            "paths": {
+                "/upload": {"post": {"operationId": "upload", "requestBody": {"required": true, "content": {"multipart/form-data": {"schema": {
+                    "type": "object", "required": ["file"], "properties": {
+                        "file": {"type": "string", "format": "binary", "description": "The document."},
+                        "attachments": {"type": "array", "items": {"type": "string", "format": "binary"}},
+                        "purpose": {"type": "string"}}}}}}, "responses": {"200": {"description": "ok"}}}},
+                "/raw": {"put": {"operationId": "raw", "requestBody": {"content": {"image/png": {"schema": {"type": "string", "format": "binary"}}}}, "responses": {"204": {"description": "ok"}}}},
+                "/mixed": {"post": {"operationId": "mixed", "requestBody": {"content": {"multipart/mixed": {"schema": {"type": "object"}}}}, "responses": {"204": {"description": "ok"}}}}
+            }
+        }))
+        .unwrap();
+        let derived = derive(&spec, None, None, &listing(&OperationFilter::default(), 64)).unwrap();
+        let names: Vec<&str> = derived.tools.iter().map(|t| t.spec.name.as_str()).collect();
+        assert_eq!(names, ["upload", "raw"]);
+        assert!(derived.warnings.iter().any(|w| w.contains("mixed") && w.contains("multipart/form-data")));
+        let upload = &derived.tools[0].spec;
+        let body = &upload.input_schema["properties"]["body"];
+        assert!(body["properties"]["file"]["properties"]["content_base64"].is_object(), "{body}");
+        assert!(body["properties"]["file"]["description"].as_str().unwrap().starts_with("The document. A file"));
+        assert!(body["properties"]["attachments"]["items"]["properties"]["url"].is_object(), "{body}");
+        assert_eq!(body["properties"]["purpose"]["type"], "string");
+        assert!(
+            upload.handler.contains(r#""kind":"multipart""#)
+                && upload.handler.contains(r#""files":["attachments","file"]"#)
+                || upload.handler.contains(r#""files":["file","attachments"]"#),
+            "{}",
+            upload.handler
+        );
+        let validator = crate::toolset::validator(&Value::Object(upload.input_schema.clone())).unwrap();
+        assert!(validator.is_valid(&json!({"body": {"file": {"url": "https://files.test/a.pdf"}, "purpose": "x"}})));
+        assert!(
+            !validator.is_valid(&json!({"body": {"file": {"filename": "a.pdf"}}})),
+            "a file needs its bytes or a url"
+        );
+        let raw = &derived.tools[1].spec;
+        assert!(raw.input_schema["properties"]["body"]["properties"]["content_base64"].is_object());
+        assert!(raw.handler.contains(r#""kind":"binary""#));
+        assert!(derived.tools[1].example.is_ok(), "a file body has an example: {:?}", derived.tools[1].example);
     }
 
     #[test]

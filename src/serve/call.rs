@@ -163,9 +163,8 @@ impl CallableTool {
         schema_errors(&self.validator, arguments)
     }
 
-    /// Checks a successful result against the output schema, if the tool has one: MCP clients
-    /// validate `structuredContent` against the listed schema and fail the call when it does
-    /// not match, so a mismatch is reported here, as the tool's own error.
+    /// Checks a successful result against the output schema, if the tool has one, and says what
+    /// does not match.
     fn check_result(&self, result: &ToolResult) -> Result<(), String> {
         let Some(validator) = &self.output_validator else { return Ok(()) };
         if result.is_error {
@@ -178,11 +177,30 @@ impl CallableTool {
             },
             _ => "it is not a JSON object".to_string(),
         };
-        Err(format!(
-            "the result of tool {:?} does not match its output_schema: {problem}. The handler must return an \
-             object matching the schema listed for the tool",
-            self.name
-        ))
+        Err(format!("the result of tool {:?} does not match its output_schema: {problem}", self.name))
+    }
+}
+
+/// A result that does not match the tool's output schema, as the host gets it: its text content
+/// (the data, which the agent can still use) without `structuredContent`, behind a line that says
+/// why. MCP clients validate `structuredContent` against the listed schema and fail the call
+/// when it does not match, and the official SDKs (Python, TypeScript) also fail a successful
+/// result that has an output schema but no `structuredContent`; only an error result is passed
+/// to the host unchecked. So the result is marked `isError`, and the call log keeps the mismatch
+/// as a warning: the call itself worked.
+fn unchecked_result(result: &ToolResult, problem: &str) -> ToolResult {
+    let text = result_text_full(result);
+    let note =
+        format!("The API's answer does not match this tool's output schema ({problem}), so it is given as text only:");
+    ToolResult::text(format!("{note}\n{text}"), true)
+}
+
+/// All the text a result carries, or its structured content as JSON when it has no text.
+fn result_text_full(result: &ToolResult) -> String {
+    let text: Vec<&str> = result.content.iter().filter_map(|item| item.get("text").and_then(Value::as_str)).collect();
+    match (&result.structured_content, text.is_empty()) {
+        (Some(structured), true) => structured.to_string(),
+        _ => text.join("\n"),
     }
 }
 
@@ -325,9 +343,13 @@ impl Caller {
         if completion.outcome == Outcome::Ok
             && let Err(problem) = tool.check_result(&completion.result)
         {
-            completion.result = ToolResult::text(problem.clone(), true);
-            completion.outcome = Outcome::Error;
-            completion.error = Some(problem);
+            completion.result = unchecked_result(&completion.result, &problem);
+            // The warning goes to the call log with the handler's own console lines.
+            if !completion.console.is_empty() && !completion.console.ends_with('\n') {
+                completion.console.push('\n');
+            }
+            completion.console.push_str(&format!("[warn] {problem}; structuredContent was left out\n"));
+            tracing::warn!(parent: &span, %problem, "result does not match the output schema; sent without structuredContent");
         }
         let outcome = match completion.outcome {
             Outcome::Ok => CallOutcome::Ok,

@@ -5,6 +5,7 @@ mod helpers;
 
 mod access_tokens;
 mod admin_errors;
+mod api_bodies;
 mod api_descriptions;
 mod backup;
 mod cli;

@@ -63,6 +63,16 @@ pub struct SpecReport {
     pub bad_arguments: Vec<(String, String)>,
     /// Calls Prism failed to answer at all (it crashed or hung up): no verdict, not counted.
     pub mock_failed: Vec<(String, String)>,
+    /// Operations the daemon left out (not turned into tools), with its reason.
+    pub left_out: Vec<String>,
+    /// The size of the server's `tools/list` result, in bytes of JSON.
+    pub listing_bytes: usize,
+    /// Successful results of tools with an output schema: checked as a host checks them.
+    pub structured: usize,
+    /// Those that do not match the schema, as the MCP Python SDK's client sees it: results the
+    /// daemon sent without `structuredContent` because they did not match, and results whose
+    /// `structuredContent` the SDK's check refuses.
+    pub mismatched: Vec<(String, String)>,
     pub seconds: f64,
 }
 
@@ -209,6 +219,15 @@ impl QualityRun {
         let generation = &view["generation"];
         report.operations = generation["plan"]["openapi"]["operations"].as_u64().unwrap_or(0) as usize;
         report.warnings = generation["warnings"].as_array().map_or(0, Vec::len);
+        report.left_out = generation["warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|w| w.contains(" is left out: "))
+            .map(str::to_owned)
+            .collect();
+        report.listing_bytes = self.listing_bytes(&id).await;
         self.add_credentials(&id, &generation["plan"]["openapi"]["auth"]).await;
         let tools = view["tools"].as_array().cloned().unwrap_or_default();
         report.tools = tools.len();
@@ -223,6 +242,7 @@ impl QualityRun {
             }
         };
         report.mock = Some(Ok(()));
+        let mut to_check = Vec::new();
         for tool in sample(&tools, self.sample) {
             let name = tool["name"].as_str().unwrap_or_default().to_string();
             let arguments = example(&tool["input_schema"], 0, true);
@@ -253,7 +273,22 @@ impl QualityRun {
                     report.mock_failed.push((name, format!("{} {}: Prism did not answer", last.method, last.path)));
                 }
                 Some(last) => match &last.violations {
-                    None => report.accepted += 1,
+                    None => {
+                        report.accepted += 1;
+                        let schema = &tool["output_schema"];
+                        if schema.is_object() && (200..300).contains(&last.status) {
+                            report.structured += 1;
+                            let result = &outcome["result"];
+                            match result.get("structuredContent") {
+                                Some(structured) => to_check.push((name, schema.clone(), structured.clone())),
+                                None => {
+                                    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+                                    let why = text.lines().next().unwrap_or_default().to_string();
+                                    report.mismatched.push((name, format!("sent as text: {why}")));
+                                }
+                            }
+                        }
+                    }
                     Some(violations) => report.rejected.push((
                         name,
                         format!(
@@ -265,6 +300,7 @@ impl QualityRun {
             }
         }
         let _ = prism.kill().await;
+        report.mismatched.extend(check_results(to_check).await);
         self.delete(&id).await;
         report.seconds = started.elapsed().as_secs_f64();
         report
@@ -306,6 +342,21 @@ impl QualityRun {
         }
     }
 
+    /// The size of the server's `tools/list` answer, as an MCP host receives it.
+    async fn listing_bytes(&self, id: &str) -> usize {
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+        let response = self
+            .http
+            .post(format!("{}/servers/{id}/mcp", self.daemon))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&request)
+            .send()
+            .await
+            .unwrap();
+        response.bytes().await.map_or(0, |body| body.len())
+    }
+
     async fn delete(&self, id: &str) {
         let _ = self.http.delete(format!("{}/admin/servers/{id}", self.daemon)).send().await;
     }
@@ -341,6 +392,46 @@ impl QualityRun {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+/// Where the Python MCP SDK installed by `.ci/run` (`tests/sdk/python/.venv`) is, and the script
+/// that checks results with the `jsonschema` package its client uses.
+fn python_sdk() -> (PathBuf, PathBuf) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/python");
+    (dir.join(".venv/bin/python"), dir.join("validate_results.py"))
+}
+
+/// The results (tool, output schema, structured content) the Python SDK's check refuses, with
+/// its error. Without the SDK installed, every result is reported as unchecked.
+async fn check_results(results: Vec<(String, Value, Value)>) -> Vec<(String, String)> {
+    if results.is_empty() {
+        return Vec::new();
+    }
+    let (python, script) = python_sdk();
+    let input: Vec<Value> =
+        results.iter().map(|(_, schema, result)| json!({"schema": schema, "result": result})).collect();
+    let run = async {
+        use tokio::io::AsyncWriteExt;
+        let mut child = tokio::process::Command::new(&python)
+            .arg(&script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{} did not start: {e}; run .ci/run once", python.display()))?;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&serde_json::to_vec(&input).unwrap()).await.map_err(|e| e.to_string())?;
+        drop(stdin);
+        let output = child.wait_with_output().await.map_err(|e| e.to_string())?;
+        serde_json::from_slice::<Vec<Option<String>>>(&output.stdout).map_err(|e| format!("unreadable answer: {e}"))
+    };
+    match run.await {
+        Ok(verdicts) => results
+            .into_iter()
+            .zip(verdicts)
+            .filter_map(|((tool, _, _), verdict)| verdict.map(|error| (tool, format!("refused by the SDK: {error}"))))
+            .collect(),
+        Err(error) => results.into_iter().map(|(tool, _, _)| (tool, format!("not checked: {error}"))).collect(),
     }
 }
 
@@ -520,10 +611,22 @@ fn matching(pattern: &str, schema: &Map<String, Value>) -> Option<String> {
 /// Prints one line per description and the totals; returns (accepted, calls).
 pub fn print_reports(reports: &[SpecReport]) -> (usize, usize) {
     println!(
-        "{:<34} {:>5} {:>5} {:>6} {:>8} {:>8} {:>8} {:>6} {:>7}  note",
-        "description", "ops", "tools", "called", "accepted", "rejected", "not sent", "args", "seconds"
+        "{:<34} {:>5} {:>5} {:>4} {:>8} {:>6} {:>8} {:>8} {:>8} {:>6} {:>9} {:>7}  note",
+        "description",
+        "ops",
+        "tools",
+        "left",
+        "list KiB",
+        "called",
+        "accepted",
+        "rejected",
+        "not sent",
+        "args",
+        "mismatch",
+        "seconds"
     );
     let (mut accepted, mut calls, mut registered) = (0, 0, 0);
+    let (mut left_out, mut largest, mut structured, mut mismatched) = (0, (0, ""), 0, 0);
     for report in reports {
         let note = match (&report.registered, &report.mock) {
             (Some(Err(reason)), _) => format!("REFUSED: {}", reason.chars().take(160).collect::<String>()),
@@ -536,20 +639,37 @@ pub fn print_reports(reports: &[SpecReport]) -> (usize, usize) {
         }
         accepted += report.accepted;
         calls += report.calls();
+        left_out += report.left_out.len();
+        if report.listing_bytes > largest.0 {
+            largest = (report.listing_bytes, report.file.as_str());
+        }
+        structured += report.structured;
+        mismatched += report.mismatched.len();
         println!(
-            "{:<34} {:>5} {:>5} {:>6} {:>8} {:>8} {:>8} {:>6} {:>7.1}  {note}",
+            "{:<34} {:>5} {:>5} {:>4} {:>8.1} {:>6} {:>8} {:>8} {:>8} {:>6} {:>9} {:>7.1}  {note}",
             report.file,
             report.operations,
             report.tools,
+            report.left_out.len(),
+            report.listing_bytes as f64 / 1024.0,
             report.calls(),
             report.accepted,
             report.rejected.len(),
             report.not_sent.len(),
             report.bad_arguments.len(),
+            format!("{}/{}", report.mismatched.len(), report.structured),
             report.seconds
         );
-        let listed =
-            report.rejected.iter().chain(&report.not_sent).chain(&report.bad_arguments).chain(&report.mock_failed);
+        for operation in &report.left_out {
+            println!("    left out: {}", operation.chars().take(300).collect::<String>());
+        }
+        let listed = report
+            .rejected
+            .iter()
+            .chain(&report.not_sent)
+            .chain(&report.bad_arguments)
+            .chain(&report.mock_failed)
+            .chain(&report.mismatched);
         for (tool, why) in listed.take(5) {
             println!("    {tool}: {}", why.chars().take(400).collect::<String>());
         }
@@ -558,6 +678,13 @@ pub fn print_reports(reports: &[SpecReport]) -> (usize, usize) {
     println!(
         "total: {registered}/{} descriptions registered; {accepted}/{calls} calls accepted by the mock ({ratio:.1}%)",
         reports.len()
+    );
+    let mismatch = if structured == 0 { 0.0 } else { 100.0 * mismatched as f64 / structured as f64 };
+    println!(
+        "operations left out: {left_out}; largest tools/list: {:.1} KiB ({}); results not matching their output \
+         schema: {mismatched}/{structured} ({mismatch:.1}%)",
+        largest.0 as f64 / 1024.0,
+        largest.1
     );
     (accepted, calls)
 }

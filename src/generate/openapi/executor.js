@@ -2,7 +2,12 @@
 // description specifies from `plan` (declared above this text) and the tool's arguments.
 // Serialisation follows OpenAPI 3: path `simple`/`label`/`matrix`, query `form` (exploded or
 // not), `spaceDelimited`, `pipeDelimited` and `deepObject`, headers and cookies `simple`/`form`;
-// bodies as JSON, form-urlencoded or text.
+// bodies as JSON, form-urlencoded, text, multipart/form-data or the bytes of one file.
+//
+// A file argument is `{content_base64}` or `{url}` (with optional `filename` and `media_type`).
+// A URL is fetched with this sandbox's own `fetch`, so the server's egress policy decides it like
+// any request: a host off the whitelist is denied, and a file larger than the response limit
+// fails with the limit's name. Base64 content is bounded by the arguments' size limit.
 //
 // Every path segment that holds a parameter must stay one ordinary segment. URL normalisation
 // removes a `.` segment and climbs one level on `..`, also when they are percent-encoded, and
@@ -87,13 +92,89 @@ for (const p of plan.params) {
 const path = plan.path.split('/').map(expandSegment).join('/');
 if (cookies.length) headers.cookie = cookies.join('; ');
 if (plan.accept && !Object.keys(headers).some((h) => h.toLowerCase() === 'accept')) headers.accept = plan.accept;
+function base64Bytes(data, what) {
+  const clean = data.replace(/[\s]+/g, '').replace(/-/g, '+').replace(/_/g, '/');
+  let binary;
+  try { binary = atob(clean); } catch {
+    throw new Error(`${what}: content_base64 is not valid base64; give the file's bytes base64-encoded`);
+  }
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+// A media type given for a part: it goes into the body's part headers, so it must be one line.
+function mediaType(type, what) {
+  if (type === undefined || type === null) return undefined;
+  if (typeof type !== 'string' || !/^[\w!#$&^.+-]+\/[\w!#$&^.+-]+( *;[^\r\n]*)?$/.test(type)) {
+    throw new Error(`${what}: media_type ${JSON.stringify(type)} is not a media type like "image/png"`);
+  }
+  return type;
+}
+async function fileOf(value, what) {
+  if (!isObject(value)) {
+    throw new Error(`${what} must be a file: {"content_base64": "..."} or {"url": "https://..."}, with optional filename and media_type`);
+  }
+  const type = mediaType(value.media_type, what);
+  const named = typeof value.filename === 'string' && value.filename !== '' ? value.filename : undefined;
+  if (typeof value.content_base64 === 'string') return { bytes: base64Bytes(value.content_base64, what), filename: named, type };
+  if (typeof value.url === 'string') {
+    let response;
+    try { response = await fetch(value.url); } catch (e) {
+      throw new Error(`${what}: the file at ${value.url} could not be fetched: ${e.message}`);
+    }
+    if (!response.ok) throw new Error(`${what}: fetching the file at ${value.url} answered ${response.status} ${response.statusText}`);
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    let last = new URL(response.url || value.url).pathname.split('/').pop() || '';
+    try { last = decodeURIComponent(last); } catch {}
+    const fetchedType = (response.headers.get('content-type') || '').split(/[\r\n]/)[0] || undefined;
+    return { bytes, filename: named ?? (last || undefined), type: type ?? fetchedType };
+  }
+  throw new Error(`${what} needs content_base64 (the bytes, base64-encoded) or url (where to fetch them)`);
+}
+const encoder = new TextEncoder();
+// A name or file name inside a part header, escaped as browsers do (WHATWG multipart/form-data).
+const quoted = (v) => String(v).replace(/["\r\n]/g, (c) => (c === '"' ? '%22' : c === '\r' ? '%0D' : '%0A'));
+async function multipart(value, files) {
+  const boundary = `----mcpbootd${Math.random().toString(16).slice(2)}${Math.random().toString(16).slice(2)}`;
+  const chunks = [];
+  const part = (head, bytes) => chunks.push(encoder.encode(`--${boundary}\r\n${head}\r\n\r\n`), bytes, encoder.encode('\r\n'));
+  for (const [name, field] of entries(isObject(value) ? value : {})) {
+    const items = Array.isArray(field) ? field : [field];
+    for (const item of items) {
+      if (files.includes(name)) {
+        const file = await fileOf(item, `the file field ${name}`);
+        const disposition = `Content-Disposition: form-data; name="${quoted(name)}"; filename="${quoted(file.filename ?? name)}"`;
+        part(`${disposition}\r\nContent-Type: ${file.type ?? 'application/octet-stream'}`, file.bytes);
+      } else if (isObject(item) || Array.isArray(item)) {
+        part(`Content-Disposition: form-data; name="${quoted(name)}"\r\nContent-Type: application/json`, encoder.encode(JSON.stringify(item)));
+      } else {
+        part(`Content-Disposition: form-data; name="${quoted(name)}"`, encoder.encode(text(item)));
+      }
+    }
+  }
+  chunks.push(encoder.encode(`--${boundary}--\r\n`));
+  const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of chunks) { bytes.set(c, at); at += c.length; }
+  return [bytes, boundary];
+}
 let body;
 if (plan.body && args[plan.body.arg] !== undefined) {
   const value = args[plan.body.arg];
+  const kind = plan.body.kind;
   headers['content-type'] = plan.body.type;
-  if (plan.body.type.includes('json')) body = JSON.stringify(value);
-  else if (plan.body.type.startsWith('application/x-www-form-urlencoded')) {
+  if (kind === 'json') body = JSON.stringify(value);
+  else if (kind === 'form') {
     body = isObject(value) ? entries(value).map(([k, x]) => `${enc(k)}=${enc(x)}`).join('&') : text(value);
+  } else if (kind === 'multipart') {
+    const [bytes, boundary] = await multipart(value, plan.body.files);
+    body = bytes;
+    headers['content-type'] = `${plan.body.type.split(';')[0]}; boundary=${boundary}`;
+  } else if (kind === 'binary') {
+    const file = await fileOf(value, `the body ${plan.body.arg}`);
+    body = file.bytes;
+    // A wildcard in the description (`image/*`) is not a type to send: the file's own is.
+    if (plan.body.type.includes('*')) headers['content-type'] = file.type ?? 'application/octet-stream';
   } else body = text(value);
 }
 const url = plan.base.replace(/\/$/, '') + path + (query.length ? `?${query.join('&')}` : '');

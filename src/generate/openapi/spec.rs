@@ -367,11 +367,14 @@ impl Spec {
             }
         }
         if !form.is_empty() {
-            // Form fields go as a form: urlencoded unless the operation only takes multipart.
+            // Form fields go as a form: urlencoded unless the operation only takes multipart, or
+            // a field is a file (which only multipart can carry).
             let multipart_only = self
                 .media_types(operation, "consumes")
                 .is_some_and(|kinds| !kinds.is_empty() && kinds.iter().all(|k| k.starts_with("multipart/")));
-            let content_type = if multipart_only { "multipart/form-data" } else { "application/x-www-form-urlencoded" };
+            let has_file = form.values().any(|field| field.get("format").is_some_and(|f| f == "binary"));
+            let content_type =
+                if multipart_only || has_file { "multipart/form-data" } else { "application/x-www-form-urlencoded" };
             let content_type = content_type.to_string();
             let schema = serde_json::json!({"type": "object", "properties": form, "required": form_required});
             body = Some(Body {
@@ -389,6 +392,7 @@ impl Spec {
                     .iter()
                     .find(|(kind, _)| kind.contains("json"))
                     .or_else(|| content.iter().find(|(kind, _)| kind.starts_with("application/x-www-form-urlencoded")))
+                    .or_else(|| content.iter().find(|(kind, _)| kind.starts_with("multipart/form-data")))
                     .or_else(|| content.iter().next());
                 if let Some((kind, media)) = chosen {
                     let schema = self.resolve_schema(media.get("schema").unwrap_or(&Value::Null));
@@ -580,8 +584,10 @@ fn swagger2_parameter_schema(parameter: &Value) -> Value {
             schema.insert(key.to_string(), value.clone());
         }
     }
+    // Swagger 2.0's `file` is OpenAPI 3's binary string: a file part of a multipart form.
     if schema.get("type") == Some(&Value::String("file".into())) {
         schema.insert("type".into(), Value::String("string".into()));
+        schema.insert("format".into(), Value::String("binary".into()));
     }
     Value::Object(schema)
 }

@@ -243,6 +243,21 @@ pub fn derive(
             example,
         });
     }
+    if discovery {
+        let mut bounded = 0;
+        for operation in &mut operations {
+            if listing::bound(&mut operation.spec, listing::MAX_OPERATION_SCHEMA_BYTES) {
+                bounded += 1;
+            }
+        }
+        if bounded > 0 {
+            warnings.push(format!(
+                "the schemas of {bounded} operations were trimmed to {} KiB each for describe_operation and \
+                 call_operation: their deepest levels accept any value of their type",
+                listing::MAX_OPERATION_SCHEMA_BYTES / 1024
+            ));
+        }
+    }
     let discovery = discovery.then(|| {
         let documents: Vec<SearchDocument<'_>> =
             derived_ops.iter().map(|&index| search_document(callable[index])).collect();

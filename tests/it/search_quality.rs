@@ -38,6 +38,10 @@ async fn search_finds_the_intended_operation_in_its_top_five() {
     apis.insert("github", operations(samples().join("github-v3-unofficial.yaml")).await);
     apis.insert("stripe", operations(samples().join("stripe.yaml")).await);
     apis.insert("telegram", operations(root.join("tests/fixtures/telegram-bot-api.json")).await);
+    for (name, api) in &apis {
+        let schemas: usize = api.operations.iter().map(|op| serde_json::to_vec(&op.spec).unwrap().len()).sum();
+        println!("{name}: {} operations, {} KB of tool definitions stored", api.operations.len(), schemas / 1024);
+    }
     let searchers: BTreeMap<&str, _> =
         apis.iter().map(|(name, api)| (*name, api.search_index.clone().searcher())).collect();
     let queries = queries["queries"].as_array().unwrap();

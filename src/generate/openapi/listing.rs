@@ -43,6 +43,22 @@ pub fn fit(tools: &mut [&mut ToolSpec]) -> usize {
     trimmed
 }
 
+/// The most one operation's schemas may take when every operation of a description is stored
+/// for discovery mode: `describe_operation` answers with them, and a model reads that answer.
+/// Without a bound, a description whose operations each inline a large shared object stores
+/// hundreds of kilobytes per operation.
+pub const MAX_OPERATION_SCHEMA_BYTES: usize = 16 * 1024;
+
+/// Trims one tool's schemas, the same way [`fit`] does, until they take at most `budget` bytes;
+/// returns whether it lost detail.
+pub fn bound(tool: &mut ToolSpec, budget: usize) -> bool {
+    if schemas_size(tool) <= budget {
+        return false;
+    }
+    shrink(tool, budget);
+    true
+}
+
 /// Each want, or an equal share of what is left when it is larger: the smallest wants are met
 /// first, and what they leave is shared among the rest.
 fn shares(wants: &[usize], room: usize) -> Vec<usize> {

@@ -681,6 +681,7 @@ fn tool(
         add_example(&arg, example.as_ref(), request_body.required);
         body = json!({"arg": arg, "type": request_body.content_type, "kind": kind.as_str(), "files": files});
     }
+    let output_schema = op.response.as_ref().and_then(output_schema);
     let plan = json!({
         "method": op.method,
         "base": base.as_str(),
@@ -688,6 +689,7 @@ fn tool(
         "params": params,
         "body": body,
         "accept": op.accept,
+        "object": output_schema.is_some(),
         "auth": needs.iter().map(|s| format!("the credential {s:?}")).collect::<Vec<_>>(),
     });
     let description = description(op);
@@ -706,7 +708,6 @@ fn tool(
     if !required.is_empty() {
         input_schema.insert("required".into(), Value::Array(required));
     }
-    let output_schema = op.response.as_ref().and_then(output_schema);
     if op.response.is_some() && output_schema.is_none() {
         warnings.push(format!("{}: its response is not a JSON object, so it is returned as text", describe(op)));
     }
@@ -822,7 +823,8 @@ fn loosen(value: &mut Value) {
         if let Some(branches) = schema.remove("oneOf") {
             schema.insert("anyOf".into(), branches);
         }
-        // Any field may be null, and an integer may come as a float (`1.0`).
+        // Any field may be null, an integer may come as a float (`1.0`), and a string as a
+        // number (identifiers and codes described as strings are often sent as numbers).
         let widened = match schema.get("type") {
             Some(Value::String(name)) => Some(vec![Value::String(name.clone())]),
             Some(Value::Array(names)) => Some(names.clone()),
@@ -830,7 +832,8 @@ fn loosen(value: &mut Value) {
         };
         if let Some(names) = widened {
             let mut wide: Vec<Value> = Vec::new();
-            for name in names.into_iter().chain([Value::String("null".into())]) {
+            let numeric_too = names.iter().any(|name| name == "string").then(|| Value::String("number".into()));
+            for name in names.into_iter().chain(numeric_too).chain([Value::String("null".into())]) {
                 let name = if name == "integer" { Value::String("number".into()) } else { name };
                 if !wide.contains(&name) {
                     wide.push(name);
@@ -1219,7 +1222,7 @@ mod tests {
         let output = output_schema(&json!({"properties": {"id": {"type": "string", "format": "uuid"}, "format": {"type": "string"}}, "required": ["id"]})).unwrap();
         assert_eq!(
             Value::Object(output),
-            json!({"type": "object", "properties": {"id": {"type": ["string", "null"]}, "format": {"type": ["string", "null"]}}})
+            json!({"type": "object", "properties": {"id": {"type": ["string", "number", "null"]}, "format": {"type": ["string", "number", "null"]}}})
         );
     }
 
@@ -1241,6 +1244,7 @@ mod tests {
             assert!(validator.is_valid(&result), "{result} against {output}");
         }
         assert!(!validator.is_valid(&json!({"id": "seven"})), "types are still checked");
+        assert!(validator.is_valid(&json!({"state": 3})), "a string may come as a number");
         assert_eq!(output["type"], "object", "the result itself is an object");
     }
 

@@ -28,6 +28,9 @@ pub fn daemon_env() -> Vec<(String, String)> {
         // As many operations as a server may have tools become tools; the run samples from them.
         ("MCPBOOTD_GENERATION__MAX_TOOLS".into(), "128"),
         ("MCPBOOTD_GENERATION__SELF_TEST".into(), "false"),
+        // Every description's mock sits behind the same proxy origin: Prism crashing on one
+        // description must not open the breaker on the next description's calls.
+        ("MCPBOOTD_EGRESS__BREAKER_FAILURES".into(), "0"),
         // Descriptions go inline; the largest samples are a few megabytes.
         ("MCPBOOTD_SERVER__MAX_BODY_BYTES".into(), "67108864"),
     ]

@@ -13,6 +13,10 @@
 //! benchmark, or the one `BENCH_DAEMON_BIN` names (another build to compare, or a copy that a
 //! later build into the same target directory cannot replace mid-run).
 
+// The crate denies `unwrap` in the daemon; a benchmark may unwrap: a failed unwrap stops it
+// with its cause, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;

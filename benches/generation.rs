@@ -4,6 +4,10 @@
 //!
 //! `cargo bench --bench generation` (add `-- --quick` for fewer rounds).
 
+// The crate denies `unwrap` in the daemon; a benchmark may unwrap: a failed unwrap stops it
+// with its cause, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -6,6 +6,10 @@
 //! The issuer is a loopback server publishing RFC 8414 metadata and a JWKS; tokens are ES256 (a
 //! fresh P-256 key) and RS256 (the test key under tests/support/oauth).
 
+// The crate denies `unwrap` in the daemon; a benchmark may unwrap: a failed unwrap stops it
+// with its cause, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::hint::black_box;

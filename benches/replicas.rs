@@ -19,6 +19,10 @@
 //! and PostgreSQL use too: on a small machine the two-replica rows measure what a second replica
 //! costs, not what it adds.
 
+// The crate denies `unwrap` in the daemon; a benchmark may unwrap: a failed unwrap stops it
+// with its cause, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

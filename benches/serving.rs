@@ -21,6 +21,10 @@
 //! client-side timeout, so a daemon that cannot keep up makes the figures bad, not the run endless.
 //! The load generation and the upstream are `support/load.rs`, shared with `benches/replicas.rs`.
 
+// The crate denies `unwrap` in the daemon; a benchmark may unwrap: a failed unwrap stops it
+// with its cause, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -42,7 +42,7 @@ use crate::generate::compile::{CompileRequest, CompiledTool};
 use crate::generate::docs::{DocsLimits, FetchedDocument};
 use crate::generate::endpoint::Method;
 use crate::generate::plan::{Plan, PlanRequest, PlannedTool, SourceDocument};
-use crate::generate::self_test::SelfTest;
+use crate::generate::self_test::{SelfTest, SelfTestOutcome};
 use crate::llm::{LlmClient, Usage};
 use crate::serve::call::Caller;
 use crate::serve::egress::{Egress, ServerPolicy};
@@ -612,7 +612,7 @@ impl Inner {
                 add_usage(finished, usage);
                 (handler, outcome)
             } else {
-                (handler, json!({"status": "skipped", "reason": "[generation] self_test is off"}))
+                (handler, SelfTestOutcome::Skipped { reason: "[generation] self_test is off".into() })
             };
             let spec = ToolSpec {
                 name: planned.name.clone(),
@@ -623,7 +623,10 @@ impl Inner {
                 handler,
                 annotations: Some(annotations_for(planned)),
             };
-            tools.push((spec, ToolExtras { needs_network: Some(planned.needs_network), self_test: Some(outcome) }));
+            tools.push((
+                spec,
+                ToolExtras { needs_network: Some(planned.needs_network), self_test: Some(outcome.to_json()) },
+            ));
         }
         // The plan was validated piece by piece; check the whole toolset as registration would.
         let specs: Vec<ToolSpec> = tools.iter().map(|(spec, _)| spec.clone()).collect();

@@ -927,8 +927,7 @@ impl From<ToolResult> for McpResult {
 /// How a mount lets requests in: `GET /admin/servers/{id}` (`auth`), `PUT /admin/servers/{id}/auth`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
 pub struct AuthView {
-    /// `open`, `access_token` (the static token) or `oauth`.
-    pub mode: String,
+    pub mode: AuthMode,
     /// Scopes an OAuth token needs on this mount besides the daemon's scope model.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
@@ -937,17 +936,31 @@ pub struct AuthView {
     pub source: String,
 }
 
+text_enum! {
+    /// Who may use a mount, as it applies now.
+    #[derive(Default)]
+    pub enum AuthMode ("auth mode") {
+        /// Any client that reaches the daemon.
+        #[default]
+        Open = "open",
+        /// Clients that send the server's static access token.
+        AccessToken = "access_token",
+        /// Clients with an OAuth token from the daemon's identity provider.
+        OAuth = "oauth",
+    }
+}
+
 impl AuthView {
     /// The mode in force for a server with (or without) a token and this setting, on a daemon with
     /// `[auth.oauth] required` = `required` (the same rule as the mount's door).
     pub fn of(access_token: bool, setting: Option<&AuthSetting>, required: bool) -> AuthView {
         let source = if !access_token && setting.is_none() { "default" } else { "server" };
         let (mode, scopes) = match super::door::door(access_token.then_some(()), setting, required) {
-            super::door::Door::Open => ("open", Vec::new()),
-            super::door::Door::AccessToken(_) => ("access_token", Vec::new()),
-            super::door::Door::OAuth(scopes) => ("oauth", scopes.to_vec()),
+            super::door::Door::Open => (AuthMode::Open, Vec::new()),
+            super::door::Door::AccessToken(_) => (AuthMode::AccessToken, Vec::new()),
+            super::door::Door::OAuth(scopes) => (AuthMode::OAuth, scopes.to_vec()),
         };
-        AuthView { mode: mode.into(), scopes, source: source.into() }
+        AuthView { mode, scopes, source: source.into() }
     }
 }
 

@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::model::{
-    AuthSet, CallEntry, CallList, CallResult, ConnectionList, GenerationView, LimitsView, ServerList, ServerView,
-    ToolView, VersionDiff, VersionList,
+    AuthMode, AuthSet, CallEntry, CallList, CallResult, ConnectionList, GenerationView, LimitsView, ServerList,
+    ServerView, ToolView, VersionDiff, VersionList,
 };
 use crate::serve::code_mode::ScriptResult;
 use crate::states::GenerationSource;
@@ -255,11 +255,11 @@ fn caller(call: &CallEntry) -> String {
 
 /// `auth <id> …`: the mode now in force, in words.
 pub fn auth_summary(set: &AuthSet) -> String {
-    let mode = match set.auth.mode.as_str() {
-        "oauth" if set.auth.scopes.is_empty() => "OAuth sign-in at the identity provider".to_string(),
-        "oauth" => format!("OAuth sign-in; tokens need {}", set.auth.scopes.join(" ")),
-        "access_token" => "its static access token".to_string(),
-        _ => "open to any client that reaches the daemon".to_string(),
+    let mode = match set.auth.mode {
+        AuthMode::OAuth if set.auth.scopes.is_empty() => "OAuth sign-in at the identity provider".to_string(),
+        AuthMode::OAuth => format!("OAuth sign-in; tokens need {}", set.auth.scopes.join(" ")),
+        AuthMode::AccessToken => "its static access token".to_string(),
+        AuthMode::Open => "open to any client that reaches the daemon".to_string(),
     };
     let default = if set.auth.source == "default" { " (the daemon's default, [auth.oauth] required)" } else { "" };
     let removed = if set.access_token_removed { "; its static access token was removed" } else { "" };
@@ -284,9 +284,13 @@ pub fn server_summary(view: &ServerView, mcp_url: &str) -> String {
     field(&mut out, "mcp url", &format!("{mcp_url}{note}"));
     let scopes = view.auth.scopes.join(" ");
     let default = if view.auth.source == "default" { " ([auth.oauth] required)" } else { "" };
-    let auth = match view.auth.mode.as_str() {
-        "oauth" if scopes.is_empty() => format!("OAuth: hosts sign the user in at the identity provider{default}"),
-        "oauth" => format!("OAuth: hosts sign the user in at the identity provider; tokens need {scopes}{default}"),
+    let auth = match view.auth.mode {
+        AuthMode::OAuth if scopes.is_empty() => {
+            format!("OAuth: hosts sign the user in at the identity provider{default}")
+        }
+        AuthMode::OAuth => {
+            format!("OAuth: hosts sign the user in at the identity provider; tokens need {scopes}{default}")
+        }
         _ if view.access_token_set => {
             "static token: MCP hosts send Authorization: Bearer <access_token> (`mcpbootd register` prints the config)"
                 .to_string()

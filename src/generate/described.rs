@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::openapi::select::{self, Choice};
 use super::openapi::{self, Derived, Spec};
+use super::self_test::SelfTestOutcome;
 use super::{Inner, Job, StageClock, StageError};
 use crate::catalog::{DiscoveryRecord, FinishedGeneration, NewDocument, OperationRecord, ToolExtras};
 use crate::credentials::Credential;
@@ -295,7 +296,7 @@ impl Inner {
                 tool.example.as_ref().err().cloned()
             };
             let outcome = match (skipped, &tool.example) {
-                (Some(reason), _) => json!({"status": "skipped", "reason": reason}),
+                (Some(reason), _) => SelfTestOutcome::Skipped { reason },
                 (None, Ok(arguments)) => {
                     match super::self_test::try_handler(
                         &self.caller,
@@ -306,15 +307,21 @@ impl Inner {
                     )
                     .await
                     {
-                        Ok(()) => json!({"status": "passed", "arguments": arguments, "attempts": 1}),
-                        Err(error) => {
-                            json!({"status": "failed", "arguments": arguments, "attempts": 1, "error": error})
+                        Ok(()) => {
+                            SelfTestOutcome::Passed { arguments: arguments.clone(), attempts: 1, first_error: None }
                         }
+                        Err(error) => SelfTestOutcome::Failed {
+                            arguments: arguments.clone(),
+                            attempts: 1,
+                            error,
+                            first_error: None,
+                            repair_error: None,
+                        },
                     }
                 }
-                (None, Err(reason)) => json!({"status": "skipped", "reason": reason}),
+                (None, Err(reason)) => SelfTestOutcome::Skipped { reason: reason.clone() },
             };
-            let extras = ToolExtras { needs_network: Some(true), self_test: Some(outcome) };
+            let extras = ToolExtras { needs_network: Some(true), self_test: Some(outcome.to_json()) };
             tools.push((tool.spec.clone(), extras));
         }
         tools

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::generate::compile::{self, CompileRequest};
 use crate::generate::plan::PlannedTool;
@@ -17,6 +18,39 @@ use crate::serve::isolate::{Invocation, Outcome, Program};
 /// Self-test calls share one admission tenant (no server id can contain parentheses), so a
 /// burst of generations cannot crowd out the servers being called.
 const SELF_TEST_TENANT: &str = "(self-test)";
+
+/// How a tool's self-test went, as stored in the tool's extras (`{"status": "passed", …}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum SelfTestOutcome {
+    /// The tool was not called: it writes, the plan gave no example, or self-tests are off.
+    Skipped { reason: String },
+    /// The call succeeded, at the first attempt or after a repair (`first_error` says why the
+    /// first one failed).
+    Passed {
+        arguments: Value,
+        attempts: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_error: Option<String>,
+    },
+    /// The call failed, and the repair failed too or could not be made.
+    Failed {
+        arguments: Value,
+        attempts: u32,
+        error: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_error: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        repair_error: Option<String>,
+    },
+}
+
+impl SelfTestOutcome {
+    /// The outcome as the catalog stores it.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("a self-test outcome serialises to JSON")
+    }
+}
 
 /// Runs self-tests for one generation.
 pub struct SelfTest<'a> {
@@ -30,33 +64,39 @@ pub struct SelfTest<'a> {
 impl SelfTest<'_> {
     /// Tests `handler` and returns the handler to keep (the repaired one if a repair was made),
     /// the outcome as stored in the tool's extras, and the LLM usage of any repair.
-    pub async fn run(&self, planned: &PlannedTool, handler: String) -> (String, Value, Usage) {
+    pub async fn run(&self, planned: &PlannedTool, handler: String) -> (String, SelfTestOutcome, Usage) {
         let Some(arguments) = planned.example_args.clone().filter(|_| planned.is_read_only()) else {
             let reason = if planned.is_read_only() { "the plan gave no example arguments" } else { "the tool writes" };
-            return (handler, json!({"status": "skipped", "reason": reason}), Usage::default());
+            return (handler, SelfTestOutcome::Skipped { reason: reason.to_string() }, Usage::default());
         };
         let first = self.try_tool(&handler, &arguments).await;
         let Err(failure) = first else {
-            return (handler, json!({"status": "passed", "arguments": arguments, "attempts": 1}), Usage::default());
+            let outcome = SelfTestOutcome::Passed { arguments, attempts: 1, first_error: None };
+            return (handler, outcome, Usage::default());
         };
         match compile::repair(self.llm, self.request, planned, &handler, &failure).await {
             Ok((repaired, usage)) => {
                 let outcome = match self.try_tool(&repaired, &arguments).await {
-                    Ok(()) => {
-                        json!({"status": "passed", "arguments": arguments, "attempts": 2, "first_error": failure})
-                    }
-                    Err(error) => json!({
-                        "status": "failed", "arguments": arguments, "attempts": 2, "error": error, "first_error": failure
-                    }),
+                    Ok(()) => SelfTestOutcome::Passed { arguments, attempts: 2, first_error: Some(failure) },
+                    Err(error) => SelfTestOutcome::Failed {
+                        arguments,
+                        attempts: 2,
+                        error,
+                        first_error: Some(failure),
+                        repair_error: None,
+                    },
                 };
                 (repaired, outcome, usage)
             }
             Err(error) => (
                 handler,
-                json!({
-                    "status": "failed", "arguments": arguments, "attempts": 1, "error": failure,
-                    "repair_error": error.to_string()
-                }),
+                SelfTestOutcome::Failed {
+                    arguments,
+                    attempts: 1,
+                    error: failure,
+                    first_error: None,
+                    repair_error: Some(error.to_string()),
+                },
                 Usage::default(),
             ),
         }
@@ -101,4 +141,54 @@ pub async fn try_handler(
         .unwrap_or_default()
         .to_string();
     Err(completion.error.unwrap_or(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn outcomes_keep_their_stored_shape() {
+        let arguments = json!({"city": "Paris"});
+        let cases = [
+            (
+                SelfTestOutcome::Skipped { reason: "the tool writes".into() },
+                json!({"status": "skipped", "reason": "the tool writes"}),
+            ),
+            (
+                SelfTestOutcome::Passed { arguments: arguments.clone(), attempts: 1, first_error: None },
+                json!({"status": "passed", "arguments": arguments, "attempts": 1}),
+            ),
+            (
+                SelfTestOutcome::Passed { arguments: arguments.clone(), attempts: 2, first_error: Some("404".into()) },
+                json!({"status": "passed", "arguments": arguments, "attempts": 2, "first_error": "404"}),
+            ),
+            (
+                SelfTestOutcome::Failed {
+                    arguments: arguments.clone(),
+                    attempts: 2,
+                    error: "500".into(),
+                    first_error: Some("404".into()),
+                    repair_error: None,
+                },
+                json!({"status": "failed", "arguments": arguments, "attempts": 2, "error": "500", "first_error": "404"}),
+            ),
+            (
+                SelfTestOutcome::Failed {
+                    arguments: arguments.clone(),
+                    attempts: 1,
+                    error: "404".into(),
+                    first_error: None,
+                    repair_error: Some("no LLM".into()),
+                },
+                json!({"status": "failed", "arguments": arguments, "attempts": 1, "error": "404", "repair_error": "no LLM"}),
+            ),
+        ];
+        for (outcome, stored) in cases {
+            // Compared as text too: the order of the keys is part of what the catalog stores.
+            assert_eq!(outcome.to_json().to_string(), stored.to_string());
+        }
+    }
 }

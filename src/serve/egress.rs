@@ -48,7 +48,7 @@ use self::transport::{RawResponse, Transport};
 use self::upstream::{Answer, Upstreams};
 use crate::catalog::EgressRecord;
 use crate::config::Config;
-use crate::serve::isolate::{FetchError, FetchHost, FetchRequest, FetchResponse};
+use crate::serve::isolate::{FetchError, FetchHost, FetchRequest, FetchResponse, RedirectMode};
 use crate::states::CacheUse;
 use crate::telemetry::traces;
 
@@ -133,7 +133,7 @@ impl Egress {
             method: "GET".to_string(),
             headers,
             body: None,
-            redirect: "follow".to_string(),
+            redirect: RedirectMode::Follow,
         };
         self.fetch(&policy, request, false, deadline, &EgressLog::default()).await.map_err(|failure| match failure {
             Failure::Denied { host, reason } => format!("{host}: {reason}"),
@@ -271,7 +271,7 @@ impl Egress {
             hop_span.record("http.response.status_code", status);
             let is_redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
             let location = match response.location.as_deref() {
-                Some(location) if is_redirect && request.redirect != "manual" => location.to_string(),
+                Some(location) if is_redirect && request.redirect != RedirectMode::Manual => location.to_string(),
                 _ => {
                     // The URL is the handler's or built from scrubbed locations; scrubbed again
                     // because parsing may have re-encoded a value into a form found only now.
@@ -282,7 +282,7 @@ impl Egress {
                 }
             };
             complete(log, &hop, answered, &response)?;
-            if request.redirect == "error" {
+            if request.redirect == RedirectMode::Error {
                 return Err(Failure::Network(format!("redirect ({status}) refused because redirect is \"error\"")));
             }
             hops += 1;

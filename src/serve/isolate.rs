@@ -201,8 +201,19 @@ pub struct FetchRequest {
     /// Lower-cased names, in insertion order; values contain no CR, LF or NUL.
     pub headers: Vec<(String, String)>,
     pub body: Option<Bytes>,
-    /// `"follow"`, `"manual"` or `"error"`.
-    pub redirect: String,
+    pub redirect: RedirectMode,
+}
+
+text_enum! {
+    /// What `fetch` does with a 3xx answer: `init.redirect` of the Fetch standard.
+    pub enum RedirectMode ("redirect mode") {
+        /// Follow it (the default), with the policy checked again on every hop.
+        Follow = "follow",
+        /// Return the 3xx response to the handler.
+        Manual = "manual",
+        /// Fail the request.
+        Error = "error",
+    }
 }
 
 /// The host's answer to a [`FetchRequest`]; the body is handed to JS fully buffered.

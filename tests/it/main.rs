@@ -1,6 +1,10 @@
 //! Integration tests: the real daemon over real HTTP, real MCP clients, real isolates and a real
 //! SQLite catalog. External APIs are fake servers on loopback reached via `[egress.resolve]`.
 
+// The crate denies `unwrap` in the daemon; tests may unwrap: a failed unwrap fails the test with
+// its cause. clippy.toml allows it in `#[test]` functions only, and the helpers unwrap too.
+#![allow(clippy::unwrap_used)]
+
 mod helpers;
 
 mod access_tokens;

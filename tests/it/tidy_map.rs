@@ -55,10 +55,10 @@ fn source_paths() -> (BTreeSet<String>, BTreeSet<String>) {
                     room_entries.insert(format!("{name}/{file}"));
                 }
             }
-        } else if let Some(module) = name.strip_suffix(".rs") {
-            if !["main", "lib"].contains(&module) {
-                modules.insert(module.to_string());
-            }
+        } else if let Some(module) = name.strip_suffix(".rs")
+            && !["main", "lib"].contains(&module)
+        {
+            modules.insert(module.to_string());
         }
     }
     (modules, room_entries)

@@ -319,7 +319,7 @@ fn fetch_get_and_post_forward_everything() {
     assert_eq!(requests[0].method, "GET");
     assert_eq!(requests[0].headers, vec![("x-key".to_owned(), "abc".to_owned())]);
     assert_eq!(requests[0].body, None);
-    assert_eq!(requests[0].redirect, "follow");
+    assert_eq!(requests[0].redirect, RedirectMode::Follow);
     assert_eq!(requests[1].url, "https://api.example/items");
     assert_eq!(
         requests[1].headers,

@@ -15,7 +15,7 @@
 use bytes::Bytes;
 use wasmtime::{Caller, Linker, Result};
 
-use super::super::FetchRequest;
+use super::super::{FetchRequest, RedirectMode};
 use super::call::Host;
 use super::guest::{self, Guest, JsValue};
 use super::web::{FORM_COPIES, URL_COPIES, form_parse, form_serialize, is_token, url_parse, url_set, wtf8_lossy};
@@ -343,9 +343,8 @@ async fn fetch_start(caller: &mut Caller<'_, Host>, guest: &Guest, scratch: i32,
         let Some(method) = read_string(caller, guest, method, scratch).await?.filter(|m| is_token(m)) else {
             return Ok(Err(Answer::TypeError("fetch: invalid method".into())));
         };
-        let Some(redirect) = read_string(caller, guest, redirect, scratch)
-            .await?
-            .filter(|r| matches!(r.as_str(), "follow" | "manual" | "error"))
+        let Some(redirect) =
+            read_string(caller, guest, redirect, scratch).await?.and_then(|r| r.parse::<RedirectMode>().ok())
         else {
             return Ok(Err(Answer::TypeError("fetch: invalid redirect mode".into())));
         };

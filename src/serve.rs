@@ -12,3 +12,4 @@ pub mod mount;
 pub mod per_user;
 pub mod quota;
 pub mod registry;
+pub mod server;

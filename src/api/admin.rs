@@ -414,8 +414,8 @@ pub async fn call_tool(
 ) -> Result<Json<CallResult>, ApiError> {
     let Json(body) = body?;
     let id = parse_id(&id)?;
-    let mounted = served(&state, &id).await?;
-    let output = mounted.server.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
+    let server = served(&state, &id).await?;
+    let output = server.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
         CallError::UnknownTool(name) => ApiError::new(
             ErrorCode::ToolNotFound,
             format!("server {id:?} has no tool {name:?}; GET /admin/servers/{id} lists its tools"),

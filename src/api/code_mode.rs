@@ -73,10 +73,10 @@ pub async fn run_code(
 ) -> Result<Json<ScriptResult>, ApiError> {
     let Json(request) = body?;
     let id = parse_id(&id)?;
-    let mounted = served(&state, &id).await?;
+    let server = served(&state, &id).await?;
     let code_mode = state.registry.code_mode();
-    if let Some(refusal) = code_mode.refusal(&mounted.server) {
+    if let Some(refusal) = code_mode.refusal(&server) {
         return Err(ApiError::new(ErrorCode::CodeModeDisabled, refusal));
     }
-    Ok(Json(code_mode.run(&mounted.server, request, Via::Admin, None).await))
+    Ok(Json(code_mode.run(&server, request, Via::Admin, None).await))
 }

@@ -7,7 +7,8 @@ use axum::http::StatusCode;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::serve::registry::{MountError, Mounted};
+use crate::serve::registry::MountError;
+use crate::serve::server::Server;
 use crate::states::Status;
 use crate::toolset::ServerId;
 
@@ -35,10 +36,10 @@ pub(crate) fn not_served(id: &ServerId, status: Status) -> String {
     }
 }
 
-/// The built mount of a server that is being served, or why it cannot be called.
-pub(crate) async fn served(state: &AppState, id: &ServerId) -> Result<Arc<Mounted>, ApiError> {
-    match state.registry.mounted(id).await {
-        Ok(Some(mounted)) => Ok(mounted),
+/// The built server of an id that is being served, or why it cannot be called.
+pub(crate) async fn served(state: &AppState, id: &ServerId) -> Result<Arc<Server>, ApiError> {
+    match state.registry.server(id).await {
+        Ok(Some(server)) => Ok(server),
         Ok(None) | Err(MountError::Gone { .. }) => Err(match state.catalog.server_status(id).await? {
             Some(status) => ApiError::new(ErrorCode::ServerNotReady, not_served(id, status)),
             None => not_found(id),

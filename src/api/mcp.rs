@@ -21,8 +21,9 @@ use std::sync::Arc;
 
 use crate::api::connections::ClientAddress;
 use crate::oauth::{Admission, Grant, MissingScope};
+use crate::serve::mount::McpEndpoint;
 use crate::serve::quota::CallerKey;
-use crate::serve::registry::{MountError, Mounted};
+use crate::serve::registry::MountError;
 use crate::telemetry::metrics::ClientMistake;
 use crate::toolset::ServerId;
 
@@ -52,12 +53,12 @@ use crate::toolset::ServerId;
 )]
 pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, mut request: Request) -> Response {
     let max_body_bytes = state.config.server.max_body_bytes;
-    // Boxed, like rmcp's answer in `McpMount::handle`: building a mount (catalog reads) takes a
+    // Boxed, like rmcp's answer in `McpEndpoint::handle`: building a mount (catalog reads) takes a
     // large future, which inline would stay part of this one while the call runs, so every call
     // parked on a slow API would hold its bytes.
     let found = Box::pin(find_mount(&state, &id, request.uri(), request.headers())).await;
     let response = match found {
-        Ok((mounted, None, token_door)) => {
+        Ok((endpoint, None, token_door)) => {
             // Who the call counts against at the door: the static token's holder, else the
             // client's address (docs/traffic.md).
             let caller = match request.extensions().get::<ClientAddress>() {
@@ -67,17 +68,17 @@ pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, mu
             };
             request.extensions_mut().insert(caller);
             request.extensions_mut().insert(Admission::Unscoped);
-            transport::answer(&mounted.mcp, request, max_body_bytes, None).await
+            transport::answer(&endpoint, request, max_body_bytes, None).await
         }
-        Ok((mounted, Some(grant), _)) => {
+        Ok((endpoint, Some(grant), _)) => {
             request.extensions_mut().insert(CallerKey::subject(&grant.claims.sub));
             // The serving path checks every tool call against the grant and logs its caller;
             // `gate` refuses a `tools/call` the token cannot make before any work, with the 403 a
             // host can step up from.
             request.extensions_mut().insert(Admission::Granted(grant.clone()));
             let mcp_path = format!("/servers/{id}/mcp");
-            let gate = |body: &[u8]| tool_gate(&state, &mounted, &grant, &mcp_path, body);
-            transport::answer(&mounted.mcp, request, max_body_bytes, Some(&gate)).await
+            let gate = |body: &[u8]| tool_gate(&state, &endpoint, &grant, &mcp_path, body);
+            transport::answer(&endpoint, request, max_body_bytes, Some(&gate)).await
         }
         Err(error) => {
             let id = transport::request_id(request, max_body_bytes).await;
@@ -92,12 +93,12 @@ pub async fn serve_mcp(State(state): State<AppState>, Path(id): Path<String>, mu
 
 /// A `tools/call` of a tool the token may not call: 403 `insufficient_scope` naming the scope
 /// to ask for. `code_execution` passes (a script's every tool call is checked as it is made).
-fn tool_gate(state: &AppState, mounted: &Mounted, grant: &Grant, mcp_path: &str, body: &[u8]) -> Option<ApiError> {
+fn tool_gate(state: &AppState, endpoint: &McpEndpoint, grant: &Grant, mcp_path: &str, body: &[u8]) -> Option<ApiError> {
     if grant.rule.is_open() {
         return None;
     }
     let name = params::called_tool(body)?;
-    let tool = mounted.server.tool(&name)?;
+    let tool = endpoint.server().tool(&name)?;
     let missing = grant.check_tool(&name, tool.read_only()).err()?;
     state.metrics.record_oauth_refusal("insufficient_scope");
     Some(insufficient_scope(state, mcp_path, &missing))
@@ -136,7 +137,7 @@ async fn find_mount(
     id: &str,
     uri: &Uri,
     headers: &HeaderMap,
-) -> Result<(Arc<Mounted>, Option<Arc<Grant>>, bool), ApiError> {
+) -> Result<(Arc<McpEndpoint>, Option<Arc<Grant>>, bool), ApiError> {
     // The Host is checked first, so a page reaching the daemon through DNS rebinding learns
     // nothing, not even which servers exist.
     state.mcp_hosts.check(uri, headers)?;
@@ -168,7 +169,7 @@ async fn find_mount(
         Door::OAuth(extra) => Some(Arc::new(check_oauth(state, id, headers, extra).await?)),
     };
     match state.registry.build(&mount).await {
-        Ok(mounted) => Ok((mounted, grant, token_door)),
+        Ok(endpoint) => Ok((endpoint, grant, token_door)),
         Err(MountError::Gone { .. }) => Err(not_found()),
         Err(failure) => Err(ApiError::new(ErrorCode::ServerUnavailable, failure.to_string())),
     }

@@ -546,7 +546,7 @@ fn for_the_log(mut arguments: Value, error: Option<String>, redactor: &Redactor)
 }
 
 /// The first `max` bytes of `text`, cut at a character boundary, with a marker when cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
+pub fn truncate(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }

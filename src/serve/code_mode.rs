@@ -5,7 +5,7 @@
 //! compiled as `Program::Script`: it has no `fetch`, and `call_tool` sends a request to
 //! `tool:<server>/<tool>` through the host channel fetch would use. That host is a
 //! [`ScriptHost`], which has no network at all: it checks the request against the script's
-//! allowed servers and budgets, then runs the tool with [`MountedServer::call`], which is the
+//! allowed servers and budgets, then runs the tool with [`Server::call`], which is the
 //! path an MCP `tools/call` takes, so the tool runs in an isolate of its own with its own
 //! server's whitelist, credentials and limits, and is logged (with the script as its parent).
 //!
@@ -40,7 +40,7 @@ use crate::serve::isolate::{
     self, Admission, AdmissionLimits, Blocked, Busy, Completion, FetchError, FetchHost, FetchRequest, FetchResponse,
     Invocation, Outcome, PoolError, Program, Refused, SandboxLimits, ToolResult,
 };
-use crate::serve::registry::{Mounted, MountedServer, Registry};
+use crate::serve::server::{Server, ServerLookup};
 use crate::states::{CallOutcome, Via, text_enum};
 use crate::toolset::{CodeModeSettings, ServerId};
 
@@ -195,7 +195,8 @@ pub struct CodeMode {
     config: CodeModeConfig,
     sandbox: SandboxConfig,
     caller: Caller,
-    registry: Weak<Registry>,
+    /// Where scripts find the servers they call: the registry, which owns this runner.
+    servers: Weak<dyn ServerLookup>,
     /// Script slots, shared fairly between servers (see the module doc).
     scripts: Arc<Admission>,
 }
@@ -212,7 +213,12 @@ struct RunLimits {
 }
 
 impl CodeMode {
-    pub fn new(config: CodeModeConfig, sandbox: SandboxConfig, caller: Caller, registry: Weak<Registry>) -> CodeMode {
+    pub fn new(
+        config: CodeModeConfig,
+        sandbox: SandboxConfig,
+        caller: Caller,
+        servers: Weak<dyn ServerLookup>,
+    ) -> CodeMode {
         let scripts = Admission::without_memory(AdmissionLimits {
             max_in_flight: config.max_concurrent_scripts,
             max_in_flight_per_tenant: config.scripts_per_server(),
@@ -220,16 +226,16 @@ impl CodeMode {
             max_queued_per_tenant: sandbox.max_queued_per_server,
             queue_timeout: Duration::from_millis(sandbox.queue_timeout_ms),
         });
-        CodeMode { config, sandbox, caller, registry, scripts }
+        CodeMode { config, sandbox, caller, servers, scripts }
     }
 
     /// Whether `server` lists `code_execution`: on daemon-wide and in its settings.
-    pub fn enabled_for(&self, server: &MountedServer) -> bool {
+    pub fn enabled_for(&self, server: &Server) -> bool {
         self.config.enabled && server.code_mode.as_ref().is_some_and(|settings| settings.enabled)
     }
 
     /// Why `code_execution` is refused on `server`, when it is.
-    pub fn refusal(&self, server: &MountedServer) -> Option<String> {
+    pub fn refusal(&self, server: &Server) -> Option<String> {
         if !self.config.enabled {
             return Some(format!(
                 "code mode is off in this daemon, so server {:?} has no {TOOL_NAME} tool; an operator turns it on \
@@ -262,7 +268,7 @@ impl CodeMode {
     }
 
     /// The servers `server`'s scripts may call: itself and its `allowed_servers`.
-    fn allowed_servers(server: &MountedServer) -> BTreeSet<ServerId> {
+    fn allowed_servers(server: &Server) -> BTreeSet<ServerId> {
         let mut allowed: BTreeSet<ServerId> =
             server.code_mode.iter().flat_map(|settings| settings.allowed_servers.iter().cloned()).collect();
         allowed.insert(server.id.clone());
@@ -270,7 +276,7 @@ impl CodeMode {
     }
 
     /// The limits of one run: the server's, narrowed by the request's options.
-    fn run_limits(&self, server: &MountedServer, options: &ScriptOptions) -> RunLimits {
+    fn run_limits(&self, server: &Server, options: &ScriptOptions) -> RunLimits {
         let mut limits = self.server_limits(server.code_mode.as_ref().unwrap_or(&CodeModeSettings::default()));
         if let Some(ms) = options.timeout_ms {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms.max(1)));
@@ -290,15 +296,14 @@ impl CodeMode {
 
     /// The `code_execution` tool's description for `server`, built from the tools its scripts
     /// can reach now.
-    pub async fn tool_description(&self, server: &MountedServer) -> String {
+    pub async fn tool_description(&self, server: &Server) -> String {
         let limits = self.server_limits(server.code_mode.as_ref().unwrap_or(&CodeModeSettings::default()));
         let reachable = self.reachable(&server.id, &Self::allowed_servers(server)).await;
         let listed: Vec<(ServerId, Vec<declarations::Reachable<'_>>)> = reachable
             .iter()
             .map(|other| {
                 let tools = other
-                    .mcp
-                    .tools()
+                    .listing
                     .iter()
                     .map(|tool| declarations::Reachable {
                         name: &tool.name,
@@ -307,7 +312,7 @@ impl CodeMode {
                         output_schema: tool.output_schema.as_deref(),
                     })
                     .collect();
-                (other.server.id.clone(), tools)
+                (other.id.clone(), tools)
             })
             .collect();
         let stated = declarations::StatedLimits {
@@ -319,23 +324,23 @@ impl CodeMode {
     }
 
     /// What [`Self::tool_description`] depends on: the generation each reachable server serves.
-    pub fn listing_key(&self, server: &MountedServer) -> Vec<(ServerId, i64)> {
-        let Some(registry) = self.registry.upgrade() else { return Vec::new() };
+    pub fn listing_key(&self, server: &Server) -> Vec<(ServerId, i64)> {
+        let Some(servers) = self.servers.upgrade() else { return Vec::new() };
         Self::allowed_servers(server)
             .into_iter()
-            .filter_map(|id| registry.get(&id).map(|mount| (id, mount.generation_id)))
+            .filter_map(|id| servers.served_generation(&id).map(|generation_id| (id, generation_id)))
             .collect()
     }
 
     /// The mounted servers among `allowed` (`own` first), built on first use; servers that are
     /// gone or cannot be served are left out.
-    async fn reachable(&self, own: &ServerId, allowed: &BTreeSet<ServerId>) -> Vec<Arc<Mounted>> {
-        let Some(registry) = self.registry.upgrade() else { return Vec::new() };
+    async fn reachable(&self, own: &ServerId, allowed: &BTreeSet<ServerId>) -> Vec<Arc<Server>> {
+        let Some(lookup) = self.servers.upgrade() else { return Vec::new() };
         let mut servers = Vec::with_capacity(allowed.len());
         let ordered = allowed.iter().filter(|id| *id == own).chain(allowed.iter().filter(|id| *id != own));
         for id in ordered {
-            if let Ok(Some(mounted)) = registry.mounted(id).await {
-                servers.push(mounted);
+            if let Some(server) = lookup.find_server(id).await {
+                servers.push(server);
             }
         }
         servers
@@ -346,7 +351,7 @@ impl CodeMode {
     /// against it and logged under its subject.
     pub async fn run(
         &self,
-        server: &MountedServer,
+        server: &Server,
         request: ScriptRequest,
         via: Via,
         grant: Option<Arc<Grant>>,
@@ -397,7 +402,7 @@ impl CodeMode {
 
         let reachable = self.reachable(&server.id, &limits.allowed).await;
         let stubs: Map<String, Value> =
-            reachable.iter().map(|s| (s.server.id.to_string(), Value::from(s.server.tool_names()))).collect();
+            reachable.iter().map(|s| (s.id.to_string(), Value::from(s.tool_names()))).collect();
         let host = Arc::new(ScriptHost {
             caller: self.caller.clone(),
             servers: reachable,
@@ -455,7 +460,7 @@ impl CodeMode {
 /// ends, or as `cancelled` if the caller goes away first.
 struct ScriptEntry<'a> {
     code_mode: &'a CodeMode,
-    server: &'a MountedServer,
+    server: &'a Server,
     via: Via,
     grant: Option<Arc<Grant>>,
     execution_id: String,
@@ -627,7 +632,7 @@ struct ScriptHost {
     /// The servers the script may call, as they were served when it started: a script is one
     /// call in flight, so an activation, a token or credential change or a delete made while it
     /// runs applies to the next script, not to the rest of this one.
-    servers: Vec<Arc<Mounted>>,
+    servers: Vec<Arc<Server>>,
     parent: Arc<str>,
     /// The script's OAuth token, which its tool calls carry.
     grant: Option<Arc<Grant>>,
@@ -729,10 +734,10 @@ impl ScriptHost {
                 format!("server {server:?} is not allowed in this script; allowed servers: {names:?}"),
             );
         };
-        let Some(mounted) = self.servers.iter().find(|mounted| mounted.server.id == id) else {
+        let Some(target) = self.servers.iter().find(|target| target.id == id) else {
             return Answer::Failed(ErrorKind::NotFound, format!("no server {server:?} is being served"));
         };
-        let tools = mounted.server.tool_names();
+        let tools = target.tool_names();
         if !tools.iter().any(|name| name == tool) {
             return Answer::Failed(
                 ErrorKind::NotFound,
@@ -755,7 +760,7 @@ impl ScriptHost {
             caller: None,
             trace_parent: None,
         };
-        let output = match mounted.server.call(&self.caller, tool, arguments, origin).await {
+        let output = match target.call(&self.caller, tool, arguments, origin).await {
             Ok(output) => output,
             Err(CallError::UnknownTool(name)) => {
                 return Answer::Failed(ErrorKind::NotFound, format!("server {server:?} has no tool {name:?}"));

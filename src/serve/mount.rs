@@ -1,11 +1,14 @@
 //! MCP endpoints: `/servers/{id}/mcp` over rmcp's Streamable HTTP transport.
 //!
-//! Every mount is **stateless** (`legacy_session_mode = false`, JSON responses): a request carries
-//! all it needs, so any replica can answer it, a restart loses no sessions, and thousands of hosts
-//! cost no per-session memory. The HTTP route (`api/mcp.rs`) looks the server up in the
+//! An [`McpEndpoint`] answers MCP for one built [`Server`], which it holds; the registry keeps
+//! it in the server's `registry::Mount` once built, so nothing here looks servers up.
+//!
+//! Every endpoint is **stateless** (`legacy_session_mode = false`, JSON responses): a request
+//! carries all it needs, so any replica can answer it, a restart loses no sessions, and thousands
+//! of hosts cost no per-session memory. The HTTP route (`api/mcp.rs`) looks the server up in the
 //! registry, checks its access token, builds its mount on first use and hands the request to
-//! [`McpMount::handle`], or, for a single `tools/call` that rmcp would answer as plain JSON, to
-//! [`McpMount::call_tool_directly`], which runs the same handler code without rmcp's
+//! [`McpEndpoint::handle`], or, for a single `tools/call` that rmcp would answer as plain JSON, to
+//! [`McpEndpoint::call_tool_directly`], which runs the same handler code without rmcp's
 //! per-request service (see [`direct_tool_call`]).
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -38,7 +41,7 @@ use crate::serve::call::{CallError, Caller, Origin};
 use crate::serve::code_mode::{self, CodeMode, ScriptRequest};
 use crate::serve::isolate::ToolResult;
 use crate::serve::quota::CallerKey;
-use crate::serve::registry::MountedServer;
+use crate::serve::server::Server;
 use crate::states::Via;
 use crate::telemetry::metrics::ClientMistake;
 use crate::telemetry::traces::{TRACEPARENT, TraceParent};
@@ -105,7 +108,7 @@ impl UrlElicitationClients {
 const URL_ELICITATION_REQUIRED: i32 = -32042;
 
 /// One server's MCP endpoint.
-pub struct McpMount {
+pub struct McpEndpoint {
     service: McpService,
     handler: Arc<McpHandler>,
 }
@@ -143,9 +146,8 @@ impl Unmounting {
 
 /// The rmcp handler for one mounted server; tools are data, not code, so this is hand-written.
 pub struct McpHandler {
-    server: Arc<MountedServer>,
+    server: Arc<Server>,
     caller: Caller,
-    tools: Vec<Tool>,
     code_mode: Arc<CodeMode>,
     elicitation: Arc<UrlElicitationClients>,
     unmounting: Unmounting,
@@ -174,23 +176,16 @@ impl McpSettings {
     }
 }
 
-impl McpMount {
-    /// The endpoint of `server`, listing `tools` (in order); `unmounting` stops its calls.
+impl McpEndpoint {
+    /// The endpoint of `server`, listing its [`Server::listing`]; `unmounting` stops its calls.
     ///
     /// rmcp is not given that token: cancelled, it would drop a request in flight and answer it
     /// with a bare 500, whose body hosts do not show. The handler watches it instead and answers
     /// the calls it stops with a JSON-RPC error that says why (see [`McpHandler::stopped`]).
-    pub fn new(
-        server: Arc<MountedServer>,
-        tools: Vec<ToolSpec>,
-        settings: &McpSettings,
-        unmounting: Unmounting,
-    ) -> McpMount {
-        let tools = tools.into_iter().map(mcp_tool).collect();
+    pub fn new(server: Arc<Server>, settings: &McpSettings, unmounting: Unmounting) -> McpEndpoint {
         let handler = Arc::new(McpHandler {
             server,
             caller: settings.caller.clone(),
-            tools,
             code_mode: settings.code_mode.clone(),
             elicitation: settings.elicitation.clone(),
             unmounting,
@@ -212,18 +207,18 @@ impl McpMount {
             Arc::new(NeverSessionManager::default()),
             config,
         );
-        McpMount { service, handler }
+        McpEndpoint { service, handler }
     }
 
-    /// The server's tools as `tools/list` shows them (without `code_execution`).
-    pub fn tools(&self) -> &[Tool] {
-        &self.handler.tools
+    /// The server this endpoint answers for.
+    pub fn server(&self) -> &Arc<Server> {
+        &self.handler.server
     }
 
     /// Answers one HTTP request to this server's MCP endpoint.
     ///
     /// rmcp's future is boxed, so that it does not make the future of every request that can
-    /// reach this (a tool call answered by [`McpMount::call_tool_directly`] included) as large
+    /// reach this (a tool call answered by [`McpEndpoint::call_tool_directly`] included) as large
     /// as rmcp's own: a call parked on a slow API holds its request's whole future.
     pub async fn handle(&self, request: Request) -> Response {
         Box::pin(self.service.handle(request)).await.map(axum::body::Body::new)
@@ -257,8 +252,8 @@ impl McpMount {
     }
 }
 
-/// A single `tools/call` that [`McpMount::handle`] would answer with a JSON response and
-/// that the mount can answer itself ([`McpMount::call_tool_directly`]); `None` for every
+/// A single `tools/call` that [`McpEndpoint::handle`] would answer with a JSON response and
+/// that the mount can answer itself ([`McpEndpoint::call_tool_directly`]); `None` for every
 /// other request, which goes to rmcp.
 ///
 /// rmcp answers a stateless request by building a one-message transport, a peer and a
@@ -305,7 +300,7 @@ pub fn direct_tool_call(headers: &HeaderMap, body: &[u8]) -> Option<DirectToolCa
     }
 }
 
-/// A `tools/call` request [`McpMount::call_tool_directly`] answers without rmcp.
+/// A `tools/call` request [`McpEndpoint::call_tool_directly`] answers without rmcp.
 pub struct DirectToolCall {
     id: RequestId,
     params: CallToolRequestParams,
@@ -319,7 +314,7 @@ pub struct DirectToolCall {
 /// against writes often let a tool without annotations through, so a tool registered without
 /// the hint is listed with `readOnlyHint: false`. A tool listed as read-only can only send
 /// GET, HEAD and OPTIONS requests (`serve::egress`), so the hint is a guarantee, not a claim.
-fn mcp_tool(spec: ToolSpec) -> Tool {
+pub fn mcp_tool(spec: ToolSpec) -> Tool {
     let mut tool = Tool::new(spec.name, spec.description, Arc::new(spec.input_schema));
     tool.title = spec.title;
     tool.output_schema = spec.output_schema.map(Arc::new);
@@ -348,7 +343,7 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut tools = self.tools.clone();
+        let mut tools = self.server.listing.clone();
         if self.code_mode.enabled_for(&self.server) && self.server.tool(code_mode::TOOL_NAME).is_none() {
             tools.push(self.code_tool().await);
         }
@@ -374,7 +369,7 @@ impl ServerHandler for McpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
+        self.server.listing.iter().find(|t| t.name == name).cloned()
     }
 
     async fn initialize(
@@ -418,7 +413,7 @@ struct CallRequest<'a, Cancelled> {
 }
 
 impl McpHandler {
-    /// Answers `tools/call`, for rmcp's `call_tool` and for [`McpMount::call_tool_directly`].
+    /// Answers `tools/call`, for rmcp's `call_tool` and for [`McpEndpoint::call_tool_directly`].
     async fn answer_call(
         &self,
         request: CallToolRequestParams,

@@ -7,6 +7,10 @@
 //! once even under concurrent first requests, and kept until the server is remounted or
 //! unmounted. After that the hot path is a read-lock, a hash lookup and a cell read.
 //!
+//! A [`Mount`] is the registry's entry for one server; built, it holds the server's
+//! [`McpEndpoint`], which holds the [`Server`] every call goes through. The registry is also the
+//! [`ServerLookup`] code mode finds the other servers of a script through.
+//!
 //! A mount that cannot be built (a stored schema that no longer compiles) is logged once and
 //! answers every request with that error until it is remounted; a catalog read that fails is
 //! reported to the caller and retried on the next request.
@@ -18,9 +22,9 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
-use serde_json::Value;
+use futures_util::future::BoxFuture;
 use tokio::sync::OnceCell;
 
 use crate::accounts::{Accounts, PerUserCredential};
@@ -28,40 +32,19 @@ use crate::catalog::{Catalog, CatalogError, CredentialRecord, MountRecord, Serve
 use crate::config::{Config, LimitsConfig};
 use crate::credentials::vault::Vault;
 use crate::credentials::{Credential, PerUser};
-use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Origin};
+use crate::serve::call::{CallableTool, Caller};
 use crate::serve::code_mode::CodeMode;
-use crate::serve::discovery::{Discovery, STANDARD_TOOLS, StandardTool, standard_tools};
+use crate::serve::discovery::{Discovery, STANDARD_TOOLS, standard_tools};
 use crate::serve::egress::ServerPolicy;
 use crate::serve::health::{Health, HealthRule, ToolHealth};
-use crate::serve::isolate::Outcome;
-use crate::serve::mount::{McpMount, McpSettings, Unmounted, Unmounting};
+use crate::serve::mount::{self, McpEndpoint, McpSettings, Unmounted, Unmounting};
 use crate::serve::per_user::PerUserCredentials;
-use crate::serve::quota::{CallerKey, EffectiveLimits, ServerQuota};
-use crate::telemetry::metrics::{Metrics, ToolSeries};
+use crate::serve::quota::{EffectiveLimits, ServerQuota};
+use crate::serve::server::{Server, ServerLookup};
+use crate::telemetry::metrics::Metrics;
 use crate::toolset::{AuthSetting, CodeModeSettings, ServerId, ServerLimits};
 
 const CHANGE_STRIPES: usize = 64;
-
-/// A ready server as the serving path sees it, built on first use.
-pub struct MountedServer {
-    pub id: ServerId,
-    pub name: String,
-    /// What the server is for, in the operator's words: MCP `instructions`.
-    pub description: Option<String>,
-    pub generation_id: i64,
-    pub policy: Arc<ServerPolicy>,
-    pub tools: Vec<CallableTool>,
-    /// Its per-user credentials, whose values each caller brings (`None`: it has none).
-    pub per_user: Option<PerUserCredentials>,
-    /// Its traffic limits at the door (`None`: every one is off).
-    pub quota: Option<ServerQuota>,
-    /// Its code-mode settings (`None`: off).
-    pub code_mode: Option<CodeModeSettings>,
-    /// The series its `code_execution` runs are counted under, when code mode is on.
-    pub code_series: Option<ToolSeries>,
-    /// In discovery mode, the operations its standard tools reach (`None`: it lists them all).
-    pub discovery: Option<Discovery>,
-}
 
 pub struct Registry {
     mounts: RwLock<HashMap<ServerId, Arc<Mount>>>,
@@ -98,14 +81,9 @@ pub struct Mount {
     credentials_stamp: (i64, i64),
     /// Ended on unmount and at shutdown: stops the calls in flight on this mount.
     unmounting: Unmounting,
-    /// Build errors are kept (they repeat until the server is remounted); catalog errors are not.
-    built: OnceCell<Result<Arc<Mounted>, String>>,
-}
-
-/// A built mount: the server plus its MCP endpoint.
-pub struct Mounted {
-    pub server: Arc<MountedServer>,
-    pub mcp: McpMount,
+    /// The built server's MCP endpoint, which holds the [`Server`]. Build errors are kept (they
+    /// repeat until the server is remounted); catalog errors are not.
+    built: OnceCell<Result<Arc<McpEndpoint>, String>>,
 }
 
 /// Why a mount could not be used.
@@ -120,94 +98,6 @@ pub enum MountError {
     /// The server was deleted while it was being loaded.
     #[error("server {id:?} no longer exists")]
     Gone { id: ServerId },
-}
-
-impl MountedServer {
-    pub fn tool(&self, name: &str) -> Option<&CallableTool> {
-        self.tools.iter().find(|t| t.name == name)
-    }
-
-    /// The names a call may give: its tools, and in discovery mode the standard tools.
-    pub fn tool_names(&self) -> Vec<String> {
-        let standard = if self.discovery.is_some() { &STANDARD_TOOLS[..] } else { &[] };
-        self.tools.iter().map(|t| t.name.clone()).chain(standard.iter().map(|name| name.to_string())).collect()
-    }
-
-    pub async fn call(
-        &self,
-        caller: &Caller,
-        tool: &str,
-        arguments: Value,
-        origin: impl Into<Origin>,
-    ) -> Result<CallOutput, CallError> {
-        let listed = self.tool(tool);
-        let standard = match listed {
-            Some(_) => None,
-            None => self.discovery.as_ref().zip(StandardTool::named(tool)),
-        };
-        if listed.is_none() && standard.is_none() {
-            return Err(CallError::UnknownTool(tool.to_string()));
-        }
-        let origin = origin.into();
-        // Held until the call ends: the caller's place among their running calls.
-        let _admitted = match &self.quota {
-            None => None,
-            Some(quota) => {
-                let who = origin.caller.clone().unwrap_or_else(|| match &origin.grant {
-                    Some(grant) => CallerKey::subject(&grant.claims.sub),
-                    None => CallerKey::unknown(),
-                });
-                match quota.admit(&who, tool) {
-                    Ok(admitted) => Some(admitted),
-                    Err(refusal) => {
-                        if let Some(listed) = listed {
-                            caller.metrics().record_quota_refusal(listed.series(), refusal.limit);
-                        }
-                        return Err(CallError::Limited(refusal));
-                    }
-                }
-            }
-        };
-        let (target, arguments) = match (listed, standard) {
-            (Some(listed), _) => (Target::Listed(listed), arguments),
-            (None, Some((discovery, StandardTool::Call))) => {
-                let (operation, arguments) = discovery.target(arguments).await?;
-                (Target::Operation(operation), arguments)
-            }
-            (None, Some((discovery, answered))) => {
-                // Searching and describing read what the version stores: read-only by the scope
-                // rule, and no isolate.
-                if let Some(grant) = &origin.grant
-                    && let Err(missing) = grant.check_tool(tool, true)
-                {
-                    caller.metrics().record_oauth_refusal("insufficient_scope");
-                    return Err(CallError::Forbidden(missing));
-                }
-                let result = discovery.answer(answered, &arguments).await?;
-                let execution_id = origin.execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-                return Ok(CallOutput { execution_id, outcome: Outcome::Ok, result });
-            }
-            (None, None) => return Err(CallError::UnknownTool(tool.to_string())),
-        };
-        let policy = match &self.per_user {
-            None => self.policy.clone(),
-            Some(per_user) => {
-                let subject = origin.grant.as_ref().map(|grant| grant.claims.sub.as_str());
-                per_user.policy_for(&self.id, &self.policy, subject).await.map_err(CallError::NotConnected)?
-            }
-        };
-        let tool = match &target {
-            Target::Listed(listed) => *listed,
-            Target::Operation(operation) => operation.as_ref(),
-        };
-        caller.call(&self.id, self.generation_id, &policy, tool, arguments, origin).await
-    }
-}
-
-/// What a call runs: a listed tool, or an operation `call_operation` named.
-enum Target<'a> {
-    Listed(&'a CallableTool),
-    Operation(Arc<CallableTool>),
 }
 
 impl Mount {
@@ -249,9 +139,9 @@ impl Registry {
         accounts: Arc<Accounts>,
     ) -> Arc<Registry> {
         // Scripts look other servers up here, so the code-mode runner holds the registry weakly.
-        Arc::new_cyclic(|registry| {
-            let code_mode =
-                CodeMode::new(config.code_mode.clone(), config.sandbox.clone(), caller.clone(), registry.clone());
+        Arc::new_cyclic(|registry: &Weak<Registry>| {
+            let servers: Weak<dyn ServerLookup> = registry.clone();
+            let code_mode = CodeMode::new(config.code_mode.clone(), config.sandbox.clone(), caller.clone(), servers);
             Registry {
                 mounts: RwLock::new(HashMap::new()),
                 changes: (0..CHANGE_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
@@ -371,17 +261,23 @@ impl Registry {
         self.read().get(id).cloned()
     }
 
-    /// The built mount for `id`, building it first if this is its first use. `Ok(None)` if no
-    /// such server is mounted.
-    pub async fn mounted(&self, id: &ServerId) -> Result<Option<Arc<Mounted>>, MountError> {
+    /// The MCP endpoint of `id`, building the server first if this is its first use. `Ok(None)`
+    /// if no such server is mounted.
+    pub async fn endpoint(&self, id: &ServerId) -> Result<Option<Arc<McpEndpoint>>, MountError> {
         match self.get(id) {
             Some(mount) => self.build(&mount).await.map(Some),
             None => Ok(None),
         }
     }
 
+    /// The built server `id`, building it first if this is its first use. `Ok(None)` if no such
+    /// server is mounted.
+    pub async fn server(&self, id: &ServerId) -> Result<Option<Arc<Server>>, MountError> {
+        Ok(self.endpoint(id).await?.map(|endpoint| endpoint.server().clone()))
+    }
+
     /// Builds `mount` on its first use; later calls return the same result.
-    pub async fn build(&self, mount: &Mount) -> Result<Arc<Mounted>, MountError> {
+    pub async fn build(&self, mount: &Mount) -> Result<Arc<McpEndpoint>, MountError> {
         let built = mount
             .built
             .get_or_try_init(|| async {
@@ -420,7 +316,7 @@ impl Registry {
             })
             .await?;
         match built {
-            Ok(mounted) => Ok(mounted.clone()),
+            Ok(endpoint) => Ok(endpoint.clone()),
             Err(message) => Err(MountError::Broken { id: mount.id.clone(), message: message.clone() }),
         }
     }
@@ -461,7 +357,7 @@ impl Registry {
         credentials: Vec<Credential>,
         per_user: Vec<PerUserCredential>,
         recent: &std::collections::BTreeMap<String, Vec<bool>>,
-    ) -> Result<Arc<Mounted>, String> {
+    ) -> Result<Arc<McpEndpoint>, String> {
         let tools = generation.tools.iter().map(|spec| {
             let health = ToolHealth::new(self.health, recent.get(&spec.name).map_or(&[][..], Vec::as_slice));
             let series = self.metrics.tool_series(mount.id.as_str(), &spec.name);
@@ -479,19 +375,26 @@ impl Registry {
             .with_upstream_limits(&upstream)?;
         policy.cache = mount.limits.as_ref().and_then(|limits| limits.cache).unwrap_or(true);
         let policy = policy.with_credentials(credentials);
-        let server = Arc::new(MountedServer {
+        let quota = {
+            let limits = EffectiveLimits::of(&self.limits, mount.limits.as_ref());
+            let standard = if generation.discovery { &STANDARD_TOOLS[..] } else { &[] };
+            let names = generation.tools.iter().map(|tool| tool.name.as_str()).chain(standard.iter().copied());
+            (limits != EffectiveLimits::default()).then(|| ServerQuota::new(limits, names))
+        };
+        // The specs are moved into the MCP definitions, so their schemas are not kept twice.
+        let mut listed = generation.tools;
+        if generation.discovery {
+            listed.extend(standard_tools());
+        }
+        let server = Arc::new(Server {
             id: mount.id.clone(),
             name: mount.name.clone(),
             description: generation.description,
             generation_id: mount.generation_id,
             policy: Arc::new(policy),
             tools,
-            quota: {
-                let limits = EffectiveLimits::of(&self.limits, mount.limits.as_ref());
-                let standard = if generation.discovery { &STANDARD_TOOLS[..] } else { &[] };
-                let names = generation.tools.iter().map(|tool| tool.name.as_str()).chain(standard.iter().copied());
-                (limits != EffectiveLimits::default()).then(|| ServerQuota::new(limits, names))
-            },
+            listing: listed.into_iter().map(mount::mcp_tool).collect(),
+            quota,
             per_user: (!per_user.is_empty()).then(|| PerUserCredentials::new(self.accounts.clone(), per_user)),
             code_mode: mount.code_mode.clone(),
             code_series: mount
@@ -509,12 +412,7 @@ impl Registry {
                 )
             }),
         });
-        let mut listed = generation.tools;
-        if generation.discovery {
-            listed.extend(standard_tools());
-        }
-        let mcp = McpMount::new(server.clone(), listed, &self.mcp, mount.unmounting.clone());
-        Ok(Arc::new(Mounted { server, mcp }))
+        Ok(Arc::new(McpEndpoint::new(server, &self.mcp, mount.unmounting.clone())))
     }
 
     /// The health of each tool of `id`'s served generation, if its mount has been built (one
@@ -522,7 +420,7 @@ impl Registry {
     pub fn tool_health(&self, id: &ServerId) -> Option<(i64, Vec<(String, Health)>)> {
         let mount = self.get(id)?;
         let Some(Ok(built)) = mount.built.get() else { return None };
-        let tools = built.server.tools.iter().map(|tool| (tool.name.clone(), tool.health())).collect();
+        let tools = built.server().tools.iter().map(|tool| (tool.name.clone(), tool.health())).collect();
         Some((mount.generation_id, tools))
     }
 
@@ -552,5 +450,15 @@ impl Registry {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<ServerId, Arc<Mount>>> {
         self.mounts.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ServerLookup for Registry {
+    fn served_generation(&self, id: &ServerId) -> Option<i64> {
+        self.get(id).map(|mount| mount.generation_id)
+    }
+
+    fn find_server<'a>(&'a self, id: &'a ServerId) -> BoxFuture<'a, Option<Arc<Server>>> {
+        Box::pin(async move { self.server(id).await.ok().flatten() })
     }
 }

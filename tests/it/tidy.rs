@@ -359,8 +359,6 @@ const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
             "versions",
         ],
     ),
-    // Serving is restructured on its own; the registry and the mount build each other.
-    ("serve", &["code_mode", "mount", "registry"]),
     // `AppState` lives in the parent, which every handler names and which names every handler.
     (
         "api",
@@ -415,7 +413,6 @@ const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[
     ("oauth", "introspection", "discovery::check_secure"),
     ("oauth", "tests", "discovery::allowed_algorithms"),
     ("oauth", "tests", "discovery::metadata_urls"),
-    ("serve", "code_mode", "call::truncate"),
 ];
 
 /// The directory modules of `src/` that have a parent file beside them.

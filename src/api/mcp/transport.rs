@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::mcp::params;
-use crate::serve::mount::{self, McpMount};
+use crate::serve::mount::{self, McpEndpoint};
 
 /// The protocol revision assumed when a request names none (the MCP specification's rule),
 /// and the only one with JSON-RPC batches.
@@ -105,7 +105,7 @@ fn normalize_host(host: &str) -> String {
 pub type Gate<'a> = &'a (dyn Fn(&[u8]) -> Option<ApiError> + Sync);
 
 /// Answers one HTTP request to a mounted server's MCP endpoint; `gate` sees every message first.
-pub async fn answer(mount: &McpMount, request: Request, max_body_bytes: usize, gate: Option<Gate<'_>>) -> Response {
+pub async fn answer(mount: &McpEndpoint, request: Request, max_body_bytes: usize, gate: Option<Gate<'_>>) -> Response {
     if request.method() != axum::http::Method::POST {
         // rmcp answers 405 for the methods a stateless endpoint does not serve; say why.
         return explain_refusal(mount.handle(request).await, None, &Bytes::new()).await;
@@ -247,7 +247,7 @@ fn unreadable_body(error: &axum::Error, max_body_bytes: usize) -> ApiError {
 /// A JSON-RPC batch: each message answered as a request of its own (concurrently, like
 /// separate POSTs), the answers returned together; notifications get none, so a batch of only
 /// notifications is answered 202 like a single one.
-async fn answer_batch(mount: &McpMount, parts: Parts, body: &Bytes, gate: Option<Gate<'_>>) -> Response {
+async fn answer_batch(mount: &McpEndpoint, parts: Parts, body: &Bytes, gate: Option<Gate<'_>>) -> Response {
     let revision = parts.headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()).unwrap_or(BATCH_REVISION);
     if revision != BATCH_REVISION {
         return ApiError::new(

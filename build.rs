@@ -18,13 +18,20 @@ fn main() {
     let root = Path::new(&manifest_dir).join("console/assets");
     let mut files = Vec::new();
     collect(&root, &mut files);
-    files.sort();
+    // Sorted by the name the console looks up (a string), not by path: paths order `server/x.js`
+    // before `server.js`, strings the other way round.
+    let mut named: Vec<(String, PathBuf)> = files
+        .into_iter()
+        .map(|file| {
+            let name = file.strip_prefix(&root).expect("under the root").to_str().expect("UTF-8 file names");
+            (name.replace('\\', "/"), file)
+        })
+        .collect();
+    named.sort();
     let mut table = String::from("&[\n");
-    for file in &files {
+    for (name, file) in &named {
         // Every directory is watched too, so a file added to a subdirectory is picked up.
         println!("cargo:rerun-if-changed={}", file.display());
-        let name = file.strip_prefix(&root).expect("under the root").to_str().expect("UTF-8 file names");
-        let name = name.replace('\\', "/");
         let path = file.to_str().expect("UTF-8 paths");
         writeln!(table, "    ({name:?}, include_bytes!({path:?}) as &[u8]),").expect("write to a String");
     }

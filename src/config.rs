@@ -6,7 +6,7 @@
 //! embedded; a test keeps it parsing.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +16,7 @@ mod catalog;
 mod code_mode;
 mod credentials;
 mod egress;
+mod error;
 mod generation;
 mod limits;
 mod llm;
@@ -32,6 +33,7 @@ pub use catalog::{CatalogConfig, CatalogLocation};
 pub use code_mode::CodeModeConfig;
 pub use credentials::CredentialsConfig;
 pub use egress::{EgressCacheConfig, EgressConfig};
+pub use error::ConfigError;
 pub use generation::GenerationConfig;
 pub use limits::LimitsConfig;
 pub use llm::{LlmConfig, Provider};
@@ -78,18 +80,6 @@ pub struct Config {
 #[derive(Debug, Clone, Default)]
 pub struct CliOverrides {
     pub listen: Option<SocketAddr>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("config file {path} is not valid TOML: {message}")]
-    Syntax { path: PathBuf, message: String },
-    #[error("environment variable {name} does not name a config key: {reason}")]
-    Env { name: String, reason: String },
-    #[error("invalid configuration: {0}")]
-    Invalid(String),
 }
 
 impl Config {
@@ -314,6 +304,7 @@ fn merge(base: &mut toml::Table, overlay: toml::Table) {
 #[cfg(test)]
 mod tests {
     use std::net::IpAddr;
+    use std::path::PathBuf;
 
     use super::*;
 

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Secret};
+use super::error::ConfigError;
+use super::secret::Secret;
 
 /// The shortest admin token accepted, as for the mounts' access tokens.
 const MIN_ADMIN_TOKEN_CHARS: usize = 16;

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Secret};
+use super::error::ConfigError;
+use super::secret::Secret;
 
 /// How MCP hosts authenticate to the mounts, besides per-server static access tokens.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

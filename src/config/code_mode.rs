@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// `[code_mode]`: agents send a script that calls several tools (`docs/code-mode.md`).
 /// The limits are defaults: a server's `code_mode` settings may replace them, and a request's

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::Secret;
+use super::secret::Secret;
 
 /// Where the key that encrypts upstream API credentials at rest comes from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

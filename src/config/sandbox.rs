@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]

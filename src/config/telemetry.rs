@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// OpenTelemetry traces of tool calls (see `telemetry::traces`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -239,6 +239,9 @@ async fn a_generation_whose_replica_is_killed_is_finished_once_by_another() {
     if on_postgres() {
         return;
     }
+    // The PostgreSQL client speaks TLS through rustls, which needs its provider chosen once per
+    // process; run alone, no other test has chosen it.
+    mcpbootd::install_crypto_provider();
     let Some(url) = postgres::fresh_database().await else { return };
     let llm = ScriptedLlm::start().await;
     let upstream = crate::helpers::Upstream::start().await;

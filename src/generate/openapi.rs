@@ -1142,22 +1142,27 @@ mod tests {
         assert_eq!(all.operations[2].spec, derived.tools[1].spec, "a listed tool is its operation");
     }
 
-    #[test]
-    fn the_listing_rule_takes_turns_across_tags() {
-        let op = |tag: &str, method: &str, path: &str| Operation {
+    /// An operation with a method and a path and nothing else.
+    fn operation(method: &str, path: &str) -> Operation {
+        Operation {
             method: method.into(),
             path: path.into(),
             operation_id: None,
             summary: None,
             description: None,
-            tags: vec![tag.into()],
+            tags: vec![],
             deprecated: false,
             parameters: vec![],
             body: None,
             response: None,
             accept: None,
             security: vec![],
-        };
+        }
+    }
+
+    #[test]
+    fn the_listing_rule_takes_turns_across_tags() {
+        let op = |tag: &str, method: &str, path: &str| Operation { tags: vec![tag.into()], ..operation(method, path) };
         let operations = [
             op("a", "DELETE", "/a/{id}"),
             op("a", "POST", "/a"),
@@ -1176,18 +1181,8 @@ mod tests {
     fn names_are_valid_and_unique() {
         let mut taken = HashSet::new();
         let op = |id: Option<&str>, method: &str, path: &str| Operation {
-            method: method.into(),
-            path: path.into(),
             operation_id: id.map(str::to_owned),
-            summary: None,
-            description: None,
-            tags: vec![],
-            deprecated: false,
-            parameters: vec![],
-            body: None,
-            response: None,
-            accept: None,
-            security: vec![],
+            ..operation(method, path)
         };
         assert_eq!(unique_name(&op(Some("repos/get-content"), "GET", "/"), &mut taken), "repos_get_content");
         assert_eq!(unique_name(&op(Some("getHTTPStatus"), "GET", "/"), &mut taken), "get_httpstatus");

@@ -79,6 +79,17 @@ impl PetsApi {
     }
 }
 
+/// The request `get_pet` sends for `{"petId": "a b/c", "fields": ["name", "tag"], "X-Request-Id":
+/// "req-1", "session": "s 1"}`: path encoding, form arrays (not exploded), a header, a cookie and
+/// the credential.
+fn assert_the_get_pet_request(seen: &Seen) {
+    assert_eq!((seen.method.as_str(), seen.path.as_str()), ("GET", "/v1/pets/a%20b%2Fc"));
+    assert_eq!(seen.query.as_deref(), Some("fields=name,tag"));
+    assert_eq!(seen.headers["x-request-id"], "req-1");
+    assert_eq!(seen.headers["cookie"], "session=s%201");
+    assert_eq!(seen.headers["x-api-key"], "pet-secret-123", "a credential goes with every request to its domains");
+}
+
 fn base64_ops() -> String {
     // "ops:ops-secret-123"
     "b3BzOm9wcy1zZWNyZXQtMTIz".to_string()
@@ -236,12 +247,7 @@ async fn an_inline_openapi_description_becomes_tools_that_call_the_api_as_descri
     .await;
     assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
     assert_eq!(result.structured_content.as_ref().unwrap()["name"], "Rex");
-    let seen = api.take().pop().unwrap();
-    assert_eq!((seen.method.as_str(), seen.path.as_str()), ("GET", "/v1/pets/a%20b%2Fc"));
-    assert_eq!(seen.query.as_deref(), Some("fields=name,tag"));
-    assert_eq!(seen.headers["x-request-id"], "req-1");
-    assert_eq!(seen.headers["cookie"], "session=s%201");
-    assert_eq!(seen.headers["x-api-key"], "pet-secret-123", "a credential goes with every request to its domains");
+    assert_the_get_pet_request(&api.take().pop().unwrap());
 
     // Exploded arrays, deepObject, and a default left to the API.
     mcp_call(&client, "list_pets", json!({"tags": ["a", "b c"], "filter": {"kind": "dog"}})).await;
@@ -478,12 +484,7 @@ async fn a_description_larger_than_max_tools_is_served_in_discovery_mode() {
     .await;
     assert_ne!(result.is_error, Some(true), "{}", text_of(&result));
     assert_eq!(result.structured_content.as_ref().unwrap()["name"], "Rex");
-    let seen = api.take().pop().unwrap();
-    assert_eq!((seen.method.as_str(), seen.path.as_str()), ("GET", "/v1/pets/a%20b%2Fc"));
-    assert_eq!(seen.query.as_deref(), Some("fields=name,tag"));
-    assert_eq!(seen.headers["x-request-id"], "req-1");
-    assert_eq!(seen.headers["cookie"], "session=s%201");
-    assert_eq!(seen.headers["x-api-key"], "pet-secret-123");
+    assert_the_get_pet_request(&api.take().pop().unwrap());
     let created =
         mcp_call(&client, "call_operation", json!({"operation": "create_pet", "arguments": {"body": {"name": "Rex"}}}))
             .await;

@@ -50,7 +50,7 @@ pub use calls::{CallCounts, CallFilter, CallLog, CallRecord, EgressRecord, Reten
 pub use changes::CatalogChange;
 pub use copy::{CopiedTable, CopyError};
 pub use credentials::{CredentialRecord, NewCredential, PutCredential};
-pub use discovery::{DiscoveryRecord, OperationRecord};
+pub use discovery::{DiscoveryIndex, DiscoveryRecord, OperationEntry, OperationRecord};
 pub use generations::{
     CachedGeneration, DocumentRef, FinishedGeneration, GenerationDetails, GenerationRecord, NewDocument,
     NewPromptServer, StageTimings, StartGeneration,

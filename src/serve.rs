@@ -13,3 +13,4 @@ pub mod per_user;
 pub mod quota;
 pub mod registry;
 pub mod server;
+pub mod typescript;

@@ -12,11 +12,12 @@ use sqlx::{Executor, Row};
 use super::{Backend, Catalog, CatalogError, flag, stored_text};
 
 /// Tables in the order their references allow. `calls` and `egress` only with the call log.
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     "servers",
     "generations",
     "tools",
     "discovery",
+    "discovery_operations",
     "documents",
     "generation_documents",
     "credentials",

@@ -1,17 +1,26 @@
-//! A discovery-mode version's whole API: every operation as a tool (schemas, plan,
-//! annotations) and the full-text index that ranks them, stored with the generation in the
-//! transaction that finishes it and read by serving the first time the server's operations are
-//! searched, described or called.
+//! A discovery-mode version's whole API, stored with the generation in the transaction that
+//! finishes it: the full-text index that ranks its operations and the executor their handlers
+//! end with (`discovery`, one row), and every operation as a tool (`discovery_operations`, one
+//! row each). Serving reads them lazily: the index with each operation's name, request, summary
+//! and required arguments when the server is first searched ([`Catalog::discovery_index`]),
+//! and one operation's tool when it is described or called ([`Catalog::discovery_operation`]),
+//! so a large API's schemas and handlers are read only for the operations used.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{Catalog, CatalogError, from_json, to_json};
+use super::{Catalog, CatalogError, from_json, insert_values, to_json};
 use crate::toolset::ToolSpec;
 
+/// Characters of an operation's title (else description) kept as its summary.
+pub const SUMMARY_CHARS: usize = 160;
+/// Operations written per statement: eight values each stays far below both engines' limits
+/// on bound values.
+const ROWS_PER_INSERT: usize = 200;
+
 /// Every operation of a discovery-mode version, and its search index (opaque here: serving's
-/// search builds and reads it).
+/// search builds and reads it), as a generation writes them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiscoveryRecord {
     pub operations: Vec<OperationRecord>,
@@ -31,35 +40,139 @@ pub struct OperationRecord {
     pub path: String,
 }
 
-/// A generation's discovery row, inside the caller's transaction.
+/// What serving reads first: the search index, the executor and a short entry per operation,
+/// in the index's order; no schema or handler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiscoveryIndex {
+    pub search_index: Value,
+    pub executor: String,
+    pub operations: Vec<OperationEntry>,
+}
+
+/// An operation as a search hit shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationEntry {
+    /// Its id: the tool's name.
+    pub name: String,
+    pub method: String,
+    pub path: String,
+    /// Its title, else its description, cut to [`SUMMARY_CHARS`].
+    pub summary: String,
+    /// The names of its required arguments.
+    pub required: Vec<String>,
+}
+
+impl OperationRecord {
+    fn summary(&self) -> String {
+        self.tool.title.as_deref().unwrap_or(&self.tool.description).chars().take(SUMMARY_CHARS).collect()
+    }
+
+    fn required(&self) -> Vec<String> {
+        let required = self.tool.input_schema.get("required").and_then(Value::as_array);
+        required
+            .map(|names| names.iter().filter_map(|name| name.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// A generation's discovery rows, inside the caller's transaction.
 pub(crate) async fn insert_discovery(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     generation_id: i64,
     discovery: &DiscoveryRecord,
 ) -> Result<(), CatalogError> {
-    sqlx::query("INSERT INTO discovery (generation_id, operations, search_index, executor) VALUES ($1, $2, $3, $4)")
+    sqlx::query("INSERT INTO discovery (generation_id, search_index, executor) VALUES ($1, $2, $3)")
         .bind(generation_id)
-        .bind(to_json(&discovery.operations))
         .bind(to_json(&discovery.search_index))
         .bind(discovery.executor.as_str())
         .execute(&mut **tx)
         .await?;
+    let numbered: Vec<(usize, &OperationRecord)> = discovery.operations.iter().enumerate().collect();
+    for chunk in numbered.chunks(ROWS_PER_INSERT) {
+        let sql = insert_values(
+            "INSERT INTO discovery_operations (generation_id, name, position, method, path, summary, required, tool)",
+            8,
+            chunk.len(),
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (position, operation) in chunk {
+            query = query
+                .bind(generation_id)
+                .bind(operation.tool.name.as_str())
+                .bind(*position as i64)
+                .bind(operation.method.as_str())
+                .bind(operation.path.as_str())
+                .bind(operation.summary())
+                .bind(to_json(&operation.required()))
+                .bind(to_json(&operation.tool));
+        }
+        query.execute(&mut **tx).await?;
+    }
     Ok(())
 }
 
 impl Catalog {
-    /// The operations and search index of a discovery-mode generation; `None` for a generation
-    /// that lists all of its tools.
-    pub async fn discovery(&self, generation_id: i64) -> Result<Option<DiscoveryRecord>, CatalogError> {
-        let row = sqlx::query("SELECT operations, search_index, executor FROM discovery WHERE generation_id = $1")
+    /// The search index, executor and operation entries of a discovery-mode generation;
+    /// `None` for a generation that lists all of its tools.
+    pub async fn discovery_index(&self, generation_id: i64) -> Result<Option<DiscoveryIndex>, CatalogError> {
+        let row = sqlx::query("SELECT search_index, executor FROM discovery WHERE generation_id = $1")
             .bind(generation_id)
             .fetch_optional(&self.reader)
             .await?;
         let Some(row) = row else { return Ok(None) };
-        Ok(Some(DiscoveryRecord {
-            operations: from_json(&row.get::<String, _>("operations"))?,
+        let rows = sqlx::query(
+            "SELECT name, method, path, summary, required FROM discovery_operations
+             WHERE generation_id = $1 ORDER BY position",
+        )
+        .bind(generation_id)
+        .fetch_all(&self.reader)
+        .await?;
+        let operations = rows
+            .iter()
+            .map(|row| {
+                Ok(OperationEntry {
+                    name: row.get("name"),
+                    method: row.get("method"),
+                    path: row.get("path"),
+                    summary: row.get("summary"),
+                    required: from_json(&row.get::<String, _>("required"))?,
+                })
+            })
+            .collect::<Result<Vec<_>, CatalogError>>()?;
+        Ok(Some(DiscoveryIndex {
             search_index: from_json(&row.get::<String, _>("search_index"))?,
             executor: row.get("executor"),
+            operations,
+        }))
+    }
+
+    /// The code every operation's handler of a discovery-mode generation ends with; `None` for
+    /// a generation that lists all of its tools.
+    pub async fn discovery_executor(&self, generation_id: i64) -> Result<Option<String>, CatalogError> {
+        Ok(sqlx::query_scalar("SELECT executor FROM discovery WHERE generation_id = $1")
+            .bind(generation_id)
+            .fetch_optional(&self.reader)
+            .await?)
+    }
+
+    /// One operation of a discovery-mode generation by its id; `None` if it has no such
+    /// operation.
+    pub async fn discovery_operation(
+        &self,
+        generation_id: i64,
+        name: &str,
+    ) -> Result<Option<OperationRecord>, CatalogError> {
+        let row =
+            sqlx::query("SELECT method, path, tool FROM discovery_operations WHERE generation_id = $1 AND name = $2")
+                .bind(generation_id)
+                .bind(name)
+                .fetch_optional(&self.reader)
+                .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(OperationRecord {
+            tool: from_json(&row.get::<String, _>("tool"))?,
+            method: row.get("method"),
+            path: row.get("path"),
         }))
     }
 }

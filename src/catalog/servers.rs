@@ -52,7 +52,8 @@ pub struct ServedGeneration {
     pub whitelist: Whitelist,
     pub tools: Vec<ToolSpec>,
     /// Whether it is in discovery mode: its tools are a few of its operations, and the rest are
-    /// reached through the standard tools (read with [`Catalog::discovery`] when first needed).
+    /// reached through the standard tools (read with [`Catalog::discovery_index`] and
+    /// [`Catalog::discovery_operation`] when first needed).
     pub discovery: bool,
 }
 

@@ -371,6 +371,53 @@ impl Caller {
     }
 }
 
+/// A call the daemon answered itself, without an isolate (a discovery-mode server's
+/// `search_operations` and `describe_operation`), as [`Caller::record_answered`] logs it.
+pub struct AnsweredCall<'a> {
+    pub server: &'a ServerId,
+    pub generation_id: i64,
+    pub tool: &'a str,
+    pub series: &'a ToolSeries,
+    pub started_at: i64,
+    pub started: Instant,
+    /// What the caller was told when the answer is an error.
+    pub error: Option<String>,
+}
+
+impl Caller {
+    /// Logs and counts a call answered without an isolate, as a tool call's entry would be:
+    /// its own execution id, its origin, its outcome and duration. Returns the execution id.
+    pub fn record_answered(&self, call: AnsweredCall<'_>, origin: Origin) -> String {
+        let Origin { via, parent_execution_id, execution_id, grant, caller: _, trace_parent: _ } = origin;
+        let execution_id = execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let outcome = if call.error.is_some() { CallOutcome::Error } else { CallOutcome::Ok };
+        let elapsed = call.started.elapsed();
+        self.metrics.record_call(call.series, outcome, elapsed);
+        self.call_log.record(CallRecord {
+            execution_id: execution_id.clone(),
+            server_id: call.server.to_string(),
+            generation_id: call.generation_id,
+            tool: call.tool.to_string(),
+            via,
+            started_at: call.started_at,
+            duration_us: elapsed.as_micros() as i64,
+            outcome,
+            is_error: call.error.is_some(),
+            error: call.error,
+            arguments: None,
+            fetches: 0,
+            console: String::new(),
+            egress: Vec::new(),
+            parent_execution_id: parent_execution_id.as_deref().map(str::to_owned),
+            code: None,
+            subject: grant.as_ref().map(|grant| grant.claims.sub.clone()),
+            client_id: grant.as_ref().and_then(|grant| grant.claims.client_id.clone()),
+            children: Vec::new(),
+        });
+        execution_id
+    }
+}
+
 /// One call's line in the call log (and its metrics), written exactly once: by
 /// [`CallEntry::write`] when the call ends, or by the drop of an entry whose call never did
 /// because the caller went away.

@@ -36,6 +36,7 @@ use crate::catalog::{CallRecord, now_millis};
 use crate::config::{CodeModeConfig, SandboxConfig};
 use crate::oauth::Grant;
 use crate::serve::call::{CallError, Caller, Origin, truncate};
+use crate::serve::discovery::CALL_OPERATION;
 use crate::serve::isolate::{
     self, Admission, AdmissionLimits, Blocked, Busy, Completion, FetchError, FetchHost, FetchRequest, FetchResponse,
     Invocation, Outcome, PoolError, Program, Refused, SandboxLimits, ToolResult,
@@ -299,10 +300,11 @@ impl CodeMode {
     pub async fn tool_description(&self, server: &Server) -> String {
         let limits = self.server_limits(server.code_mode.as_ref().unwrap_or(&CodeModeSettings::default()));
         let reachable = self.reachable(&server.id, &Self::allowed_servers(server)).await;
-        let listed: Vec<(ServerId, Vec<declarations::Reachable<'_>>)> = reachable
+        let listed: Vec<declarations::ReachableServer<'_>> = reachable
             .iter()
-            .map(|other| {
-                let tools = other
+            .map(|other| declarations::ReachableServer {
+                id: other.id.clone(),
+                tools: other
                     .listing
                     .iter()
                     .map(|tool| declarations::Reachable {
@@ -311,8 +313,8 @@ impl CodeMode {
                         input_schema: &tool.input_schema,
                         output_schema: tool.output_schema.as_deref(),
                     })
-                    .collect();
-                (other.id.clone(), tools)
+                    .collect(),
+                operations: other.discovery.is_some(),
             })
             .collect();
         let stated = declarations::StatedLimits {
@@ -401,8 +403,15 @@ impl CodeMode {
         };
 
         let reachable = self.reachable(&server.id, &limits.allowed).await;
-        let stubs: Map<String, Value> =
-            reachable.iter().map(|s| (s.id.to_string(), Value::from(s.tool_names()))).collect();
+        let stubs: Map<String, Value> = reachable
+            .iter()
+            .map(|s| {
+                let names = Value::from(s.tool_names());
+                // A discovery-mode server's stubs answer any name: each is one of its operations.
+                let stubs = if s.discovery.is_some() { json!({"tools": names, "operations": true}) } else { names };
+                (s.id.to_string(), stubs)
+            })
+            .collect();
         let host = Arc::new(ScriptHost {
             caller: self.caller.clone(),
             servers: reachable,
@@ -738,7 +747,8 @@ impl ScriptHost {
             return Answer::Failed(ErrorKind::NotFound, format!("no server {server:?} is being served"));
         };
         let tools = target.tool_names();
-        if !tools.iter().any(|name| name == tool) {
+        let listed = tools.iter().any(|name| name == tool);
+        if !listed && target.discovery.is_none() {
             return Answer::Failed(
                 ErrorKind::NotFound,
                 format!("server {server:?} has no tool {tool:?}; its tools: {tools:?}"),
@@ -747,6 +757,13 @@ impl ScriptHost {
         let arguments: Value = match serde_json::from_slice(body.unwrap_or(b"{}")) {
             Ok(arguments) => arguments,
             Err(e) => return Answer::Failed(ErrorKind::InvalidArguments, format!("the arguments are not JSON: {e}")),
+        };
+        // Any other name on a discovery-mode server is one of its operations: called through
+        // call_operation, so it runs, is checked and is logged as that operation's own tool.
+        let (called, arguments) = if listed {
+            (tool, arguments)
+        } else {
+            (CALL_OPERATION, json!({"operation": tool, "arguments": arguments}))
         };
         let execution_id = uuid::Uuid::now_v7().to_string();
         if let Some(trace) = self.traces().get_mut(index) {
@@ -760,7 +777,7 @@ impl ScriptHost {
             caller: None,
             trace_parent: None,
         };
-        let output = match target.call(&self.caller, tool, arguments, origin).await {
+        let output = match target.call(&self.caller, called, arguments, origin).await {
             Ok(output) => output,
             Err(CallError::UnknownTool(name)) => {
                 return Answer::Failed(ErrorKind::NotFound, format!("server {server:?} has no tool {name:?}"));

@@ -2,16 +2,20 @@
 //!
 //! Such a server lists a few of its operations as tools plus three standard tools that reach
 //! all of them: `search_operations` ranks the operations for a query, `describe_operation`
-//! gives one operation's input and output schemas, and `call_operation` calls any operation by
-//! its id. Every operation's tool and the search index were derived with the version and are
-//! stored with it (`catalog::DiscoveryRecord`); they are read the first time one of the
-//! standard tools is used, once even under concurrent first uses, and kept with the mount.
+//! gives one operation's input and output schemas (and its TypeScript declaration, for code
+//! mode), and `call_operation` calls any operation by its id. Every operation's tool and the
+//! search index were derived with the version and are stored with it, one row per operation
+//! (`catalog::discovery`). They are read as they are needed and kept with the mount: the index
+//! with each operation's name, request and summary on the first search (once even under
+//! concurrent first uses), one operation's tool when it is described or first called. A large
+//! API's schemas and handlers are thus read only for the operations in use.
 //!
 //! `call_operation` runs the operation as the tool it would be if it were listed: the same
 //! argument checks against its input schema, the same handler, credentials and read-only
 //! enforcement, the same OAuth scope rule by its own `readOnlyHint`, and the same call log and
 //! metrics, under the operation's name. Searching and describing read only what the version
-//! stores, so they run in the daemon, without an isolate.
+//! stores, so they run in the daemon, without an isolate; they are logged and counted under
+//! their own names like any tool call.
 
 pub mod search;
 
@@ -21,11 +25,12 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 use tokio::sync::OnceCell;
 
-use crate::catalog::{Catalog, DiscoveryRecord, OperationRecord};
+use crate::catalog::{Catalog, CatalogError, DiscoveryIndex, OperationEntry, OperationRecord};
 use crate::serve::call::{CallError, CallableTool};
 use crate::serve::health::{HealthRule, ToolHealth};
 use crate::serve::isolate::ToolResult;
-use crate::telemetry::metrics::Metrics;
+use crate::serve::typescript;
+use crate::telemetry::metrics::{Metrics, ToolSeries};
 use crate::toolset::{ServerId, ToolSpec};
 use search::{SearchIndex, Searcher};
 
@@ -38,8 +43,6 @@ pub const STANDARD_TOOLS: [&str; 3] = [SEARCH_OPERATIONS, DESCRIBE_OPERATION, CA
 /// Hits `search_operations` returns unless asked for another number, and the most it returns.
 const DEFAULT_HITS: usize = 10;
 const MAX_HITS: usize = 50;
-/// Characters of an operation's summary in a search hit.
-const HIT_SUMMARY_CHARS: usize = 160;
 
 /// One of the standard tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,24 +123,28 @@ fn object(value: Value) -> Map<String, Value> {
     }
 }
 
-/// A discovery-mode mount's operations: read from the catalog on first use.
+/// A discovery-mode mount's operations, read from the catalog as they are needed: the search
+/// index on the first search (or the first mistaken id, whose error names the closest ones), one
+/// operation when it is described or first called.
 pub struct Discovery {
     catalog: Catalog,
     server: ServerId,
     generation_id: i64,
     metrics: Arc<Metrics>,
     health: HealthRule,
-    loaded: OnceCell<Arc<Operations>>,
+    /// The series `search_operations` and `describe_operation` are counted under.
+    search_series: ToolSeries,
+    describe_series: ToolSeries,
+    directory: OnceCell<Arc<Directory>>,
+    executor: OnceCell<Arc<str>>,
+    /// Each operation's callable tool, built (its validators compiled) on its first call.
+    callables: Mutex<HashMap<String, Arc<CallableTool>>>,
 }
 
-/// The operations as loaded: what search, describe and call read.
-struct Operations {
-    operations: Vec<OperationRecord>,
-    by_name: HashMap<String, usize>,
+/// The search index as loaded, with each operation's entry: what search reads.
+struct Directory {
+    operations: Vec<OperationEntry>,
     searcher: Searcher,
-    executor: String,
-    /// Each operation's callable tool, built (its validators compiled) on its first call.
-    callables: Mutex<HashMap<usize, Arc<CallableTool>>>,
 }
 
 impl Discovery {
@@ -148,12 +155,34 @@ impl Discovery {
         metrics: Arc<Metrics>,
         health: HealthRule,
     ) -> Discovery {
-        Discovery { catalog, server, generation_id, metrics, health, loaded: OnceCell::new() }
+        let search_series = metrics.tool_series(server.as_str(), SEARCH_OPERATIONS);
+        let describe_series = metrics.tool_series(server.as_str(), DESCRIBE_OPERATION);
+        Discovery {
+            catalog,
+            server,
+            generation_id,
+            metrics,
+            health,
+            search_series,
+            describe_series,
+            directory: OnceCell::new(),
+            executor: OnceCell::new(),
+            callables: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The series an answered standard tool's calls are counted under (`call_operation` is
+    /// counted under each operation's own).
+    pub fn series(&self, tool: StandardTool) -> Option<&ToolSeries> {
+        match tool {
+            StandardTool::Search => Some(&self.search_series),
+            StandardTool::Describe => Some(&self.describe_series),
+            StandardTool::Call => None,
+        }
     }
 
     /// Answers `search_operations` or `describe_operation`.
     pub async fn answer(&self, tool: StandardTool, arguments: &Value) -> Result<ToolResult, CallError> {
-        let operations = self.operations().await?;
         match tool {
             StandardTool::Search => {
                 let query = text_argument(arguments, "query")?;
@@ -165,19 +194,25 @@ impl Discovery {
                         )?
                     }
                 };
-                let hits: Vec<Value> = operations
+                let directory = self.directory().await?;
+                let hits: Vec<Value> = directory
                     .searcher
                     .search(query, limit)
                     .into_iter()
-                    .map(|(position, _)| signature(&operations.operations[position]))
+                    .map(|(position, _)| signature(&directory.operations[position]))
                     .collect();
-                let found = json!({"operations": hits, "total_operations": operations.operations.len()});
+                let found = json!({"operations": hits, "total_operations": directory.operations.len()});
                 Ok(structured(found))
             }
             StandardTool::Describe => {
-                let index = operations.find(text_argument(arguments, "operation")?)?;
-                let record = &operations.operations[index];
+                let record = self.operation(text_argument(arguments, "operation")?).await?;
                 let tool = &record.tool;
+                let declaration = typescript::method(
+                    &tool.name,
+                    tool.title.as_deref().unwrap_or(&tool.description),
+                    &tool.input_schema,
+                    tool.output_schema.as_ref(),
+                );
                 Ok(structured(json!({
                     "operation": tool.name,
                     "request": format!("{} {}", record.method, record.path),
@@ -185,6 +220,7 @@ impl Discovery {
                     "input_schema": tool.input_schema,
                     "output_schema": tool.output_schema,
                     "annotations": tool.annotations,
+                    "declaration": declaration,
                 })))
             }
             StandardTool::Call => Err(CallError::InvalidArguments("call_operation is called, not answered".into())),
@@ -194,42 +230,58 @@ impl Discovery {
     /// The operation `call_operation`'s arguments name, as a callable tool, and the arguments
     /// to call it with.
     pub async fn target(&self, arguments: Value) -> Result<(Arc<CallableTool>, Value), CallError> {
-        let operations = self.operations().await?;
-        let index = operations.find(text_argument(&arguments, "operation")?)?;
-        let arguments = match arguments.get("arguments") {
+        let name = text_argument(&arguments, "operation")?;
+        let operation_arguments = match arguments.get("arguments") {
             None | Some(Value::Null) => json!({}),
             Some(value @ Value::Object(_)) => value.clone(),
             Some(_) => return Err(CallError::InvalidArguments("arguments must be a JSON object".into())),
         };
-        let mut callables = operations.callables.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(callable) = callables.get(&index) {
-            return Ok((callable.clone(), arguments));
+        if let Some(callable) = self.callables().get(name) {
+            return Ok((callable.clone(), operation_arguments));
         }
-        let record = &operations.operations[index];
-        let spec =
-            ToolSpec { handler: format!("{}{}", record.tool.handler, operations.executor), ..record.tool.clone() };
+        let record = self.operation(name).await?;
+        let executor = self.executor().await?;
+        let spec = ToolSpec { handler: format!("{}{executor}", record.tool.handler), ..record.tool };
         let series = self.metrics.tool_series(self.server.as_str(), &spec.name);
         let callable =
             CallableTool::new(&spec, series, ToolHealth::new(self.health, &[])).map(Arc::new).map_err(|problem| {
                 CallError::Unavailable(format!("operation {:?} cannot be called: {problem}", spec.name))
             })?;
-        callables.insert(index, callable.clone());
-        Ok((callable, arguments))
+        // A concurrent first call may have built it too; the first one kept is everyone's.
+        let callable = self.callables().entry(spec.name).or_insert(callable).clone();
+        Ok((callable, operation_arguments))
     }
 
-    async fn operations(&self) -> Result<Arc<Operations>, CallError> {
-        self.loaded
+    fn callables(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<CallableTool>>> {
+        self.callables.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The operation named `id`, read from the catalog, or an error that says how to find the
+    /// right id (with the closest matches by name).
+    async fn operation(&self, id: &str) -> Result<OperationRecord, CallError> {
+        let stored =
+            self.catalog.discovery_operation(self.generation_id, id).await.map_err(|error| self.unreadable(error))?;
+        if let Some(record) = stored {
+            return Ok(record);
+        }
+        let directory = self.directory().await?;
+        let near: Vec<&str> =
+            directory.searcher.search(id, 3).into_iter().map(|(i, _)| directory.operations[i].name.as_str()).collect();
+        let hint = if near.is_empty() { String::new() } else { format!(" Closest: {}.", near.join(", ")) };
+        Err(CallError::UnknownOperation(format!(
+            "this server has no operation {id:?}; search_operations finds operation ids.{hint}"
+        )))
+    }
+
+    async fn directory(&self) -> Result<Arc<Directory>, CallError> {
+        self.directory
             .get_or_try_init(|| async {
-                let record = self.catalog.discovery(self.generation_id).await.map_err(|error| {
-                    tracing::error!(server_id = %self.server, %error, "cannot read the server's operations");
-                    CallError::Unavailable(
-                        "this server's operations could not be read from the catalog; try again shortly".into(),
-                    )
-                })?;
-                let Some(record) = record else {
+                let index = self.catalog.discovery_index(self.generation_id).await.map_err(|error| self.unreadable(error))?;
+                let Some(index) = index else {
                     return Err(CallError::Unavailable("this server's version has no operations to reach".into()));
                 };
-                Operations::new(record).map(Arc::new).map_err(|problem| {
+                let _ = self.executor.set(Arc::from(index.executor.as_str()));
+                Directory::new(index).map(Arc::new).map_err(|problem| {
                     tracing::error!(server_id = %self.server, %problem, "the server's stored operations cannot be used");
                     CallError::Unavailable(format!("this server's operations cannot be used: {problem}"))
                 })
@@ -237,37 +289,37 @@ impl Discovery {
             .await
             .cloned()
     }
-}
 
-impl Operations {
-    fn new(record: DiscoveryRecord) -> Result<Operations, String> {
-        let index: SearchIndex =
-            serde_json::from_value(record.search_index).map_err(|e| format!("the search index is damaged: {e}"))?;
-        if index.len() != record.operations.len() {
-            return Err("the search index does not match the operations".into());
-        }
-        let by_name = record.operations.iter().enumerate().map(|(i, op)| (op.tool.name.clone(), i)).collect();
-        Ok(Operations {
-            operations: record.operations,
-            by_name,
-            searcher: index.searcher(),
-            executor: record.executor,
-            callables: Mutex::new(HashMap::new()),
-        })
+    async fn executor(&self) -> Result<Arc<str>, CallError> {
+        self.executor
+            .get_or_try_init(|| async {
+                let executor = self
+                    .catalog
+                    .discovery_executor(self.generation_id)
+                    .await
+                    .map_err(|error| self.unreadable(error))?;
+                executor
+                    .map(|text| Arc::from(text.as_str()))
+                    .ok_or_else(|| CallError::Unavailable("this server's version has no operations to reach".into()))
+            })
+            .await
+            .cloned()
     }
 
-    /// The position of the operation named `id`, or an error that says how to find the right
-    /// id (with the closest matches by name).
-    fn find(&self, id: &str) -> Result<usize, CallError> {
-        if let Some(&index) = self.by_name.get(id) {
-            return Ok(index);
+    fn unreadable(&self, error: CatalogError) -> CallError {
+        tracing::error!(server_id = %self.server, %error, "cannot read the server's operations");
+        CallError::Unavailable("this server's operations could not be read from the catalog; try again shortly".into())
+    }
+}
+
+impl Directory {
+    fn new(index: DiscoveryIndex) -> Result<Directory, String> {
+        let search_index: SearchIndex =
+            serde_json::from_value(index.search_index).map_err(|e| format!("the search index is damaged: {e}"))?;
+        if search_index.len() != index.operations.len() {
+            return Err("the search index does not match the operations".into());
         }
-        let near: Vec<&str> =
-            self.searcher.search(id, 3).into_iter().map(|(i, _)| self.operations[i].tool.name.as_str()).collect();
-        let hint = if near.is_empty() { String::new() } else { format!(" Closest: {}.", near.join(", ")) };
-        Err(CallError::UnknownOperation(format!(
-            "this server has no operation {id:?}; search_operations finds operation ids.{hint}"
-        )))
+        Ok(Directory { operations: index.operations, searcher: search_index.searcher() })
     }
 }
 
@@ -282,15 +334,12 @@ fn text_argument<'a>(arguments: &'a Value, name: &str) -> Result<&'a str, CallEr
 }
 
 /// An operation as a search hit: its id, request, summary and required arguments.
-fn signature(record: &OperationRecord) -> Value {
-    let summary: String =
-        record.tool.title.as_deref().unwrap_or(&record.tool.description).chars().take(HIT_SUMMARY_CHARS).collect();
-    let required = record.tool.input_schema.get("required").cloned().unwrap_or_else(|| json!([]));
+fn signature(entry: &OperationEntry) -> Value {
     json!({
-        "operation": record.tool.name,
-        "request": format!("{} {}", record.method, record.path),
-        "summary": summary,
-        "required": required,
+        "operation": entry.name,
+        "request": format!("{} {}", entry.method, entry.path),
+        "summary": entry.summary,
+        "required": entry.required,
     })
 }
 

@@ -286,7 +286,9 @@ pub enum Program {
     /// `tool:<server>/<tool>` (the only request a script can make) through the same host
     /// channel a handler's fetch uses, so a script's host decides what a tool call does and a
     /// script's requests travel, queue, count and are cancelled exactly like fetches.
-    /// `tools` is JSON `{"<server>": ["<tool>", ...]}`: the typed stubs `tools.<server>.<tool>`.
+    /// `tools` is JSON `{"<server>": ["<tool>", ...]}`: the typed stubs `tools.<server>.<tool>`;
+    /// a server given as `{"tools": [...], "operations": true}` has a stub for any name too (a
+    /// discovery-mode server's operations).
     Script { tools: Arc<str> },
 }
 

@@ -12,12 +12,14 @@
 //! registry implements; this module knows neither of them.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::future::BoxFuture;
 use rmcp::model::Tool;
 use serde_json::Value;
 
-use crate::serve::call::{CallError, CallOutput, CallableTool, Caller, Origin};
+use crate::catalog::now_millis;
+use crate::serve::call::{AnsweredCall, CallError, CallOutput, CallableTool, Caller, Origin};
 use crate::serve::discovery::{Discovery, STANDARD_TOOLS, StandardTool};
 use crate::serve::egress::ServerPolicy;
 use crate::serve::isolate::Outcome;
@@ -99,8 +101,13 @@ impl Server {
                 match quota.admit(&who, tool) {
                     Ok(admitted) => Some(admitted),
                     Err(refusal) => {
-                        if let Some(listed) = listed {
-                            caller.metrics().record_quota_refusal(listed.series(), refusal.limit);
+                        let series = match (listed, standard) {
+                            (Some(listed), _) => Some(listed.series()),
+                            (None, Some((discovery, tool))) => discovery.series(tool),
+                            (None, None) => None,
+                        };
+                        if let Some(series) = series {
+                            caller.metrics().record_quota_refusal(series, refusal.limit);
                         }
                         return Err(CallError::Limited(refusal));
                     }
@@ -122,9 +129,30 @@ impl Server {
                     caller.metrics().record_oauth_refusal("insufficient_scope");
                     return Err(CallError::Forbidden(missing));
                 }
-                let result = discovery.answer(answered, &arguments).await?;
-                let execution_id = origin.execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-                return Ok(CallOutput { execution_id, outcome: Outcome::Ok, result });
+                let (started_at, started) = (now_millis(), Instant::now());
+                // Logged like a tool call that ran: an answer, or an operation that is not there
+                // or cannot be read; arguments refused before anything ran are not, as for any tool.
+                let answer = match discovery.answer(answered, &arguments).await {
+                    Err(refused @ CallError::InvalidArguments(_)) => return Err(refused),
+                    answer => answer,
+                };
+                let execution_id = match discovery.series(answered) {
+                    Some(series) => {
+                        let error = answer.as_ref().err().map(ToString::to_string);
+                        let call = AnsweredCall {
+                            server: &self.id,
+                            generation_id: self.generation_id,
+                            tool,
+                            series,
+                            started_at,
+                            started,
+                            error,
+                        };
+                        caller.record_answered(call, origin)
+                    }
+                    None => origin.execution_id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+                };
+                return answer.map(|result| CallOutput { execution_id, outcome: Outcome::Ok, result });
             }
             (None, None) => return Err(CallError::UnknownTool(tool.to_string())),
         };

@@ -472,6 +472,8 @@ async fn a_description_larger_than_max_tools_is_served_in_discovery_mode() {
     assert_eq!(described["request"], "POST /pets");
     assert_eq!(described["input_schema"]["required"], json!(["body"]));
     assert_eq!(described["output_schema"]["type"], "object");
+    let declaration = described["declaration"].as_str().unwrap();
+    assert!(declaration.contains("create_pet(args: {") && declaration.contains("): Promise<{"), "{declaration}");
 
     // A call through call_operation is the request the listed tool would send: path encoding,
     // query style, header, cookie and the credential.
@@ -514,6 +516,22 @@ async fn a_description_larger_than_max_tools_is_served_in_discovery_mode() {
     let (_, calls) = app.get("/admin/servers/big/calls").await;
     let logged: Vec<&str> = calls["calls"].as_array().unwrap().iter().filter_map(|c| c["tool"].as_str()).collect();
     assert!(logged.contains(&"get_pet") && logged.contains(&"create_pet"), "{calls:#}");
+    // Searches and descriptions are logged and counted as tool calls too, an unknown id as an
+    // error; arguments refused before anything ran are not logged, as for any tool.
+    let (_, searched) = app.get("/admin/servers/big/calls?tool=search_operations").await;
+    let searched = searched["calls"].as_array().unwrap();
+    assert_eq!(searched.len(), 2, "two searches ran, the empty query was refused: {searched:#?}");
+    assert!(searched.iter().all(|c| c["outcome"] == "ok" && c["via"] == "mcp"), "{searched:#?}");
+    let (_, described) = app.get("/admin/servers/big/calls?tool=describe_operation").await;
+    assert_eq!(described["calls"].as_array().unwrap().len(), 1, "{described:#}");
+    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    for line in [
+        "mcpbootd_tool_calls_total{server=\"big\",tool=\"search_operations\",outcome=\"ok\"} 2",
+        "mcpbootd_tool_calls_total{server=\"big\",tool=\"describe_operation\",outcome=\"ok\"} 1",
+        "mcpbootd_tool_calls_total{server=\"big\",tool=\"get_pet\",outcome=\"ok\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing in\n{metrics}");
+    }
     client.cancel().await.unwrap();
 
     // A new version, then back to the first: the first version's operations are still there.

@@ -676,3 +676,58 @@ async fn a_tool_call_a_script_left_running_logs_the_request_it_sent() {
     assert!(egress[0]["reason"].as_str().unwrap().contains("the call ended"), "{child}");
     app.stop().await;
 }
+
+/// A discovery-mode server's every operation is callable from a script by its id, listed or not,
+/// as `tools.<server>.<operation>` and through `call_tool`; the description declares that in one
+/// line instead of every operation, and `describe_operation` gives one operation's declaration.
+/// Each call is logged under the operation's own name, with the script as its parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_call_every_operation_of_a_discovery_server_by_its_id() {
+    let env = vec![
+        ("MCPBOOTD_CODE_MODE__ENABLED".to_string(), "true".to_string()),
+        ("MCPBOOTD_GENERATION__MAX_TOOLS".to_string(), "4".to_string()),
+    ];
+    let app = spawn_app_with(AppOptions { env, ..AppOptions::default() }).await;
+    register_items_api(&app, "items", json!({"code_mode": {"enabled": true}})).await;
+    let client = app.mcp("items").await;
+    let listed = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+    assert!(!names.contains(&"send_echo"), "send_echo is reached through call_operation: {names:?}");
+    let code_tool = listed.iter().find(|t| t.name == "code_execution").unwrap();
+    let description = code_tool.description.as_deref().unwrap();
+    for expected in
+        ["[operation: string]: (args?: object) => Promise<any>;", "search_operations(args: {", "describe_operation"]
+    {
+        assert!(description.contains(expected), "{expected:?} missing in the description:\n{description}");
+    }
+
+    let described = mcp_call(&client, "describe_operation", json!({"operation": "send_echo"})).await;
+    let declaration = described.structured_content.unwrap()["declaration"].as_str().unwrap().to_string();
+    assert!(declaration.starts_with("/** Send a text to echo */\nsend_echo(args: {"), "{declaration}");
+    assert!(declaration.contains("body: { text: string }"), "{declaration}");
+
+    let code = "const echoed = await tools.items.send_echo({body: {text: input}});\n\
+                const item = await call_tool('items', 'get_item', {id: 5});\n\
+                const found = await tools.items.search_operations({query: 'replace the echo'});\n\
+                const missing = await call_tool('items', 'send_echoes', {});\n\
+                let thrown;\n\
+                try { await tools.items.replace_echo({}); } catch (e) { thrown = e.code; }\n\
+                return {echoed: echoed.body ?? echoed, title: item.value.title, first: found.operations[0].operation,\n\
+                        missing: missing.error.code, hint: missing.error.message.includes('send_echo'), thrown};";
+    let result = mcp_call(&client, "code_execution", json!({"code": code, "input": "hello"})).await;
+    assert_eq!(result.is_error, Some(false), "{}", text_of(&result));
+    let value = &result.structured_content.as_ref().unwrap()["value"];
+    assert_eq!(value["title"], "Item 5", "{value}");
+    assert!(value["echoed"].to_string().contains("hello"), "{value}");
+    assert_eq!(value["first"], "replace_echo", "{value}");
+    assert_eq!((&value["missing"], &value["hint"]), (&json!("NOT_FOUND"), &json!(true)), "{value}");
+    assert_eq!(value["thrown"], "INVALID_ARGUMENTS", "{value}");
+    client.cancel().await.unwrap();
+
+    let (_, log) = app.get("/admin/servers/items/calls").await;
+    let run = log["calls"].as_array().unwrap().iter().find(|c| c["tool"] == "code_execution").unwrap().clone();
+    let children: Vec<&str> = run["children"].as_array().unwrap().iter().filter_map(|c| c["tool"].as_str()).collect();
+    for tool in ["send_echo", "get_item", "search_operations"] {
+        assert!(children.contains(&tool), "{tool} is logged under the script: {children:?}");
+    }
+}

@@ -506,3 +506,44 @@ pub async fn wait_for_ready(url: &str) -> bool {
 /// The daemon on a listener the test bound itself, for a configuration that names the daemon's
 /// own address before it starts (`[auth.oauth] public_url`, see `oauth_provider.rs`).
 pub use daemon::start_on;
+
+/// A small OpenAPI description of the fake upstream under [`WEATHER_HOST`]: `get_item` (GET,
+/// read-only), `send_echo` (POST) and `replace_echo` (PUT). Registered with `"discovery": true`
+/// and `[generation] max_tools = 4` it lists one of them and reaches the others through
+/// `call_operation`.
+pub fn items_api(app: &TestApp) -> Value {
+    let echo = |operation: &str, summary: &str| {
+        json!({
+            "operationId": operation, "summary": summary,
+            "requestBody": {"required": true, "content": {"application/json": {"schema":
+                {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}}}},
+            "responses": {"200": {"description": "the request as received"}}
+        })
+    };
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "Items", "version": "1.0.0"},
+        "servers": [{"url": app.upstream_url(WEATHER_HOST)}],
+        "paths": {
+            "/items/{id}": {"get": {
+                "operationId": "get_item", "summary": "Get an item by id",
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}],
+                "responses": {"200": {"description": "the item"}}
+            }},
+            "/echo": {"post": echo("send_echo", "Send a text to echo"), "put": echo("replace_echo", "Replace the echoed text")}
+        }
+    })
+}
+
+/// Registers [`items_api`] as `id` in discovery mode and waits until it is served.
+pub async fn register_items_api(app: &TestApp, id: &str, extra: Value) -> Value {
+    let mut body = json!({"id": id, "openapi_spec": items_api(app), "discovery": true});
+    if let (Value::Object(body), Value::Object(extra)) = (&mut body, extra) {
+        body.extend(extra);
+    }
+    let (status, started) = app.post("/admin/servers", &body).await;
+    assert_eq!(status, 202, "{started}");
+    let view = wait_for_status(app, id, &["ready", "failed", "planned"]).await;
+    assert_eq!(view["status"], "ready", "{view:#}");
+    view
+}

@@ -734,3 +734,65 @@ async fn a_caller_over_their_quota_is_refused_with_the_retry_time_and_others_are
     let (status, body) = put(&app, "/admin/servers/shared/limits", json!({"per_minute": 5})).await;
     assert_eq!(status, 422, "{body}");
 }
+
+/// The scope rule through `call_operation`: a discovery-mode server's unlisted operations are
+/// judged by their own `readOnlyHint`, as listed tools are. A caller with only the read scope
+/// may search, describe and call a read-only operation, and is refused a write one, directly and
+/// from a script; the refusal names the scope to ask for and is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_operation_keeps_the_scope_rule_of_each_operation() {
+    let issuer = Issuer::start().await;
+    let app = spawn_behind_with(
+        &issuer.issuer,
+        &[
+            ("MCPBOOTD_AUTH__OAUTH__READ_SCOPE", "mcp:read"),
+            ("MCPBOOTD_AUTH__OAUTH__WRITE_SCOPE", "mcp:write"),
+            ("MCPBOOTD_GENERATION__MAX_TOOLS", "4"),
+            ("MCPBOOTD_CODE_MODE__ENABLED", "true"),
+        ],
+    )
+    .await;
+    register_items_api(&app, "items", json!({"code_mode": {"enabled": true}})).await;
+    let reader = issuer.token_with(json!({"aud": resource("items"), "scope": "mcp:read"}));
+    let writer = issuer.token_with(json!({"aud": resource("items"), "scope": "mcp:write", "sub": "user-2"}));
+
+    let (status, _, body) = list_tools(&app, "items", Some(&format!("Bearer {reader}")), "").await;
+    assert_eq!(status, 200, "{body}");
+    let listed: Vec<&str> =
+        body["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(
+        !listed.contains(&"send_echo") && listed.contains(&"call_operation"),
+        "send_echo is not listed: {listed:?}"
+    );
+
+    for (tool, arguments) in [
+        ("search_operations", json!({"query": "echo"})),
+        ("describe_operation", json!({"operation": "send_echo"})),
+        ("call_operation", json!({"operation": "get_item", "arguments": {"id": 3}})),
+    ] {
+        let (status, _, body) = call_tool(&app, "items", &reader, tool, arguments).await;
+        assert_eq!(status, 200, "{tool}: {body}");
+        assert_ne!(body["result"]["isError"], true, "{tool} with the read scope: {body}");
+    }
+    let seen_before = app.upstream.seen.lock().unwrap().len();
+    let write = json!({"operation": "send_echo", "arguments": {"body": {"text": "hi"}}});
+    let (_, _, body) = call_tool(&app, "items", &reader, "call_operation", write.clone()).await;
+    let refused = serde_json::to_string(&body).unwrap();
+    assert!(refused.contains("needs mcp:write"), "a write operation needs the write scope: {body}");
+    assert_eq!(app.upstream.seen.lock().unwrap().len(), seen_before, "the refused call reached nothing");
+
+    let script = json!({"code": "const item = await tools.items.get_item({id: 4}); \
+        try { await tools.items.send_echo({body: {text: 'hi'}}); return 'no'; } \
+        catch (e) { return item.title + ' / ' + e.code; }"});
+    let (status, _, body) = call_tool(&app, "items", &reader, "code_execution", script).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["structuredContent"]["value"], "Item 4 / INSUFFICIENT_SCOPE", "{body}");
+
+    let (status, _, body) = call_tool(&app, "items", &writer, "call_operation", write).await;
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(body["result"]["isError"], true, "the write scope calls it: {body}");
+    let (_, calls) = app.get("/admin/servers/items/calls?tool=send_echo").await;
+    assert_eq!(calls["calls"][0]["subject"], "user-2", "{calls}");
+    let metrics = app.http.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("mcpbootd_oauth_refusals_total{reason=\"insufficient_scope\"} 2"), "{metrics}");
+}

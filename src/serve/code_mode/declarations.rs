@@ -2,22 +2,15 @@
 //! the error model, examples) with a TypeScript declaration of every tool a script can reach,
 //! derived from the tools' JSON Schemas, and its input and output schemas.
 //!
-//! The description goes into a model's context on every `tools/list`, so it is kept compact:
-//! one line per tool description (cut at [`DOC_CHARS`]), property descriptions only where
-//! short, nested schemas past [`MAX_DEPTH`] as `any`.
+//! The description goes into a model's context on every `tools/list`, so it is kept compact
+//! (`serve::typescript` says how each tool is rendered).
 
 use std::fmt::Write;
 
 use serde_json::{Map, Value, json};
 
+use crate::serve::typescript::{self, key};
 use crate::toolset::ServerId;
-
-/// Longest tool description carried into the declaration.
-const DOC_CHARS: usize = 160;
-/// Longest property description carried into the declaration.
-const PROPERTY_DOC_CHARS: usize = 80;
-/// Schema nesting rendered as types; deeper parts are `any`.
-const MAX_DEPTH: usize = 4;
 
 /// A tool a script can reach, as the declaration shows it.
 pub struct Reachable<'a> {
@@ -25,6 +18,16 @@ pub struct Reachable<'a> {
     pub description: &'a str,
     pub input_schema: &'a Map<String, Value>,
     pub output_schema: Option<&'a Map<String, Value>>,
+}
+
+/// A server a script can reach, as the declaration shows it.
+pub struct ReachableServer<'a> {
+    pub id: ServerId,
+    /// The tools it lists.
+    pub tools: Vec<Reachable<'a>>,
+    /// In discovery mode: every operation of its API, listed or not, is callable by its id as
+    /// `tools.<server>.<operation>`.
+    pub operations: bool,
 }
 
 /// The limits a script runs under, as the description states them.
@@ -36,7 +39,7 @@ pub struct StatedLimits {
 }
 
 /// The `code_execution` tool's description for a script on `own` that can reach `servers`.
-pub fn description(own: &ServerId, servers: &[(ServerId, Vec<Reachable<'_>>)], limits: &StatedLimits) -> String {
+pub fn description(own: &ServerId, servers: &[ReachableServer<'_>], limits: &StatedLimits) -> String {
     let mut text = String::with_capacity(4096);
     text.push_str(
         "Run a JavaScript script that calls the tools below and returns one JSON result. Use it for multi-step \
@@ -50,6 +53,14 @@ pub fn description(own: &ServerId, servers: &[(ServerId, Vec<Reachable<'_>>)], l
          ECMAScript built-ins. No fetch, network, filesystem, require or import: tools are the only way out.\n\
          A tool's value is its structured result, else its text parsed as JSON, else its text.\n",
     );
+    if servers.iter().any(|server| server.operations) {
+        text.push_str(
+            "A server declared with `[operation: string]` reaches every operation of its API, listed or not, as \
+             `tools.<server>.<operation>(args)`: its search_operations tool finds operation ids, and its \
+             describe_operation tool gives an operation's schemas and `declaration`, the typed signature to call \
+             it with (both can be called from the script too).\n",
+        );
+    }
     let calls = match limits.max_tool_calls {
         0 => "any number of tool calls".to_string(),
         n => format!("at most {n} tool calls"),
@@ -86,27 +97,29 @@ pub fn description(own: &ServerId, servers: &[(ServerId, Vec<Reachable<'_>>)], l
 }
 
 /// A tool to name in the examples: the script's own server's first tool, else any.
-fn example_tool<'a>(own: &'a ServerId, servers: &'a [(ServerId, Vec<Reachable<'_>>)]) -> (&'a ServerId, &'a str) {
+fn example_tool<'a>(own: &'a ServerId, servers: &'a [ReachableServer<'_>]) -> (&'a ServerId, &'a str) {
     servers
         .iter()
-        .find(|(id, tools)| id == own && !tools.is_empty())
-        .or_else(|| servers.iter().find(|(_, tools)| !tools.is_empty()))
-        .map_or((own, "some_tool"), |(id, tools)| (id, tools[0].name))
+        .find(|server| server.id == *own && !server.tools.is_empty())
+        .or_else(|| servers.iter().find(|server| !server.tools.is_empty()))
+        .map_or((own, "some_tool"), |server| (&server.id, server.tools[0].name))
 }
 
 /// `declare const tools: {...}` for `servers`, plus `call_tool` and `input`.
-pub fn declarations(servers: &[(ServerId, Vec<Reachable<'_>>)]) -> String {
+pub fn declarations(servers: &[ReachableServer<'_>]) -> String {
     let mut out = String::from("declare const input: any;\ndeclare const tools: {\n");
-    for (server, tools) in servers {
-        let _ = writeln!(out, "  {}: {{", key(server.as_str()));
-        for tool in tools {
-            let doc = one_line(tool.description, DOC_CHARS);
-            if !doc.is_empty() {
-                let _ = writeln!(out, "    /** {doc} */");
-            }
-            let args = object_type(tool.input_schema, 4, true);
-            let output = tool.output_schema.map_or_else(|| "any".to_string(), |s| object_type(s, 3, false));
-            let _ = writeln!(out, "    {}(args: {args}): Promise<{output}>;", key(tool.name));
+    for server in servers {
+        let _ = writeln!(out, "  {}: {{", key(server.id.as_str()));
+        for tool in &server.tools {
+            out.push_str(&typescript::method_at(4, tool.name, tool.description, tool.input_schema, tool.output_schema));
+        }
+        if server.operations {
+            // Every operation is one declaration away, so a large API's hundreds of operations
+            // are not all in the description.
+            out.push_str(
+                "    /** Any operation of this API by its id: search_operations finds ids; describe_operation gives \
+                 its declaration. */\n    [operation: string]: (args?: object) => Promise<any>;\n",
+            );
         }
         out.push_str("  };\n");
     }
@@ -117,124 +130,10 @@ pub fn declarations(servers: &[(ServerId, Vec<Reachable<'_>>)]) -> String {
     out
 }
 
-/// The TypeScript type of a schema.
-fn ts_type(schema: &Value, indent: usize) -> String {
-    if indent / 2 > MAX_DEPTH + 1 {
-        return "any".into();
-    }
-    let Some(schema) = schema.as_object() else {
-        return "any".into();
-    };
-    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        return union(values.iter().map(|v| v.to_string()));
-    }
-    if let Some(value) = schema.get("const") {
-        return value.to_string();
-    }
-    for (keyword, joiner) in [("anyOf", " | "), ("oneOf", " | "), ("allOf", " & ")] {
-        if let Some(options) = schema.get(keyword).and_then(Value::as_array) {
-            let parts: Vec<String> = options.iter().map(|s| ts_type(s, indent)).collect();
-            return if parts.is_empty() { "any".into() } else { format!("({})", parts.join(joiner)) };
-        }
-    }
-    match schema.get("type") {
-        Some(Value::String(kind)) => typed(kind, schema, indent),
-        Some(Value::Array(kinds)) => union(kinds.iter().filter_map(Value::as_str).map(|k| typed(k, schema, indent))),
-        _ if schema.contains_key("properties") => object_type(schema, indent, false),
-        _ => "any".into(),
-    }
-}
-
-fn typed(kind: &str, schema: &Map<String, Value>, indent: usize) -> String {
-    match kind {
-        "string" => "string".into(),
-        "integer" | "number" => "number".into(),
-        "boolean" => "boolean".into(),
-        "null" => "null".into(),
-        "array" => match schema.get("items") {
-            Some(items) => {
-                let item = ts_type(items, indent);
-                if item.contains(' ') && !item.starts_with('{') { format!("({item})[]") } else { format!("{item}[]") }
-            }
-            None => "any[]".into(),
-        },
-        "object" => object_type(schema, indent, false),
-        _ => "any".into(),
-    }
-}
-
-/// `{ a: string; b?: number }` (one property per line when documented), or a record type.
-fn object_type(schema: &Map<String, Value>, indent: usize, documented: bool) -> String {
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let Some(properties) = properties.filter(|p| !p.is_empty()) else {
-        return match schema.get("additionalProperties") {
-            Some(Value::Object(values)) => {
-                format!("Record<string, {}>", ts_type(&Value::Object(values.clone()), indent))
-            }
-            _ => "Record<string, any>".into(),
-        };
-    };
-    if indent / 2 > MAX_DEPTH {
-        return "Record<string, any>".into();
-    }
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let fields: Vec<(String, String)> = properties
-        .iter()
-        .map(|(name, property)| {
-            let optional = if required.contains(&name.as_str()) { "" } else { "?" };
-            let field = format!("{}{optional}: {}", key(name), ts_type(property, indent + 2));
-            let doc = property.get("description").and_then(Value::as_str).map(|d| one_line(d, PROPERTY_DOC_CHARS));
-            (field, doc.unwrap_or_default())
-        })
-        .collect();
-    if documented && fields.iter().any(|(_, doc)| !doc.is_empty()) {
-        let pad = " ".repeat(indent + 2);
-        let mut out = String::from("{\n");
-        for (field, doc) in &fields {
-            if doc.is_empty() {
-                let _ = writeln!(out, "{pad}{field};");
-            } else {
-                let _ = writeln!(out, "{pad}{field}; // {doc}");
-            }
-        }
-        let _ = write!(out, "{}}}", " ".repeat(indent));
-        return out;
-    }
-    let fields: Vec<String> = fields.into_iter().map(|(field, _)| field).collect();
-    format!("{{ {} }}", fields.join("; "))
-}
-
-fn union(parts: impl Iterator<Item = String>) -> String {
-    let parts: Vec<String> = parts.collect();
-    if parts.is_empty() { "any".into() } else { parts.join(" | ") }
-}
-
-/// A property name as TypeScript writes it: bare when it is an identifier, quoted otherwise.
-fn key(name: &str) -> String {
-    let identifier = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
-    if identifier { name.to_string() } else { json!(name).to_string() }
-}
-
 /// `.name` or `["na-me"]`.
 fn property_access(name: &str) -> String {
     let quoted = key(name);
     if quoted.starts_with('"') { format!("[{quoted}]") } else { format!(".{quoted}") }
-}
-
-/// The first line of a description, cut at `max` characters.
-fn one_line(text: &str, max: usize) -> String {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    let line = line.replace("*/", "* /");
-    if line.chars().count() <= max {
-        return line;
-    }
-    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
-    format!("{}…", cut.trim_end())
 }
 
 /// The `code_execution` tool's input schema.
@@ -322,15 +221,16 @@ mod tests {
         }));
         let output =
             schema(json!({"type": "object", "properties": {"temp": {"type": "number"}}, "required": ["temp"]}));
-        let servers = vec![(
-            ServerId::parse("my-weather").unwrap(),
-            vec![Reachable {
+        let servers = vec![ReachableServer {
+            id: ServerId::parse("my-weather").unwrap(),
+            tools: vec![Reachable {
                 name: "forecast",
                 description: "Forecast.\nMore.",
                 input_schema: &input,
                 output_schema: Some(&output),
             }],
-        )];
+            operations: false,
+        }];
         let text = declarations(&servers);
         assert!(text.contains("  \"my-weather\": {\n    /** Forecast. */\n    forecast(args: {\n"), "{text}");
         for expected in [
@@ -346,19 +246,5 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected:?} missing in\n{text}");
         }
-    }
-
-    #[test]
-    fn deep_and_odd_schemas_do_not_explode() {
-        let mut deep = json!({"type": "string"});
-        for _ in 0..50 {
-            deep = json!({"type": "object", "properties": {"x": deep}});
-        }
-        let text = ts_type(&deep, 0);
-        assert!(text.len() < 200 && text.contains("Record<string, any>"), "{text}");
-        assert_eq!(ts_type(&json!(true), 0), "any");
-        assert_eq!(ts_type(&json!({"$ref": "#/x"}), 0), "any");
-        assert_eq!(one_line(&"é".repeat(500), 10).chars().count(), 10);
-        assert_eq!(one_line("a */ b", 80), "a * / b");
     }
 }

@@ -606,20 +606,29 @@
       return JSON.parse(await response.text());
     };
     const api = JSON.parse(toolsJson), tools = {};
+    const stub = (server, name) => async function (args) {
+      // Made before the await, so its stack names the script line of the call.
+      const site = new ToolError('', '');
+      const r = await call_tool(server, name, args);
+      if (r.ok) return r.value;
+      site.message = `${server}.${name}: ${r.error.message}`;
+      site.code = r.error.code;
+      throw site;
+    };
     for (const server of Object.keys(api)) {
-      const stubs = {};
-      for (const name of api[server]) {
-        stubs[name] = async function (args) {
-          // Made before the await, so its stack names the script line of the call.
-          const site = new ToolError('', '');
-          const r = await call_tool(server, name, args);
-          if (r.ok) return r.value;
-          site.message = `${server}.${name}: ${r.error.message}`;
-          site.code = r.error.code;
-          throw site;
-        };
-      }
-      tools[server] = Object.freeze(stubs);
+      // `["tool", ...]`, or `{tools: [...], operations: true}` for a server whose every
+      // operation is callable by its id (discovery mode): any other name is a stub too.
+      const entry = api[server], stubs = {};
+      const names = Array.isArray(entry) ? entry : entry.tools;
+      for (const name of names) stubs[name] = stub(server, name);
+      Object.freeze(stubs);
+      tools[server] = Array.isArray(entry) || !entry.operations ? stubs : new Proxy(stubs, {
+        get(target, name) {
+          // `then` stays absent, so awaiting `tools.<server>` does not call an operation.
+          if (typeof name !== 'string' || name === 'then' || name in target) return target[name];
+          return stub(server, name);
+        },
+      });
     }
     Object.freeze(tools);
     return script(input, call_tool, tools).then((value) => {

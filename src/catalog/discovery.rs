@@ -176,3 +176,119 @@ impl Catalog {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tool(name: &str, title: Option<&str>, description: &str, required: &[&str]) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            title: title.map(str::to_owned),
+            description: description.into(),
+            input_schema: json!({"type": "object", "required": required}).as_object().unwrap().clone(),
+            output_schema: None,
+            handler: format!("return {name:?};"),
+            annotations: None,
+        }
+    }
+
+    /// Two operations as a version stored them whole: one with a title and a required argument,
+    /// one whose summary comes from a long description.
+    fn whole_api() -> Vec<OperationRecord> {
+        vec![
+            OperationRecord {
+                tool: tool("get_pet", Some("Get a pet"), "One pet.", &["petId"]),
+                method: "GET".into(),
+                path: "/pets/{petId}".into(),
+            },
+            OperationRecord {
+                tool: tool("list_pets", None, &"é".repeat(300), &[]),
+                method: "GET".into(),
+                path: "/pets".into(),
+            },
+        ]
+    }
+
+    /// What the migration must have made of [`whole_api`]: each operation's row, in the index's
+    /// order, with its summary and required arguments, and the tool it was stored with.
+    async fn assert_carried_over(catalog: &Catalog) {
+        let operations = whole_api();
+        let index = catalog.discovery_index(7).await.unwrap().unwrap();
+        assert_eq!(index.executor, "run()");
+        let entries: Vec<(&str, &str, usize, &[String])> = index
+            .operations
+            .iter()
+            .map(|e| (e.name.as_str(), e.path.as_str(), e.summary.chars().count(), e.required.as_slice()))
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                ("get_pet", "/pets/{petId}", 9, &["petId".to_string()][..]),
+                ("list_pets", "/pets", SUMMARY_CHARS, &[][..])
+            ]
+        );
+        for operation in &operations {
+            let stored = catalog.discovery_operation(7, &operation.tool.name).await.unwrap();
+            assert_eq!(stored.as_ref(), Some(operation));
+        }
+        assert_eq!(catalog.discovery_operation(7, "nope").await.unwrap(), None);
+    }
+
+    /// The rows a version stored whole needs: its server and its generation (7), then the whole
+    /// API in its discovery row.
+    const WHOLE_ROWS: [&str; 2] = [
+        "INSERT INTO servers (id, name, kind, status, created_at, updated_at) VALUES ('big', 'big', 'openapi', 'ready', 0, 0)",
+        "INSERT INTO generations (id, server_id, source, status, generator_version, created_at)
+         VALUES (7, 'big', 'openapi', 'ready', 'test', 0)",
+    ];
+    const WHOLE_DISCOVERY: &str =
+        "INSERT INTO discovery (generation_id, operations, search_index, executor) VALUES (7, $1, '{}', 'run()')";
+
+    /// A version stored before operations had rows of their own (the whole API in one JSON
+    /// column) is carried over by the SQLite migration.
+    #[tokio::test]
+    async fn a_whole_api_stored_in_one_row_is_carried_into_one_row_per_operation_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect(&url).await.unwrap();
+        let mut before = sqlx::migrate!("./migrations/sqlite");
+        let earlier: Vec<_> = before.migrations.iter().filter(|m| m.version <= 17).cloned().collect();
+        before.migrations = std::borrow::Cow::Owned(earlier);
+        before.run(&pool).await.unwrap();
+        for statement in WHOLE_ROWS {
+            sqlx::query(statement).execute(&pool).await.unwrap();
+        }
+        sqlx::query(WHOLE_DISCOVERY).bind(to_json(&whole_api())).execute(&pool).await.unwrap();
+        pool.close().await;
+
+        let catalog = Catalog::open_file(&path).await.unwrap();
+        assert_carried_over(&catalog).await;
+        catalog.close().await;
+    }
+
+    /// The same on PostgreSQL.
+    #[tokio::test]
+    async fn a_whole_api_stored_in_one_row_is_carried_into_one_row_per_operation_on_postgres() {
+        let Some(url) = super::super::postgres_support::fresh_database().await else { return };
+        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await.unwrap();
+        let mut before = sqlx::migrate!("./migrations/postgres");
+        let earlier: Vec<_> = before.migrations.iter().filter(|m| m.version <= 8).cloned().collect();
+        before.migrations = std::borrow::Cow::Owned(earlier);
+        before.run(&pool).await.unwrap();
+        for statement in WHOLE_ROWS {
+            sqlx::query(statement).execute(&pool).await.unwrap();
+        }
+        sqlx::query(WHOLE_DISCOVERY).bind(to_json(&whole_api())).execute(&pool).await.unwrap();
+        pool.close().await;
+
+        let location = super::super::CatalogLocation::Postgres { url, password_file: None, max_connections: 2 };
+        let catalog =
+            Catalog::open(&location, super::super::Replica::single(), &crate::tasks::Tasks::new()).await.unwrap();
+        assert_carried_over(&catalog).await;
+        catalog.close().await;
+    }
+}

@@ -841,8 +841,9 @@ fn loosen(value: &mut Value) {
         if let Some(branches) = schema.remove("oneOf") {
             schema.insert("anyOf".into(), branches);
         }
-        // Any field may be null, an integer may come as a float (`1.0`), and a string as a
-        // number (identifiers and codes described as strings are often sent as numbers).
+        // Any field may be null, an integer may come as a float (`1.0`), a string as a number
+        // (identifiers and codes described as strings are often sent as numbers), and a boolean
+        // as a number (APIs that store flags as integers send `1` and `0`).
         let widened = match schema.get("type") {
             Some(Value::String(name)) => Some(vec![Value::String(name.clone())]),
             Some(Value::Array(names)) => Some(names.clone()),
@@ -850,7 +851,8 @@ fn loosen(value: &mut Value) {
         };
         if let Some(names) = widened {
             let mut wide: Vec<Value> = Vec::new();
-            let numeric_too = names.iter().any(|name| name == "string").then(|| Value::String("number".into()));
+            let numeric_too =
+                names.iter().any(|name| name == "string" || name == "boolean").then(|| Value::String("number".into()));
             for name in names.into_iter().chain(numeric_too).chain([Value::String("null".into())]) {
                 let name = if name == "integer" { Value::String("number".into()) } else { name };
                 if !wide.contains(&name) {
@@ -1245,7 +1247,8 @@ mod tests {
             "id": {"type": "integer", "minimum": 1},
             "state": {"type": "string", "enum": ["open", "closed"]},
             "owner": {"oneOf": [{"type": "object", "properties": {"login": {"type": "string"}}}, {"type": "object"}]},
-            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1}
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1},
+            "hidden": {"type": "boolean"}
         }});
         let output = Value::Object(output_schema(&schema).unwrap());
         let validator = crate::toolset::validator(&output).unwrap();
@@ -1258,6 +1261,8 @@ mod tests {
         }
         assert!(!validator.is_valid(&json!({"id": "seven"})), "types are still checked");
         assert!(validator.is_valid(&json!({"state": 3})), "a string may come as a number");
+        assert!(validator.is_valid(&json!({"hidden": 1})), "a boolean may come as 1 or 0");
+        assert!(!validator.is_valid(&json!({"hidden": "yes"})), "but not as text");
         assert_eq!(output["type"], "object", "the result itself is an object");
     }
 

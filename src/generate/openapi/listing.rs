@@ -7,10 +7,11 @@
 //! its share keeps them whole, and what small tools leave goes to the larger ones. A tool over its
 //! share loses detail in steps until it fits: first the descriptions nested in its schemas, then
 //! its output schema's deep levels, then its input schema's. A level cut off becomes permissive
-//! (its `type` alone, so any value of that type is accepted), never stricter, so a result or an
-//! argument that matched before still matches: a `oneOf` whose branches lost detail becomes an
-//! `anyOf`, and a `not` that would refuse more goes. File arguments (`{content_base64 | url, …}`)
-//! are never cut into: a host must know how to send a file.
+//! (its `type` alone, so any value of that type is accepted; an argument with one possible value
+//! keeps it), never stricter, so a result or an argument that matched before still matches: a
+//! `oneOf` whose branches lost detail becomes an `anyOf`, and a `not` that would refuse more goes.
+//! File arguments (`{content_base64 | url, …}`) are never cut into: a host must know how to send
+//! a file.
 
 use serde_json::{Map, Value};
 
@@ -148,10 +149,17 @@ fn trim_level(schema: &mut Value, level: usize, depth: Option<usize>, side: Side
         }
     }
     if depth.is_some_and(|depth| level >= depth) && level > 0 {
-        // Permissive from here: its type, and (for arguments) what it is.
+        // Permissive from here: its type, and (for arguments) what it is and its one possible
+        // value, if it has one. That value is what usually tells a `oneOf`'s branches apart (a
+        // message's `"role": {"const": "user"}`), and it takes a few bytes.
         let mut kept = Map::new();
-        for key in ["type", "description"] {
-            if let Some(value) = map.get(key).filter(|_| key == "type" || side == Side::Input) {
+        for key in ["type", "description", "const", "enum"] {
+            let value = map.get(key).filter(|value| match key {
+                "type" => true,
+                "description" | "const" => side == Side::Input,
+                _ => side == Side::Input && value.as_array().is_some_and(|values| values.len() == 1),
+            });
+            if let Some(value) = value {
                 kept.insert(key.to_string(), value.clone());
             }
         }
@@ -281,7 +289,7 @@ mod tests {
     #[test]
     fn a_cut_never_refuses_what_the_whole_schema_accepts() {
         // Branches told apart by a `const` below the cut, and a `not` whose details are cut.
-        let branch = |kind: &str| json!({"type": "object", "properties": {"kind": {"const": kind}, "size": {"type": "integer"}}});
+        let branch = |kind: &str| json!({"type": "object", "properties": {"kind": {"type": "string", "const": kind, "minLength": 1}, "size": {"type": "integer"}}});
         let schema = json!({"type": "object", "properties": {
             "shape": {"oneOf": [branch("square"), branch("circle")]},
             "choice": {"anyOf": [{"type": "object"}], "oneOf": [branch("a"), branch("b")]},
@@ -300,6 +308,13 @@ mod tests {
         assert_eq!(input["properties"]["shape"]["anyOf"].as_array().unwrap().len(), 2);
         assert!(input["properties"]["other"].get("not").is_none(), "{input:#}");
         assert!(input["properties"]["kept"]["oneOf"].is_array(), "a oneOf whose branches keep all they check stays");
+        let input = trimmed(&schema, Some(3), Side::Input);
+        let kinds = &input["properties"]["shape"]["anyOf"];
+        assert_eq!(
+            (&kinds[0]["properties"]["kind"]["const"], &kinds[1]["properties"]["kind"]["const"]),
+            (&json!("square"), &json!("circle")),
+            "a cut level keeps its one value: {input:#}"
+        );
         let trimmed_whole = trimmed(&schema, None, Side::Input);
         assert_eq!(
             trimmed_whole["properties"]["shape"]["oneOf"].as_array().unwrap().len(),

@@ -591,6 +591,12 @@ pub fn example(schema: &Value, depth: usize, top: bool) -> Value {
                     built.insert(name.clone(), example(property, depth + 1, false));
                 }
             }
+            // Some descriptions require a field they never define; any value will do for it.
+            for name in required {
+                if !built.contains_key(name) {
+                    built.insert(name.to_string(), example(&json!({}), depth + 1, false));
+                }
+            }
             Value::Object(built)
         }
         _ => json!(string_for(object)),

@@ -500,6 +500,17 @@ fn is_file(schema: &Value) -> bool {
             .is_none_or(|t| t == "string" || t.as_array().is_some_and(|a| a.contains(&json!("string"))))
 }
 
+/// Whether a binary body is sent as the base64 text of its bytes rather than the bytes: OpenAPI
+/// 3.0's `format: byte` ("base64 encoded characters", and the `format: base64` its section on file
+/// uploads shows) and 3.1's `contentEncoding: base64` say so, while `format: binary` (3.0) or no
+/// encoding (3.1) means the octets themselves. Either way the argument is a file, so an agent gives
+/// the same `content_base64` or `url` and the executor encodes what the API asks for.
+fn base64_encoded(schema: &Value) -> bool {
+    let format = schema.get("format").and_then(Value::as_str);
+    let encoding = schema.get("contentEncoding").and_then(Value::as_str);
+    matches!(format, Some("byte" | "base64")) || encoding.is_some_and(|e| e.eq_ignore_ascii_case("base64"))
+}
+
 /// A multipart body's schema with its file fields (and lists of files) given as file arguments,
 /// and the names of those fields.
 fn multipart_schema(mut schema: Value) -> (Value, Vec<String>) {
@@ -652,8 +663,12 @@ fn tool(
         }
         let mut files = Vec::new();
         let mut example = request_body.example.clone();
+        let mut encoding = Value::Null;
         match kind {
             BodyKind::Binary => {
+                if base64_encoded(&schema) {
+                    encoding = Value::String("base64".into());
+                }
                 schema = file_schema(None);
                 example = Some(schema["examples"][0].clone());
             }
@@ -679,7 +694,10 @@ fn tool(
             required.push(Value::String(arg.clone()));
         }
         add_example(&arg, example.as_ref(), request_body.required);
-        body = json!({"arg": arg, "type": request_body.content_type, "kind": kind.as_str(), "files": files});
+        body = json!({
+            "arg": arg, "type": request_body.content_type, "kind": kind.as_str(), "files": files,
+            "encoding": encoding,
+        });
     }
     let output_schema = op.response.as_ref().and_then(output_schema);
     let plan = json!({
@@ -823,8 +841,9 @@ fn loosen(value: &mut Value) {
         if let Some(branches) = schema.remove("oneOf") {
             schema.insert("anyOf".into(), branches);
         }
-        // Any field may be null, an integer may come as a float (`1.0`), and a string as a
-        // number (identifiers and codes described as strings are often sent as numbers).
+        // Any field may be null, an integer may come as a float (`1.0`), a string as a number
+        // (identifiers and codes described as strings are often sent as numbers), and a boolean
+        // as a number (APIs that store flags as integers send `1` and `0`).
         let widened = match schema.get("type") {
             Some(Value::String(name)) => Some(vec![Value::String(name.clone())]),
             Some(Value::Array(names)) => Some(names.clone()),
@@ -832,7 +851,8 @@ fn loosen(value: &mut Value) {
         };
         if let Some(names) = widened {
             let mut wide: Vec<Value> = Vec::new();
-            let numeric_too = names.iter().any(|name| name == "string").then(|| Value::String("number".into()));
+            let numeric_too =
+                names.iter().any(|name| name == "string" || name == "boolean").then(|| Value::String("number".into()));
             for name in names.into_iter().chain(numeric_too).chain([Value::String("null".into())]) {
                 let name = if name == "integer" { Value::String("number".into()) } else { name };
                 if !wide.contains(&name) {
@@ -1227,7 +1247,8 @@ mod tests {
             "id": {"type": "integer", "minimum": 1},
             "state": {"type": "string", "enum": ["open", "closed"]},
             "owner": {"oneOf": [{"type": "object", "properties": {"login": {"type": "string"}}}, {"type": "object"}]},
-            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1}
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1},
+            "hidden": {"type": "boolean"}
         }});
         let output = Value::Object(output_schema(&schema).unwrap());
         let validator = crate::toolset::validator(&output).unwrap();
@@ -1240,6 +1261,8 @@ mod tests {
         }
         assert!(!validator.is_valid(&json!({"id": "seven"})), "types are still checked");
         assert!(validator.is_valid(&json!({"state": 3})), "a string may come as a number");
+        assert!(validator.is_valid(&json!({"hidden": 1})), "a boolean may come as 1 or 0");
+        assert!(!validator.is_valid(&json!({"hidden": "yes"})), "but not as text");
         assert_eq!(output["type"], "object", "the result itself is an object");
     }
 
@@ -1286,6 +1309,43 @@ mod tests {
         assert!(raw.input_schema["properties"]["body"]["properties"]["content_base64"].is_object());
         assert!(raw.handler.contains(r#""kind":"binary""#));
         assert!(derived.tools[1].example.is_ok(), "a file body has an example: {:?}", derived.tools[1].example);
+    }
+
+    #[test]
+    fn byte_bodies_are_files_sent_as_base64_text_and_binary_ones_as_bytes() {
+        let body = |media: &str, schema: Value| json!({"put": {"requestBody": {"content": {media: {"schema": schema}}}, "responses": {"204": {"description": "ok"}}}});
+        let spec = Spec::from_value(json!({
+            "openapi": "3.1.0",
+            "servers": [{"url": "https://files.test"}],
+            "paths": {
+                "/byte": body("application/octet-stream", json!({"type": "string", "format": "byte"})),
+                "/base64": body("application/octet-stream", json!({"type": "string", "format": "base64"})),
+                "/encoded": body("image/png", json!({"type": "string", "contentEncoding": "base64"})),
+                "/binary": body("application/octet-stream", json!({"type": "string", "format": "binary"})),
+                "/raw": body("application/pdf", json!({"type": "string", "contentMediaType": "application/pdf"})),
+                "/untyped": body("application/octet-stream", json!({}))
+            }
+        }))
+        .unwrap();
+        let derived = derive(&spec, None, None, &listing(&OperationFilter::default(), 64)).unwrap();
+        for tool in &derived.tools {
+            let spec = &tool.spec;
+            let encoded = ["PUT /byte", "PUT /base64", "PUT /encoded"].contains(&tool.operation.as_str());
+            assert!(
+                spec.input_schema["properties"]["body"]["properties"]["content_base64"].is_object(),
+                "{}",
+                tool.operation
+            );
+            assert!(spec.handler.contains(r#""kind":"binary""#), "{}", tool.operation);
+            assert_eq!(
+                spec.handler.contains(r#""encoding":"base64""#),
+                encoded,
+                "{}: {}",
+                tool.operation,
+                spec.handler
+            );
+        }
+        assert_eq!(derived.tools.len(), 6);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Request bodies and results of tools derived from API descriptions, as an API receives and
 //! answers them: multipart forms with file parts (from base64 content or from a URL fetched
-//! through the server's whitelist), binary bodies, the size limits on both, and a result that does
-//! not match its output schema.
+//! through the server's whitelist), binary bodies (as bytes, or as base64 text for `format:
+//! byte`), the size limits on both, and a result that does not match its output schema.
 
 use std::sync::{Arc, Mutex};
 
@@ -94,6 +94,12 @@ fn files_api(port: u16) -> Value {
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
                 "responses": received
+            }},
+            "/attachments/{name}": {"post": {
+                "operationId": "postAttachment",
+                "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "byte"}}}},
+                "responses": received.clone()
             }},
             "/orders/mismatched": {"get": {
                 "operationId": "getOrder",
@@ -263,6 +269,29 @@ async fn binary_bodies_are_sent_as_given_bytes() {
         app.admin_call("files", "put_image", json!({"name": "x", "body": {"content_base64": "not base64!"}})).await;
     assert_eq!(call["result"]["isError"], true, "{call}");
     assert!(call["result"]["content"][0]["text"].as_str().unwrap().contains("not valid base64"), "{call}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_bodies_are_sent_as_base64_text() {
+    let (port, seen) = start_api().await;
+    let app = files_app(port).await;
+    // Given as URL-safe base64 with a line break, sent as the standard base64 of the same bytes.
+    let given = base64(&all_bytes()).replace('+', "-").replace('/', "_");
+    let given = format!("{}\n{}", &given[..40], &given[40..]);
+    let (status, call) =
+        app.admin_call("files", "post_attachment", json!({"name": "given", "body": {"content_base64": given}})).await;
+    assert_eq!(status, 200, "{call}");
+    assert_eq!(call["result"]["isError"], false, "{call}");
+    let logo = format!("http://{FILES_HOST}:{port}/files/logo.png");
+    let (_, call) = app.admin_call("files", "post_attachment", json!({"name": "fetched", "body": {"url": logo}})).await;
+    assert_eq!(call["result"]["isError"], false, "{call}");
+    let requests = seen.lock().unwrap().clone();
+    for name in ["given", "fetched"] {
+        let post = requests.iter().find(|r| r.path == format!("/v1/attachments/{name}")).expect("the body was sent");
+        assert_eq!(post.header("content-type"), "application/octet-stream");
+        assert_eq!(std::str::from_utf8(&post.body).unwrap(), base64(&all_bytes()), "{name}");
+    }
     app.stop().await;
 }
 

@@ -235,7 +235,8 @@ impl QualityRun {
         let tools = view["tools"].as_array().cloned().unwrap_or_default();
         report.tools = tools.len();
 
-        let mut prism = match self.start_mock(spec).await {
+        let mock_dir = tempfile::tempdir().unwrap();
+        let mut prism = match self.start_mock(&mock_description(spec, mock_dir.path())).await {
             Ok(child) => child,
             Err(error) => {
                 report.mock = Some(Err(error));
@@ -248,7 +249,8 @@ impl QualityRun {
         let mut to_check = Vec::new();
         for tool in sample(&tools, self.sample) {
             let name = tool["name"].as_str().unwrap_or_default().to_string();
-            let arguments = example(&tool["input_schema"], 0, true);
+            let schema = self.described_input_schema(&id, &name).await.unwrap_or_else(|| tool["input_schema"].clone());
+            let arguments = example(&schema, 0, true);
             self.proxy.answered.lock().unwrap().clear();
             let call = self
                 .http
@@ -330,6 +332,30 @@ impl QualityRun {
         }
     }
 
+    /// The input schema `describe_operation` gives for a listed tool, when the server is in
+    /// discovery mode. A listing kept within its size trims the deep levels of large schemas (a
+    /// request body's required fields among them), and a host that needs them asks for the
+    /// operation's own schema, which keeps more: so does the run. `None` without discovery mode.
+    async fn described_input_schema(&self, id: &str, tool: &str) -> Option<Value> {
+        let call = self
+            .http
+            .post(format!("{}/admin/servers/{id}/tools/describe_operation/call", self.daemon))
+            .json(&json!({"arguments": {"operation": tool}}))
+            .send()
+            .await
+            .ok()?;
+        if !call.status().is_success() {
+            return None;
+        }
+        let outcome: Value = call.json().await.ok()?;
+        let result = &outcome["result"];
+        let described = match result.get("structuredContent") {
+            Some(structured) => structured.clone(),
+            None => serde_json::from_str(result["content"][0]["text"].as_str()?).ok()?,
+        };
+        described.get("input_schema").filter(|schema| schema.is_object()).cloned()
+    }
+
     /// A dummy credential for every security scheme the tools need, injected as the plan says.
     async fn add_credentials(&self, id: &str, auth: &Value) {
         for need in auth.as_array().into_iter().flatten() {
@@ -396,6 +422,24 @@ impl QualityRun {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// The description Prism mocks: `spec`, or a JSON copy of it in `dir` with Swagger 2.0's
+/// `consumes` made explicit. Swagger 2.0 gives `consumes` no default; the daemon, like Swagger's
+/// own tools, sends a body parameter as JSON when neither the operation nor the document lists
+/// media types, while Prism reads the absence as "no body accepted" and refuses every body with
+/// 415. Listing `application/json` at the root says what the daemon assumes, so Prism judges
+/// the body itself.
+fn mock_description(spec: &Path, dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(spec).unwrap();
+    let Ok(mut root) = mcpbootd::generate::openapi::document::parse(&text) else { return spec.to_path_buf() };
+    if root.get("swagger").is_none() || root.get("consumes").is_some() {
+        return spec.to_path_buf();
+    }
+    root["consumes"] = json!(["application/json"]);
+    let copy = dir.join(spec.with_extension("json").file_name().unwrap());
+    std::fs::write(&copy, serde_json::to_vec(&root).unwrap()).unwrap();
+    copy
 }
 
 /// Where the Python MCP SDK installed by `.ci/run` (`tests/sdk/python/.venv`) is, and the script
@@ -473,12 +517,16 @@ pub fn example(schema: &Value, depth: usize, top: bool) -> Value {
         return first.clone();
     }
     for key in ["oneOf", "anyOf"] {
-        if let Some(first) = object
-            .get(key)
-            .and_then(Value::as_array)
-            .and_then(|v| v.iter().find(|s| s.get("type").is_none_or(|t| t != "null")).or(v.first()))
-        {
-            return example(first, depth + 1, false);
+        if let Some(branches) = object.get(key).and_then(Value::as_array).filter(|v| !v.is_empty()) {
+            // Branches that are not `null` first; the first whose example the whole schema accepts
+            // (a `oneOf` refuses a value that two branches match), else the first.
+            let mut ordered: Vec<&Value> =
+                branches.iter().filter(|s| s.get("type").is_none_or(|t| t != "null")).collect();
+            ordered.extend(branches.iter().filter(|s| s.get("type").is_some_and(|t| t == "null")));
+            let whole = mcpbootd::toolset::validator(schema).ok();
+            let candidates: Vec<Value> = ordered.iter().map(|branch| example(branch, depth + 1, false)).collect();
+            let valid = candidates.iter().find(|value| whole.as_ref().is_some_and(|w| w.is_valid(value)));
+            return valid.unwrap_or(&candidates[0]).clone();
         }
     }
     if let Some(parts) = object.get("allOf").and_then(Value::as_array) {
@@ -535,8 +583,18 @@ pub fn example(schema: &Value, depth: usize, top: bool) -> Value {
                 // An optional `Accept` or `Content-Type` argument is left to the tool: any string
                 // is schema-valid there, but not every string is a media type.
                 let negotiation = ["accept", "content-type"].contains(&name.to_ascii_lowercase().as_str());
-                if required.contains(&name.as_str()) || (top && scalar && !negotiation) {
+                // A property with one possible value is usually what tells a `oneOf`'s branches
+                // apart (a message's `role`), so it is given even when optional.
+                let fixed = property.get("const").is_some()
+                    || property.get("enum").and_then(Value::as_array).is_some_and(|values| values.len() == 1);
+                if required.contains(&name.as_str()) || fixed || (top && scalar && !negotiation) {
                     built.insert(name.clone(), example(property, depth + 1, false));
+                }
+            }
+            // Some descriptions require a field they never define; any value will do for it.
+            for name in required {
+                if !built.contains_key(name) {
+                    built.insert(name.to_string(), example(&json!({}), depth + 1, false));
                 }
             }
             Value::Object(built)

@@ -2,7 +2,8 @@
 // description specifies from `plan` (declared above this text) and the tool's arguments.
 // Serialisation follows OpenAPI 3: path `simple`/`label`/`matrix`, query `form` (exploded or
 // not), `spaceDelimited`, `pipeDelimited` and `deepObject`, headers and cookies `simple`/`form`;
-// bodies as JSON, form-urlencoded, text, multipart/form-data or the bytes of one file.
+// bodies as JSON, form-urlencoded, text, multipart/form-data or the bytes of one file (as they
+// are, or as base64 text when the description says `format: byte`).
 //
 // A file argument is `{content_base64}` or `{url}` (with optional `filename` and `media_type`).
 // A URL is fetched with this sandbox's own `fetch`, so the server's egress policy decides it like
@@ -102,6 +103,11 @@ function base64Bytes(data, what) {
   for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
   return bytes;
 }
+function base64Text(bytes) {
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
+}
 // A media type given for a part: it goes into the body's part headers, so it must be one line.
 function mediaType(type, what) {
   if (type === undefined || type === null) return undefined;
@@ -172,7 +178,8 @@ if (plan.body && args[plan.body.arg] !== undefined) {
     headers['content-type'] = `${plan.body.type.split(';')[0]}; boundary=${boundary}`;
   } else if (kind === 'binary') {
     const file = await fileOf(value, `the body ${plan.body.arg}`);
-    body = file.bytes;
+    // `format: byte` or `contentEncoding: base64`: the API takes the bytes as base64 text.
+    body = plan.body.encoding === 'base64' ? base64Text(file.bytes) : file.bytes;
     // A wildcard in the description (`image/*`) is not a type to send: the file's own is.
     if (plan.body.type.includes('*')) headers['content-type'] = file.type ?? 'application/octet-stream';
   } else body = text(value);

@@ -7,9 +7,11 @@
 //! its share keeps them whole, and what small tools leave goes to the larger ones. A tool over its
 //! share loses detail in steps until it fits: first the descriptions nested in its schemas, then
 //! its output schema's deep levels, then its input schema's. A level cut off becomes permissive
-//! (its `type` alone, so any value of that type is accepted), never stricter, so a result or an
-//! argument that matched before still matches. File arguments (`{content_base64 | url, …}`) are
-//! never cut into: a host must know how to send a file.
+//! (its `type` alone, so any value of that type is accepted; an argument with one possible value
+//! keeps it), never stricter, so a result or an argument that matched before still matches: a
+//! `oneOf` whose branches lost detail becomes an `anyOf`, and a `not` that would refuse more goes.
+//! File arguments (`{content_base64 | url, …}`) are never cut into: a host must know how to send
+//! a file.
 
 use serde_json::{Map, Value};
 
@@ -122,10 +124,12 @@ fn trimmed(schema: &Value, depth: Option<usize>, side: Side) -> Value {
     copy
 }
 
-fn trim_level(schema: &mut Value, level: usize, depth: Option<usize>, side: Side) {
-    let Value::Object(map) = schema else { return };
+/// Trims one level and those beneath it; returns whether a level lost what it checks (a
+/// shortened description checks nothing, so it does not count).
+fn trim_level(schema: &mut Value, level: usize, depth: Option<usize>, side: Side) -> bool {
+    let Value::Object(map) = schema else { return false };
     if is_file_argument(map) {
-        return;
+        return false;
     }
     if level > 0 {
         match side {
@@ -145,36 +149,80 @@ fn trim_level(schema: &mut Value, level: usize, depth: Option<usize>, side: Side
         }
     }
     if depth.is_some_and(|depth| level >= depth) && level > 0 {
-        // Permissive from here: its type, and (for arguments) what it is.
+        // Permissive from here: its type, and (for arguments) what it is and its one possible
+        // value, if it has one. That value is what usually tells a `oneOf`'s branches apart (a
+        // message's `"role": {"const": "user"}`), and it takes a few bytes.
         let mut kept = Map::new();
-        for key in ["type", "description"] {
-            if let Some(value) = map.get(key).filter(|_| key == "type" || side == Side::Input) {
+        for key in ["type", "description", "const", "enum"] {
+            let value = map.get(key).filter(|value| match key {
+                "type" => true,
+                "description" | "const" => side == Side::Input,
+                _ => side == Side::Input && value.as_array().is_some_and(|values| values.len() == 1),
+            });
+            if let Some(value) = value {
                 kept.insert(key.to_string(), value.clone());
             }
         }
+        let cut = kept.len() < map.len();
         *map = kept;
-        return;
+        return cut;
     }
     if depth.is_some_and(|depth| level >= depth) {
         // The top level at depth 0: an object with no listed fields.
+        let before = map.len();
         map.retain(|key, _| key == "type" || key == "description");
-        return;
+        return map.len() < before;
     }
+    let mut cut = false;
+    let mut loosened_one_of = false;
+    let mut loosened_not = false;
     for (key, value) in map.iter_mut() {
         match key.as_str() {
             "properties" | "patternProperties" | "$defs" | "definitions" => {
                 if let Value::Object(named) = value {
-                    named.values_mut().for_each(|s| trim_level(s, level + 1, depth, side));
+                    for schema in named.values_mut() {
+                        cut |= trim_level(schema, level + 1, depth, side);
+                    }
                 }
             }
-            "items" | "additionalProperties" | "not" | "contains" => trim_level(value, level + 1, depth, side),
+            "items" | "additionalProperties" | "contains" => cut |= trim_level(value, level + 1, depth, side),
+            "not" => loosened_not = trim_level(value, level + 1, depth, side),
             "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
+                let mut branch_cut = false;
                 if let Value::Array(list) = value {
-                    list.iter_mut().for_each(|s| trim_level(s, level + 1, depth, side));
+                    for schema in list.iter_mut() {
+                        branch_cut |= trim_level(schema, level + 1, depth, side);
+                    }
                 }
+                loosened_one_of |= key == "oneOf" && branch_cut;
+                cut |= branch_cut;
             }
             _ => {}
         }
+    }
+    // Loosening can make a schema stricter in two places, and a cut must only ever accept more.
+    // Under `oneOf`, branches that lost what told them apart can both match a value, which
+    // `oneOf` then refuses (two branches cut down to `{"type": "object"}` refuse every object):
+    // it becomes `anyOf`. Under `not`, a looser schema refuses more: the `not` goes.
+    if loosened_one_of && let Some(branches) = map.remove("oneOf") {
+        merge_any_of(map, branches);
+    }
+    if loosened_not {
+        map.remove("not");
+    }
+    cut || loosened_one_of || loosened_not
+}
+
+/// Adds `branches` as an `anyOf`; a level with an `anyOf` already needs both to hold, so the
+/// second goes into an `allOf`.
+fn merge_any_of(map: &mut Map<String, Value>, branches: Value) {
+    if map.contains_key("anyOf") {
+        let all = map.entry("allOf").or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = all {
+            list.push(serde_json::json!({"anyOf": branches}));
+        }
+    } else {
+        map.insert("anyOf".to_string(), branches);
     }
 }
 
@@ -236,5 +284,42 @@ mod tests {
         assert_eq!(output, json!({"type": "object"}));
         let validator = crate::toolset::validator(&input).unwrap();
         assert!(validator.is_valid(&json!({"a": {"b": 1, "c": "anything"}})), "the cut level accepts more, not less");
+    }
+
+    #[test]
+    fn a_cut_never_refuses_what_the_whole_schema_accepts() {
+        // Branches told apart by a `const` below the cut, and a `not` whose details are cut.
+        let branch = |kind: &str| json!({"type": "object", "properties": {"kind": {"type": "string", "const": kind, "minLength": 1}, "size": {"type": "integer"}}});
+        let schema = json!({"type": "object", "properties": {
+            "shape": {"oneOf": [branch("square"), branch("circle")]},
+            "choice": {"anyOf": [{"type": "object"}], "oneOf": [branch("a"), branch("b")]},
+            "other": {"type": "object", "not": {"type": "object", "properties": {"kind": {"const": "banned"}}, "required": ["kind"]}},
+            "kept": {"oneOf": [{"type": "string"}, {"type": "integer"}]}
+        }});
+        let value = json!({"shape": {"kind": "square", "size": 2}, "choice": {"kind": "a"}, "other": {"kind": "fine"}, "kept": 3});
+        assert!(crate::toolset::validator(&schema).unwrap().is_valid(&value));
+        for depth in 1..=3 {
+            let input = trimmed(&schema, Some(depth), Side::Input);
+            let validator = crate::toolset::validator(&input).unwrap();
+            assert!(validator.is_valid(&value), "at depth {depth}: {input:#}");
+        }
+        let input = trimmed(&schema, Some(2), Side::Input);
+        assert!(input["properties"]["shape"].get("oneOf").is_none(), "{input:#}");
+        assert_eq!(input["properties"]["shape"]["anyOf"].as_array().unwrap().len(), 2);
+        assert!(input["properties"]["other"].get("not").is_none(), "{input:#}");
+        assert!(input["properties"]["kept"]["oneOf"].is_array(), "a oneOf whose branches keep all they check stays");
+        let input = trimmed(&schema, Some(3), Side::Input);
+        let kinds = &input["properties"]["shape"]["anyOf"];
+        assert_eq!(
+            (&kinds[0]["properties"]["kind"]["const"], &kinds[1]["properties"]["kind"]["const"]),
+            (&json!("square"), &json!("circle")),
+            "a cut level keeps its one value: {input:#}"
+        );
+        let trimmed_whole = trimmed(&schema, None, Side::Input);
+        assert_eq!(
+            trimmed_whole["properties"]["shape"]["oneOf"].as_array().unwrap().len(),
+            2,
+            "nothing cut, nothing changed"
+        );
     }
 }

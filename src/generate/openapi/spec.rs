@@ -739,6 +739,7 @@ mod tests {
         let put = &operations[0];
         assert_eq!((put.method.as_str(), put.operation_id.as_deref()), ("PUT", Some("updatePet")));
         assert_eq!(put.body.as_ref().unwrap().schema["properties"]["name"]["type"], "string");
+        assert_eq!(put.body.as_ref().unwrap().content_type, "application/json", "no consumes: a body goes as JSON");
         let tags = put.parameters.iter().find(|p| p.name == "tags").unwrap();
         assert_eq!((tags.style.as_str(), tags.explode), ("pipeDelimited", false));
         assert!(put.parameters.iter().any(|p| p.name == "id" && p.location == "path" && p.required));

@@ -40,5 +40,9 @@ pub use versions::{
     ValueChange, VersionChanged, VersionDiff, VersionList, VersionSummary, VersionView,
 };
 
+// The code-mode tool's request and result live in a leaf of their own (`script`): serving
+// uses them too, and serving never names `api`.
+pub use crate::script::{ScriptError, ScriptOptions, ScriptRequest, ScriptResult, ToolCallTrace};
+
 // Errors: the shapes live beside the codes they carry (`api::error`).
 pub use crate::api::error::{ErrorBody, ErrorDetail, JsonRpcError, JsonRpcErrorData, JsonRpcErrorDetail, OAuthError};

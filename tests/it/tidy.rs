@@ -133,7 +133,7 @@ fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeS
 #[test]
 fn the_module_graph_follows_the_layers() {
     let graph = module_graph();
-    let rules: [(&str, &[&str], &str); 4] = [
+    let rules: [(&str, &[&str], &str); 6] = [
         (
             "serve",
             &["app", "api", "generate", "llm", "cli", "client"],
@@ -145,6 +145,28 @@ fn the_module_graph_follows_the_layers() {
             "accounts",
             &["app", "api", "generate", "llm", "serve", "cli", "client"],
             "connected accounts serve the serving side and the pages, below both",
+        ),
+        (
+            "client",
+            &[
+                "app",
+                "cli",
+                "serve",
+                "generate",
+                "llm",
+                "catalog",
+                "accounts",
+                "credentials",
+                "oauth",
+                "telemetry",
+                "tasks",
+            ],
+            "the command-line client speaks the admin API's wire types (`api::model`), never the daemon's parts",
+        ),
+        (
+            "script",
+            &["app", "api", "generate", "llm", "serve", "catalog", "cli", "client"],
+            "the code-mode wire types are a leaf that serving, the admin API and the client share",
         ),
     ];
     for (module, forbidden, why) in rules {

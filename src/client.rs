@@ -25,9 +25,8 @@ use crate::api::error::ErrorCode;
 use crate::api::model::{
     ActivateRequest, AuthSet, CallList, CallRequest, CallResult, ConnectionList, CredentialList, CredentialView,
     DriftReport, ErrorBody, GenerationStarted, LimitsView, RegenerateRequest, Registered, Registration, RejectRequest,
-    ServerList, ServerView, ToolsetRegistration, VersionChanged, VersionDiff, VersionList,
+    ScriptRequest, ScriptResult, ServerList, ServerView, ToolsetRegistration, VersionChanged, VersionDiff, VersionList,
 };
-use crate::serve::code_mode::{ScriptRequest, ScriptResult};
 use crate::toolset::AuthSetting;
 
 /// For requests without a body.

@@ -13,6 +13,7 @@ pub mod credentials;
 pub mod generate;
 pub mod llm;
 pub mod oauth;
+pub mod script;
 pub mod serve;
 pub mod states;
 pub mod tasks;

@@ -8,9 +8,8 @@ use axum::extract::{Path, State};
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::extract::{not_found, parse_id, served};
-use crate::api::model::ErrorBody;
+use crate::api::model::{ErrorBody, ScriptRequest, ScriptResult};
 use crate::api::register::check_code_mode;
-use crate::serve::code_mode::{ScriptRequest, ScriptResult};
 use crate::states::Via;
 use crate::toolset::CodeModeSettings;
 

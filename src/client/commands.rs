@@ -11,13 +11,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::api::model::{
-    OpenApiRegistration, PromptRegistration, RegenerateRequest, Registered, Registration, RejectRequest,
-    ToolsetRegistration,
+    OpenApiRegistration, PromptRegistration, RegenerateRequest, Registered, Registration, RejectRequest, ScriptOptions,
+    ScriptRequest, ToolsetRegistration,
 };
 use crate::client::output::{self, print_out};
 use crate::client::progress::{self, GenerationEnd};
 use crate::client::{AdminClient, ClientError};
-use crate::serve::code_mode::{ScriptOptions, ScriptRequest};
 use crate::states::Status;
 use crate::toolset::{AuthSetting, OperationFilter};
 

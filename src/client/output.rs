@@ -10,10 +10,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::model::{
-    AuthMode, AuthSet, CallEntry, CallList, CallResult, ConnectionList, GenerationView, LimitsView, ServerList,
-    ServerView, ToolView, VersionDiff, VersionList,
+    AuthMode, AuthSet, CallEntry, CallList, CallResult, ConnectionList, GenerationView, LimitsView, ScriptResult,
+    ServerList, ServerView, ToolView, VersionDiff, VersionList,
 };
-use crate::serve::code_mode::ScriptResult;
 use crate::states::GenerationSource;
 
 /// Writes to stdout, ignoring a closed pipe (`mcpbootd list | head -1`) instead of panicking.

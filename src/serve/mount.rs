@@ -37,8 +37,9 @@ use tokio_util::sync::CancellationToken;
 use crate::accounts::{ConnectLink, NotConnected};
 use crate::config::Config;
 use crate::oauth::{Admission, Grant};
+use crate::script::ScriptRequest;
 use crate::serve::call::{CallError, Caller, Origin};
-use crate::serve::code_mode::{self, CodeMode, ScriptRequest};
+use crate::serve::code_mode::{self, CodeMode};
 use crate::serve::isolate::ToolResult;
 use crate::serve::quota::CallerKey;
 use crate::serve::server::Server;
@@ -584,7 +585,7 @@ impl McpHandler {
             }
             why = self.unmounting.ended() => return Err(self.stopped(why)),
         };
-        Ok(call_tool_result(result.into_tool_result()).into())
+        Ok(call_tool_result(ToolResult::from(result)).into())
     }
 }
 

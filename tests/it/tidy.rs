@@ -133,7 +133,7 @@ fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeS
 #[test]
 fn the_module_graph_follows_the_layers() {
     let graph = module_graph();
-    let rules: [(&str, &[&str], &str); 4] = [
+    let rules: [(&str, &[&str], &str); 6] = [
         (
             "serve",
             &["app", "api", "generate", "llm", "cli", "client"],
@@ -145,6 +145,28 @@ fn the_module_graph_follows_the_layers() {
             "accounts",
             &["app", "api", "generate", "llm", "serve", "cli", "client"],
             "connected accounts serve the serving side and the pages, below both",
+        ),
+        (
+            "client",
+            &[
+                "app",
+                "cli",
+                "serve",
+                "generate",
+                "llm",
+                "catalog",
+                "accounts",
+                "credentials",
+                "oauth",
+                "telemetry",
+                "tasks",
+            ],
+            "the command-line client speaks the admin API's wire types (`api::model`), never the daemon's parts",
+        ),
+        (
+            "script",
+            &["app", "api", "generate", "llm", "serve", "catalog", "cli", "client"],
+            "the code-mode wire types are a leaf that serving, the admin API and the client share",
         ),
     ];
     for (module, forbidden, why) in rules {
@@ -257,8 +279,9 @@ fn the_dockerfile_stubs_every_cargo_target() {
 
 /// # Every room is a DAG, one level down
 ///
-/// A *room* is a directory module of `src/` with its parent file: `src/api.rs` plus `src/api/`.
-/// Each file of a room is a node: the parent (`api.rs`), and each child module with everything
+/// A *room* is a directory module of `src/` with its parent file: `src/api.rs` plus `src/api/`,
+/// and, nested inside it, `src/api/model.rs` plus `src/api/model/` (the room `api/model`; to the
+/// room `api` it is the one node `model`). Each file of a room is a node: the parent (`api.rs`), and each child module with everything
 /// below it (`mcp` is `api/mcp.rs` and `api/mcp/*`). An edge `a -> b` is a path in `a`'s code
 /// (comments skipped) that names `b`: `crate::api::b…`, `super::b…` (climbing from the module
 /// the path is written in, so `use super::*` in `mod tests` names the file itself), `self::b…`,
@@ -283,9 +306,14 @@ fn rooms_are_dags_one_level_down() {
     let mut failures = Vec::new();
     let mut knots_seen = std::collections::BTreeSet::new();
     let mut private_seen = std::collections::BTreeSet::new();
-    for room in rooms() {
+    let rooms = rooms();
+    for room in rooms.iter().cloned() {
         let graph = room_graph(&room);
         println!("{}", graph.render());
+        if NESTED_ROOMS_NOT_YET_CHECKED.contains(&room.as_str()) {
+            println!("  (not yet checked: NESTED_ROOMS_NOT_YET_CHECKED)\n");
+            continue;
+        }
         for knot in graph.knots() {
             let entry = (room.clone(), knot.clone());
             let allowed = ALLOWED_ROOM_KNOTS
@@ -303,10 +331,16 @@ fn rooms_are_dags_one_level_down() {
                 private_seen.insert(entry);
             } else {
                 failures.push(format!(
-                    "{room}/{from} names {room}::{path}, a sibling's private helper: make it `pub` if it is \
-                     that module's interface, or move it to the room's shared module"
+                    "{room}/{from} names {}::{path}, a sibling's private helper: make it `pub` if it is \
+                     that module's interface, or move it to the room's shared module",
+                    room.replace('/', "::")
                 ));
             }
+        }
+    }
+    for room in NESTED_ROOMS_NOT_YET_CHECKED {
+        if !rooms.iter().any(|r| r == room) {
+            failures.push(format!("NESTED_ROOMS_NOT_YET_CHECKED lists {room}/, which is not a room: remove the entry"));
         }
     }
     for (room, members) in ALLOWED_ROOM_KNOTS {
@@ -327,6 +361,12 @@ fn rooms_are_dags_one_level_down() {
     }
     assert!(failures.is_empty(), "rooms are not DAGs (see the rule in tests/it/tidy.rs):\n{}", failures.join("\n"));
 }
+
+/// Nested rooms that predate the check of nested rooms: their graphs are printed, but neither
+/// rule holds them yet. Every other room, and every new one, is checked. To take a room off
+/// this list, untangle it or list what remains of its knots and private imports below.
+const NESTED_ROOMS_NOT_YET_CHECKED: &[&str] =
+    &["generate/openapi", "serve/egress", "serve/isolate", "serve/isolate/wasm"];
 
 /// Each room's shared module: the child whose restricted items its siblings may name.
 const SHARED_MODULES: &[(&str, &str)] = &[("api", "extract")];
@@ -415,14 +455,21 @@ const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[
     ("oauth", "tests", "discovery::metadata_urls"),
 ];
 
-/// The directory modules of `src/` that have a parent file beside them.
+/// The directory modules of `src/` that have a parent file beside them, at any depth, each as
+/// its path below `src/` (`api`, `api/model`).
 fn rooms() -> Vec<String> {
-    let mut rooms: Vec<String> = std::fs::read_dir(src())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.is_dir() && path.with_extension("rs").is_file())
-        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
+    fn rooms_in(dir: &Path, rooms: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() && path.with_extension("rs").is_file() {
+                let room = path.strip_prefix(src()).unwrap().iter().map(|part| part.to_string_lossy());
+                rooms.push(room.collect::<Vec<_>>().join("/"));
+                rooms_in(&path, rooms);
+            }
+        }
+    }
+    let mut rooms = Vec::new();
+    rooms_in(&src(), &mut rooms);
     rooms.sort();
     rooms
 }
@@ -437,7 +484,8 @@ struct RoomGraph {
 }
 
 fn room_graph(room: &str) -> RoomGraph {
-    let parent = format!("{room}.rs");
+    let room_path: Vec<String> = room.split('/').map(String::from).collect();
+    let parent = format!("{}.rs", room_path.last().unwrap());
     let dir = src().join(room);
     let children: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
         .unwrap()
@@ -446,8 +494,8 @@ fn room_graph(room: &str) -> RoomGraph {
         .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
     let shared = SHARED_MODULES.iter().find(|(r, _)| *r == room).map(|(_, shared)| *shared);
-    let mut files = vec![(parent.clone(), src().join(&parent))];
-    files.extend(rust_files(&dir).into_iter().map(|file| (module_path(&file)[1].clone(), file)));
+    let mut files = vec![(parent.clone(), src().join(format!("{room}.rs")))];
+    files.extend(rust_files(&dir).into_iter().map(|file| (module_path(&file)[room_path.len()].clone(), file)));
     let mut graph =
         RoomGraph { room: room.to_string(), edges: Default::default(), private_imports: Default::default() };
     for node in std::iter::once(&parent).chain(&children) {
@@ -457,7 +505,7 @@ fn room_graph(room: &str) -> RoomGraph {
         let text = std::fs::read_to_string(&file).unwrap();
         let in_parent = node == parent;
         for path in paths_in(&text, &module_path(&file), in_parent.then_some(&children)) {
-            let Some(relative) = path.strip_prefix(&[room.to_string()][..]) else { continue };
+            let Some(relative) = path.strip_prefix(&room_path[..]) else { continue };
             let target = match relative.first() {
                 Some(child) if children.contains(child) => child.clone(),
                 _ => parent.clone(),

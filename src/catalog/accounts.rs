@@ -8,7 +8,9 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{Catalog, CatalogError, now_millis};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::values::now_millis;
 use crate::toolset::ServerId;
 
 /// One user's connection to a per-user credential, as stored (tokens sealed).

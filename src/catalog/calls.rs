@@ -9,7 +9,10 @@ use std::time::Duration;
 use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Catalog, CatalogError, flag, stored_text};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::sql::{Backend, insert_values};
+use super::values::{flag, stored_text, to_json};
 use crate::states::{CacheUse, CallOutcome, UpstreamDecision, Via};
 use crate::toolset::ServerId;
 
@@ -287,7 +290,7 @@ impl Catalog {
             "SELECT id FROM servers WHERE id IN (SELECT value FROM json_each($1))",
             "SELECT id FROM servers WHERE id IN (SELECT json_array_elements_text($1::json))",
         ))
-        .bind(super::to_json(&servers))
+        .bind(to_json(&servers))
         .fetch_all(&mut *tx)
         .await?
         .into_iter()
@@ -295,7 +298,7 @@ impl Catalog {
         let calls: Vec<&CallRecord> = batch.iter().filter(|call| existing.contains(&call.server_id)).collect();
         let rows_per_insert = self.rows_per_insert();
         for chunk in calls.chunks(rows_per_insert) {
-            let sql = super::insert_values(
+            let sql = insert_values(
                 "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome,
                      error, fetches, console, parent_execution_id, code, is_error, arguments, subject, client_id)",
                 17,
@@ -318,7 +321,7 @@ impl Catalog {
                     .bind(&call.parent_execution_id)
                     .bind(call.code.as_deref().map(stored_text))
                     .bind(call.is_error)
-                    .bind(call.arguments.as_ref().map(super::to_json))
+                    .bind(call.arguments.as_ref().map(to_json))
                     .bind(call.subject.as_deref().map(stored_text))
                     .bind(call.client_id.as_deref().map(stored_text));
             }
@@ -329,7 +332,7 @@ impl Catalog {
             .flat_map(|call| call.egress.iter().enumerate().map(|(seq, e)| (call.execution_id.as_str(), seq as i64, e)))
             .collect();
         for chunk in egress.chunks(rows_per_insert) {
-            let sql = super::insert_values(
+            let sql = insert_values(
                 "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason,
                      credentials, scrubs, decision, waited_ms, cache)",
                 15,
@@ -375,8 +378,8 @@ impl Catalog {
     /// would each be parsed and cached anew.
     fn rows_per_insert(&self) -> usize {
         match self.backend {
-            super::Backend::Sqlite => 1,
-            super::Backend::Postgres => 500,
+            Backend::Sqlite => 1,
+            Backend::Postgres => 500,
         }
     }
 }
@@ -746,10 +749,11 @@ mod tests {
     /// tests are skipped), each holding `servers`: the tests below run on both.
     async fn catalogs_with_servers(dir: &std::path::Path, servers: &[&str]) -> Vec<Catalog> {
         let mut catalogs = vec![catalog_with_servers(dir, servers).await];
-        if let Some(url) = crate::catalog::postgres_support::fresh_database().await {
-            let location = crate::catalog::CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
-            let catalog =
-                Catalog::open(&location, crate::catalog::Replica::single(), &crate::tasks::Tasks::new()).await.unwrap();
+        if let Some(url) = crate::catalog::db::postgres_support::fresh_database().await {
+            let location = crate::config::CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
+            let catalog = Catalog::open(&location, crate::catalog::db::Replica::single(), &crate::tasks::Tasks::new())
+                .await
+                .unwrap();
             add_servers(&catalog, servers).await;
             catalogs.push(catalog);
         }

@@ -9,7 +9,10 @@
 
 use sqlx::{Executor, Row};
 
-use super::{Backend, Catalog, CatalogError, flag, stored_text};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::sql::Backend;
+use super::values::{flag, stored_text};
 
 /// Tables in the order their references allow. `calls` and `egress` only with the call log.
 const TABLES: [&str; 9] = [

@@ -3,7 +3,10 @@
 
 use sqlx::Row;
 
-use super::{Catalog, CatalogError, from_json, now_millis, to_json};
+use super::credential_rows::{NewCredential, insert_credentials};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::values::{from_json, now_millis, to_json};
 use crate::credentials::Binding;
 use crate::toolset::ServerId;
 
@@ -16,15 +19,6 @@ pub struct CredentialRecord {
     pub fingerprint: String,
     pub created_at: i64,
     pub rotated_at: i64,
-}
-
-/// A credential to store with a new server, in its registration's transaction.
-#[derive(Debug, Clone)]
-pub struct NewCredential {
-    pub name: String,
-    pub binding: Binding,
-    pub sealed: Vec<u8>,
-    pub fingerprint: String,
 }
 
 /// A connection's tokens sealed under a new key: its id, access token, refresh token.
@@ -40,31 +34,6 @@ pub enum PutCredential {
         created: bool,
         record: Box<CredentialRecord>,
     },
-}
-
-/// Inserts a new server's credentials inside its registration transaction.
-pub(super) async fn insert_credentials(
-    tx: &mut sqlx::AnyConnection,
-    server: &ServerId,
-    credentials: &[NewCredential],
-    now: i64,
-) -> Result<(), CatalogError> {
-    for credential in credentials {
-        sqlx::query(
-            "INSERT INTO credentials (server_id, name, binding, sealed, fingerprint, created_at, rotated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(server.as_str())
-        .bind(&credential.name)
-        .bind(to_json(&credential.binding))
-        .bind(&credential.sealed)
-        .bind(&credential.fingerprint)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-    }
-    Ok(())
 }
 
 impl Catalog {

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{Catalog, CatalogError, from_json, to_json};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::values::{from_json, to_json};
 use crate::toolset::ToolSpec;
 
 /// Every operation of a discovery-mode version, and its search index (opaque here: serving's
@@ -32,7 +34,7 @@ pub struct OperationRecord {
 }
 
 /// A generation's discovery row, inside the caller's transaction.
-pub(crate) async fn insert_discovery(
+pub async fn insert_discovery(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     generation_id: i64,
     discovery: &DiscoveryRecord,

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use sqlx::Row;
 
-use super::credentials::{NewCredential, insert_credentials};
+use super::credential_rows::{NewCredential, insert_credentials};
+use super::db::Catalog;
 use super::discovery::{DiscoveryRecord, insert_discovery};
-use super::tools::{ToolRow, insert_tools, tool_from_row};
-use super::{
-    Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, flag, from_json, now_millis, optional_flag, stored_text,
-    to_json,
-};
+use super::error::CatalogError;
+use super::sql::status_list;
+use super::tools::{ToolExtras, ToolRow, insert_tools, tool_from_row};
+use super::values::{GENERATOR_VERSION, flag, from_json, now_millis, optional_flag, stored_text, to_json};
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status, Trigger};
 use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ToolSpec, Toolset};
 use crate::whitelist::{RefusedDomain, Whitelist};
@@ -573,11 +573,6 @@ impl Catalog {
         tx.commit().await?;
         Ok(interrupted)
     }
-}
-
-/// `'pending', 'fetching'`: statuses as an SQL list (constants from `states`, never user input).
-pub(super) fn status_list(statuses: &[Status]) -> String {
-    statuses.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
 }
 
 impl Catalog {

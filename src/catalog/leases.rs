@@ -10,7 +10,10 @@
 
 use sqlx::Row;
 
-use super::{Catalog, CatalogError, from_json, now_millis};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::sql::{Backend, status_list};
+use super::values::{flag, from_json, now_millis, to_json};
 use crate::states::{ServerKind, Status, Trigger};
 use crate::toolset::{OpenApiSettings, ServerId};
 
@@ -48,7 +51,7 @@ impl Catalog {
         ))
         .bind(self.lease_expiry(now))
         .bind(self.replica.id.as_str())
-        .bind(super::to_json(running))
+        .bind(to_json(running))
         .execute(&self.writer)
         .await?;
         let checks = sqlx::query(
@@ -91,7 +94,7 @@ impl Catalog {
 
     /// Whether other replicas may share this catalog (jobs are then leased and taken over).
     pub fn is_shared(&self) -> bool {
-        self.backend == super::Backend::Postgres
+        self.backend == Backend::Postgres
     }
 
     /// Lets go of a job this replica stops running (shutdown), so another replica claims it at
@@ -110,13 +113,13 @@ impl Catalog {
     pub async fn claim_abandoned_generation(&self) -> Result<Option<ClaimedGeneration>, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
-        let running = super::generations::status_list(&Status::RUNNING);
+        let running = status_list(&Status::RUNNING);
         let candidate = match self.backend {
-            super::Backend::Postgres => format!(
+            Backend::Postgres => format!(
                 "SELECT id FROM generations WHERE status IN ({running}) AND COALESCE(lease_expires_at, 0) < $1
                  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
             ),
-            super::Backend::Sqlite => format!(
+            Backend::Sqlite => format!(
                 "SELECT id FROM generations WHERE status IN ({running}) AND COALESCE(lease_expires_at, 0) < $1
                  ORDER BY id LIMIT 1"
             ),
@@ -152,8 +155,8 @@ impl Catalog {
             prompt: row.get::<Option<String>, _>("prompt").unwrap_or_default(),
             allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
             openapi: row.get::<Option<String>, _>("openapi").as_deref().map(from_json).transpose()?,
-            dry_run: super::flag(&row, "dry_run"),
-            force: super::flag(&row, "force"),
+            dry_run: flag(&row, "dry_run"),
+            force: flag(&row, "force"),
             trigger: row.get("triggered_by"),
             repair: row.get::<Option<String>, _>("repair").is_some(),
         };
@@ -167,7 +170,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::catalog::{CatalogLocation, NewDocument, NewPromptServer, Replica};
+    use crate::catalog::db::Replica;
+    use crate::catalog::generations::{NewDocument, NewPromptServer};
+    use crate::config::CatalogLocation;
     use crate::tasks::Tasks;
 
     fn document(text: &str) -> NewDocument<'_> {
@@ -190,7 +195,7 @@ mod tests {
     /// meet them.
     #[tokio::test]
     async fn a_document_write_after_the_lease_passed_on_fails_with_lease_lost() {
-        let Some(url) = crate::catalog::postgres_support::fresh_database().await else {
+        let Some(url) = crate::catalog::db::postgres_support::fresh_database().await else {
             eprintln!("skipped: PostgreSQL tests are off (MCPBOOTD_SKIP_POSTGRES_TESTS=1)");
             return;
         };

@@ -2,8 +2,12 @@
 
 use sqlx::Row;
 
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::generations::GenerationRecord;
 use super::tools::tool_from_row;
-use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis, optional_flag};
+use super::values::{from_json, now_millis, optional_flag, to_json};
+use super::versions::DriftState;
 use crate::states::{ServerKind, Status};
 use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ServerLimits, ToolSpec};
 use crate::whitelist::Whitelist;
@@ -19,7 +23,7 @@ pub struct ServerSummary {
     pub tool_count: i64,
     /// The version being served.
     pub active_version: Option<i64>,
-    pub drift: Option<super::DriftState>,
+    pub drift: Option<DriftState>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -81,7 +85,7 @@ pub struct ServerRecord {
     /// Whether new versions wait for approval; `None`: the daemon's setting.
     pub require_approval: Option<bool>,
     /// The last documentation drift check.
-    pub drift: Option<super::DriftState>,
+    pub drift: Option<DriftState>,
     /// The generation being served.
     pub generation: Option<GenerationRecord>,
     /// The newest generation, when it is not the one being served (running, failed or planned).
@@ -237,12 +241,7 @@ impl Catalog {
         } else {
             "UPDATE servers SET auth = $1, updated_at = $2 WHERE id = $3"
         };
-        sqlx::query(sql)
-            .bind(setting.map(super::to_json))
-            .bind(now_millis())
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(sql).bind(setting.map(to_json)).bind(now_millis()).bind(id.as_str()).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(Some(token.is_some()))
     }
@@ -267,7 +266,7 @@ impl Catalog {
         settings: Option<&CodeModeSettings>,
     ) -> Result<bool, CatalogError> {
         let updated = sqlx::query("UPDATE servers SET code_mode = $1, updated_at = $2 WHERE id = $3")
-            .bind(settings.map(super::to_json))
+            .bind(settings.map(to_json))
             .bind(now_millis())
             .bind(id.as_str())
             .execute(&self.writer)
@@ -278,7 +277,7 @@ impl Catalog {
     /// Sets (or with `None` clears) a server's traffic limits; `false` if there is no such server.
     pub async fn set_limits(&self, id: &ServerId, limits: Option<&ServerLimits>) -> Result<bool, CatalogError> {
         let updated = sqlx::query("UPDATE servers SET limits = $1, updated_at = $2 WHERE id = $3")
-            .bind(limits.map(super::to_json))
+            .bind(limits.map(to_json))
             .bind(now_millis())
             .bind(id.as_str())
             .execute(&self.writer)

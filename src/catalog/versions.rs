@@ -8,7 +8,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use super::{Catalog, CatalogError, DocumentRef, GenerationRecord, flag, from_json, now_millis, to_json};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::generations::{DocumentRef, GenerationRecord};
+use super::sql::status_list;
+use super::values::{flag, format_millis, from_json, now_millis, to_json};
 use crate::states::{DriftStatus, GenerationSource, ServerKind, Status, Trigger, VersionChange};
 use crate::toolset::{OpenApiSettings, ServerId};
 
@@ -216,7 +220,7 @@ impl Catalog {
             Review::Approve => (VersionChange::Approved, Status::Ready),
             Review::Reject => (VersionChange::Rejected, Status::Rejected),
         };
-        let record = json!({"decision": decision, "reason": reason, "at": super::format_millis(now)});
+        let record = json!({"decision": decision, "reason": reason, "at": format_millis(now)});
         sqlx::query("UPDATE generations SET status = $1, review = $2 WHERE id = $3")
             .bind(status)
             .bind(to_json(&record))
@@ -533,7 +537,7 @@ async fn settle_status(tx: &mut sqlx::Transaction<'_, sqlx::Any>, id: &ServerId,
              WHEN active_generation_id IS NULL THEN $3
              ELSE $4 END
          WHERE id = $5",
-        super::generations::status_list(&Status::RUNNING)
+        status_list(&Status::RUNNING)
     )))
     .bind(now)
     .bind(Status::AwaitingApproval)

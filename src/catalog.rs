@@ -5,8 +5,10 @@
 //! and are written once, with `$N` placeholders both engines accept; where the engines' SQL
 //! differs (JSON functions, mostly) [`Catalog::sql`] picks the statement for the backend. Each
 //! backend has its own migrations (`migrations/sqlite`, `migrations/postgres`) that produce the
-//! same tables; PostgreSQL spells flags `BOOLEAN` (read through `values::flag`) and integers
-//! `BIGINT`.
+//! same tables; PostgreSQL spells flags `BOOLEAN` and integers `BIGINT`. Rows are read into
+//! `#[derive(sqlx::FromRow)]` structs by column name, a flag as `values::Flag` (which takes
+//! SQLite's integers and PostgreSQL's booleans) and JSON columns as text, converted (and checked)
+//! into the public records with `TryFrom`.
 //!
 //! Servers point at their active generation; a generation is immutable once finished and owns its
 //! tools. Every multi-row write happens in one transaction, so a failed registration leaves no

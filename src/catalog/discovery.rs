@@ -5,7 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::Row;
 
 use super::db::Catalog;
 use super::error::CatalogError;
@@ -53,15 +52,17 @@ impl Catalog {
     /// The operations and search index of a discovery-mode generation; `None` for a generation
     /// that lists all of its tools.
     pub async fn discovery(&self, generation_id: i64) -> Result<Option<DiscoveryRecord>, CatalogError> {
-        let row = sqlx::query("SELECT operations, search_index, executor FROM discovery WHERE generation_id = $1")
-            .bind(generation_id)
-            .fetch_optional(&self.reader)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
+        let row = sqlx::query_as::<_, (String, String, String)>(
+            "SELECT operations, search_index, executor FROM discovery WHERE generation_id = $1",
+        )
+        .bind(generation_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        let Some((operations, search_index, executor)) = row else { return Ok(None) };
         Ok(Some(DiscoveryRecord {
-            operations: from_json(&row.get::<String, _>("operations"))?,
-            search_index: from_json(&row.get::<String, _>("search_index"))?,
-            executor: row.get("executor"),
+            operations: from_json(&operations)?,
+            search_index: from_json(&search_index)?,
+            executor,
         }))
     }
 }

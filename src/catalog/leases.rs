@@ -8,12 +8,10 @@
 //! replica still holds the lease ([`CatalogError::LeaseLost`] otherwise), so a replica that was
 //! only slow, not dead, cannot finish a job another one took over: each job finishes once.
 
-use sqlx::Row;
-
 use super::db::Catalog;
 use super::error::CatalogError;
 use super::sql::{Backend, status_list};
-use super::values::{flag, from_json, now_millis, to_json};
+use super::values::{Flag, from_json, from_optional_json, now_millis, to_json};
 use crate::states::{ServerKind, Status, Trigger};
 use crate::toolset::{OpenApiSettings, ServerId};
 
@@ -140,7 +138,7 @@ impl Catalog {
         {
             sqlx::query(statement).bind(generation_id).execute(&mut *tx).await?;
         }
-        let row = sqlx::query(
+        let row = sqlx::query_as::<_, ClaimedRow>(
             "SELECT g.server_id, g.dry_run, g.force, g.triggered_by, g.repair, s.kind, s.prompt, s.allow_domains,
                     s.openapi
              FROM generations g JOIN servers s ON s.id = g.server_id WHERE g.id = $1",
@@ -150,19 +148,35 @@ impl Catalog {
         .await?;
         let claimed = ClaimedGeneration {
             generation_id,
-            server: ServerId::parse(&row.get::<String, _>("server_id")).map_err(CatalogError::Corrupt)?,
-            kind: row.get("kind"),
-            prompt: row.get::<Option<String>, _>("prompt").unwrap_or_default(),
-            allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
-            openapi: row.get::<Option<String>, _>("openapi").as_deref().map(from_json).transpose()?,
-            dry_run: flag(&row, "dry_run"),
-            force: flag(&row, "force"),
-            trigger: row.get("triggered_by"),
-            repair: row.get::<Option<String>, _>("repair").is_some(),
+            server: ServerId::parse(&row.server_id).map_err(CatalogError::Corrupt)?,
+            kind: row.kind,
+            prompt: row.prompt.unwrap_or_default(),
+            allow_domains: from_json(&row.allow_domains)?,
+            openapi: from_optional_json(row.openapi.as_deref())?,
+            dry_run: row.dry_run,
+            force: row.force,
+            trigger: row.triggered_by,
+            repair: row.repair.is_some(),
         };
         tx.commit().await?;
         Ok(Some(claimed))
     }
+}
+
+/// A claimed generation's row with its server's.
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    server_id: String,
+    #[sqlx(try_from = "Flag")]
+    dry_run: bool,
+    #[sqlx(try_from = "Flag")]
+    force: bool,
+    triggered_by: Trigger,
+    repair: Option<String>,
+    kind: ServerKind,
+    prompt: Option<String>,
+    allow_domains: String,
+    openapi: Option<String>,
 }
 
 #[cfg(test)]

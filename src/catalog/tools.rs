@@ -4,11 +4,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use sqlx::Row;
-
 use super::error::CatalogError;
 use super::sql::insert_values;
-use super::values::{from_json, to_json};
+use super::values::{from_json, from_optional_json, to_json};
 use crate::toolset::ToolSpec;
 
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
@@ -80,17 +78,31 @@ pub async fn insert_tools(
     Ok(())
 }
 
-/// A tool as stored: a row with the `tools` columns (`name` already read).
-pub fn tool_from_row(row: &sqlx::any::AnyRow, name: String) -> Result<ToolSpec, CatalogError> {
-    let annotations: Option<String> = row.get("annotations");
-    let output_schema: Option<String> = row.get("output_schema");
-    Ok(ToolSpec {
-        name,
-        title: row.get("title"),
-        description: row.get("description"),
-        input_schema: from_json(&row.get::<String, _>("input_schema"))?,
-        output_schema: output_schema.as_deref().map(from_json).transpose()?,
-        handler: row.get("handler"),
-        annotations: annotations.as_deref().map(from_json).transpose()?,
-    })
+/// A tool as stored: the `tools` columns a [`ToolSpec`] is made of, its schemas and annotations
+/// still JSON text.
+#[derive(sqlx::FromRow)]
+pub struct StoredTool {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: String,
+    pub input_schema: String,
+    pub output_schema: Option<String>,
+    pub handler: String,
+    pub annotations: Option<String>,
+}
+
+impl TryFrom<StoredTool> for ToolSpec {
+    type Error = CatalogError;
+
+    fn try_from(row: StoredTool) -> Result<ToolSpec, CatalogError> {
+        Ok(ToolSpec {
+            name: row.name,
+            title: row.title,
+            description: row.description,
+            input_schema: from_json(&row.input_schema)?,
+            output_schema: from_optional_json(row.output_schema.as_deref())?,
+            handler: row.handler,
+            annotations: from_optional_json(row.annotations.as_deref())?,
+        })
+    }
 }

@@ -5,22 +5,45 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::Row;
-use sqlx::any::AnyRow;
+use sqlx::any::{Any, AnyTypeInfo, AnyTypeInfoKind, AnyValueRef};
+use sqlx::error::BoxDynError;
+use sqlx::{Decode, Type, ValueRef};
 
 use super::error::CatalogError;
 
 /// Version of the code that produced a generation; part of the generation cache key.
 pub const GENERATOR_VERSION: &str = concat!("mcpbootd-", env!("CARGO_PKG_VERSION"));
 
-/// A flag column: `BOOLEAN` on PostgreSQL, an integer on SQLite.
-pub fn flag(row: &AnyRow, column: &str) -> bool {
-    row.try_get::<bool, _>(column).unwrap_or_else(|_| row.get::<i64, _>(column) != 0)
+/// A flag column as a row struct reads it: `BOOLEAN` on PostgreSQL, an integer on SQLite. A
+/// field of a row struct reads one with `#[sqlx(try_from = "Flag")]`, or as `Option<Flag>` when
+/// the column is nullable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flag(pub bool);
+
+impl From<Flag> for bool {
+    fn from(flag: Flag) -> bool {
+        flag.0
+    }
 }
 
-/// A nullable flag column.
-pub fn optional_flag(row: &AnyRow, column: &str) -> Option<bool> {
-    row.try_get::<Option<bool>, _>(column).unwrap_or_else(|_| row.get::<Option<i64>, _>(column).map(|value| value != 0))
+impl Type<Any> for Flag {
+    fn type_info() -> AnyTypeInfo {
+        <bool as Type<Any>>::type_info()
+    }
+
+    fn compatible(ty: &AnyTypeInfo) -> bool {
+        ty.kind() == AnyTypeInfoKind::Bool || ty.kind().is_integer()
+    }
+}
+
+impl<'r> Decode<'r, Any> for Flag {
+    fn decode(value: AnyValueRef<'r>) -> Result<Flag, BoxDynError> {
+        if value.type_info().kind() == AnyTypeInfoKind::Bool {
+            <bool as Decode<Any>>::decode(value).map(Flag)
+        } else {
+            <i64 as Decode<Any>>::decode(value).map(|number| Flag(number != 0))
+        }
+    }
 }
 
 pub fn now_millis() -> i64 {
@@ -49,4 +72,9 @@ pub fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
 
 pub fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, CatalogError> {
     serde_json::from_str(text).map_err(|e| CatalogError::Corrupt(e.to_string()))
+}
+
+/// A nullable JSON column's value.
+pub fn from_optional_json<T: serde::de::DeserializeOwned>(text: Option<&str>) -> Result<Option<T>, CatalogError> {
+    text.map(from_json).transpose()
 }

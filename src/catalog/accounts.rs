@@ -5,14 +5,13 @@
 //! `state` of each browser step), and taking it deletes it: a link or a callback is spent the
 //! moment it is used, on every replica at once.
 
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
-use super::{Catalog, CatalogError, now_millis};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::values::now_millis;
 use crate::toolset::ServerId;
 
 /// One user's connection to a per-user credential, as stored (tokens sealed).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ConnectionRecord {
     pub id: String,
     pub server_id: String,
@@ -44,7 +43,7 @@ pub struct NewConnection {
 }
 
 /// One step of a connect flow, as stored.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct FlowRecord {
     pub step: String,
     pub server_id: Option<String>,
@@ -65,41 +64,12 @@ pub enum TakenFlow {
     Unknown,
 }
 
-/// The columns [`connection`] reads, spelled once for every statement that returns a connection.
+/// The columns of a [`ConnectionRecord`], spelled once for every statement that returns a connection.
 macro_rules! connection_columns {
     () => {
         "id, server_id, credential, issuer, subject, sealed_access, sealed_refresh, scopes, connected_at, expires_at, \
          last_used_at, version"
     };
-}
-
-fn connection(row: &AnyRow) -> ConnectionRecord {
-    ConnectionRecord {
-        id: row.get("id"),
-        server_id: row.get("server_id"),
-        credential: row.get("credential"),
-        issuer: row.get("issuer"),
-        subject: row.get("subject"),
-        sealed_access: row.get("sealed_access"),
-        sealed_refresh: row.get("sealed_refresh"),
-        scopes: row.get("scopes"),
-        connected_at: row.get("connected_at"),
-        expires_at: row.get("expires_at"),
-        last_used_at: row.get("last_used_at"),
-        version: row.get("version"),
-    }
-}
-
-fn flow(row: &AnyRow) -> FlowRecord {
-    FlowRecord {
-        step: row.get("step"),
-        server_id: row.get("server_id"),
-        credential: row.get("credential"),
-        issuer: row.get("issuer"),
-        subject: row.get("subject"),
-        sealed_verifier: row.get("sealed_verifier"),
-        expires_at: row.get("expires_at"),
-    }
 }
 
 impl Catalog {
@@ -116,7 +86,7 @@ impl Catalog {
             return Ok(None);
         }
         let now = now_millis();
-        let updated = sqlx::query(concat!(
+        let updated = sqlx::query_as::<_, ConnectionRecord>(concat!(
             "UPDATE connections SET sealed_access = $1, sealed_refresh = $2, scopes = $3, expires_at = $4,
                 connected_at = $5, version = version + 1, refresh_owner = NULL, refresh_until = NULL
              WHERE server_id = $6 AND credential = $7 AND issuer = $8 AND subject = $9 RETURNING ",
@@ -137,7 +107,7 @@ impl Catalog {
         let row = match updated {
             Some(row) => row,
             None => {
-                sqlx::query(concat!(
+                sqlx::query_as::<_, ConnectionRecord>(concat!(
                     "INSERT INTO connections (id, server_id, credential, issuer, subject, sealed_access, sealed_refresh,
                         scopes, connected_at, expires_at)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ", connection_columns!(), ""
@@ -157,7 +127,7 @@ impl Catalog {
             }
         };
         tx.commit().await?;
-        Ok(Some(connection(&row)))
+        Ok(Some(row))
     }
 
     /// A user's connection to a server's credential.
@@ -168,7 +138,7 @@ impl Catalog {
         issuer: &str,
         subject: &str,
     ) -> Result<Option<ConnectionRecord>, CatalogError> {
-        let row = sqlx::query(concat!(
+        let row = sqlx::query_as::<_, ConnectionRecord>(concat!(
             "SELECT ",
             connection_columns!(),
             " FROM connections
@@ -180,21 +150,25 @@ impl Catalog {
         .bind(subject)
         .fetch_optional(&self.reader)
         .await?;
-        Ok(row.as_ref().map(connection))
+        Ok(row)
     }
 
     /// The connection with this id, read from the writer (which a refresh just wrote).
     pub async fn connection_by_id(&self, id: &str) -> Result<Option<ConnectionRecord>, CatalogError> {
-        let row = sqlx::query(concat!("SELECT ", connection_columns!(), " FROM connections WHERE id = $1"))
-            .bind(id)
-            .fetch_optional(&self.writer)
-            .await?;
-        Ok(row.as_ref().map(connection))
+        let row = sqlx::query_as::<_, ConnectionRecord>(concat!(
+            "SELECT ",
+            connection_columns!(),
+            " FROM connections WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(row)
     }
 
     /// A server's connections, by credential and subject.
     pub async fn connections(&self, server: &ServerId) -> Result<Vec<ConnectionRecord>, CatalogError> {
-        let rows = sqlx::query(concat!(
+        let rows = sqlx::query_as::<_, ConnectionRecord>(concat!(
             "SELECT ",
             connection_columns!(),
             " FROM connections WHERE server_id = $1 ORDER BY credential, subject, issuer"
@@ -202,12 +176,12 @@ impl Catalog {
         .bind(server.as_str())
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows.iter().map(connection).collect())
+        Ok(rows)
     }
 
     /// One person's connections, on every server.
     pub async fn connections_of(&self, issuer: &str, subject: &str) -> Result<Vec<ConnectionRecord>, CatalogError> {
-        let rows = sqlx::query(concat!(
+        let rows = sqlx::query_as::<_, ConnectionRecord>(concat!(
             "SELECT ",
             connection_columns!(),
             " FROM connections WHERE issuer = $1 AND subject = $2
@@ -217,7 +191,7 @@ impl Catalog {
         .bind(subject)
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows.iter().map(connection).collect())
+        Ok(rows)
     }
 
     /// Deletes a connection of `server` (or, with `owner`, only if it is that person's); the
@@ -228,7 +202,7 @@ impl Catalog {
         id: &str,
         owner: Option<(&str, &str)>,
     ) -> Result<Option<ConnectionRecord>, CatalogError> {
-        let row = sqlx::query(concat!(
+        let row = sqlx::query_as::<_, ConnectionRecord>(concat!(
             "DELETE FROM connections WHERE id = $1 AND ($2 = '' OR server_id = $2)
                 AND ($3 = '' OR (issuer = $3 AND subject = $4)) RETURNING ",
             connection_columns!(),
@@ -240,7 +214,7 @@ impl Catalog {
         .bind(owner.map_or("", |(_, subject)| subject))
         .fetch_optional(&self.writer)
         .await?;
-        Ok(row.as_ref().map(connection))
+        Ok(row)
     }
 
     /// Forgets a connection whose refresh token the upstream refused (`invalid_grant`), unless
@@ -292,7 +266,7 @@ impl Catalog {
         scopes: Option<&str>,
         expires_at: Option<i64>,
     ) -> Result<Option<ConnectionRecord>, CatalogError> {
-        let row = sqlx::query(concat!(
+        let row = sqlx::query_as::<_, ConnectionRecord>(concat!(
             "UPDATE connections SET sealed_access = $1, sealed_refresh = COALESCE($2, sealed_refresh),
                 scopes = COALESCE($3, scopes), expires_at = $4, version = version + 1,
                 refresh_owner = NULL, refresh_until = NULL
@@ -307,7 +281,7 @@ impl Catalog {
         .bind(id)
         .fetch_optional(&self.writer)
         .await?;
-        Ok(row.as_ref().map(connection))
+        Ok(row)
     }
 
     /// Gives up the right to refresh after a refresh that failed for a passing reason.
@@ -325,8 +299,10 @@ impl Catalog {
     /// Every connection's sealed tokens, for re-encryption under a new key.
     pub async fn sealed_connections(&self) -> Result<Vec<ConnectionRecord>, CatalogError> {
         let rows =
-            sqlx::query(concat!("SELECT ", connection_columns!(), " FROM connections")).fetch_all(&self.reader).await?;
-        Ok(rows.iter().map(connection).collect())
+            sqlx::query_as::<_, ConnectionRecord>(concat!("SELECT ", connection_columns!(), " FROM connections"))
+                .fetch_all(&self.reader)
+                .await?;
+        Ok(rows)
     }
 
     /// Stores a flow step, live until `expires_at` (milliseconds), found by `secret_sha256`.
@@ -368,7 +344,7 @@ impl Catalog {
 
     /// A live flow step, left in place (a signed-in session on the connect pages).
     pub async fn live_flow(&self, secret_sha256: &str, step: &str) -> Result<Option<FlowRecord>, CatalogError> {
-        let row = sqlx::query(
+        let row = sqlx::query_as::<_, FlowRecord>(
             "SELECT step, server_id, credential, issuer, subject, sealed_verifier, expires_at FROM connect_flows
              WHERE secret_sha256 = $1 AND step = $2 AND expires_at >= $3",
         )
@@ -377,12 +353,12 @@ impl Catalog {
         .bind(now_millis())
         .fetch_optional(&self.writer)
         .await?;
-        Ok(row.as_ref().map(flow))
+        Ok(row)
     }
 
     /// Spends a flow step: deletes it and returns it if it was live at `step`.
     pub async fn take_flow(&self, secret_sha256: &str, step: &str) -> Result<TakenFlow, CatalogError> {
-        let row = sqlx::query(
+        let row = sqlx::query_as::<_, FlowRecord>(
             "DELETE FROM connect_flows WHERE secret_sha256 = $1 AND step = $2
              RETURNING step, server_id, credential, issuer, subject, sealed_verifier, expires_at",
         )
@@ -390,8 +366,7 @@ impl Catalog {
         .bind(step)
         .fetch_optional(&self.writer)
         .await?;
-        let Some(row) = row else { return Ok(TakenFlow::Unknown) };
-        let flow = flow(&row);
+        let Some(flow) = row else { return Ok(TakenFlow::Unknown) };
         Ok(if flow.expires_at < now_millis() { TakenFlow::Expired } else { TakenFlow::Taken(flow) })
     }
 }

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Catalog, CatalogError, flag, stored_text};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::sql::{Backend, insert_values};
+use super::values::{Flag, stored_text, to_json};
 use crate::states::{CacheUse, CallOutcome, UpstreamDecision, Via};
 use crate::toolset::ServerId;
 
@@ -66,7 +68,7 @@ pub struct EgressRecord {
     pub cache: Option<CacheUse>,
 }
 
-/// The columns [`call_record`] reads.
+/// The columns a [`CallRow`] reads.
 macro_rules! call_columns {
     () => {
         "execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome, error, fetches, console, \
@@ -98,7 +100,7 @@ impl Catalog {
     /// Every server's calls started at or after `since` (milliseconds), by server id. Each count is
     /// a range of the server's index on `(server_id, started_at)`.
     pub async fn call_counts_since(&self, since: i64) -> Result<HashMap<String, CallCounts>, CatalogError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, (String, i64, i64)>(
             "SELECT s.id,
                     (SELECT COUNT(*) FROM calls c WHERE c.server_id = s.id AND c.started_at >= $1) AS calls,
                     (SELECT COUNT(*) FROM calls c
@@ -108,10 +110,7 @@ impl Catalog {
         .bind(since)
         .fetch_all(&self.reader)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|row| (row.get("id"), CallCounts { calls: row.get("calls"), errors: row.get("errors") }))
-            .collect())
+        Ok(rows.into_iter().map(|(id, calls, errors)| (id, CallCounts { calls, errors })).collect())
     }
 
     /// Newest calls first that pass `filter`, each with its egress rows. The tool calls a script
@@ -153,7 +152,7 @@ impl Catalog {
             }
         }
         sql.push_str(&format!(" ORDER BY started_at DESC, rowid DESC LIMIT ${}", first_time + times.len()));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.as_str());
+        let mut query = sqlx::query_as::<_, CallRow>(sqlx::AssertSqlSafe(sql)).bind(id.as_str());
         for value in values {
             query = query.bind(value);
         }
@@ -161,13 +160,13 @@ impl Catalog {
             query = query.bind(millis);
         }
         let rows = query.bind(limit).fetch_all(&self.reader).await?;
-        let mut calls: Vec<CallRecord> = rows.iter().map(call_record).collect();
+        let mut calls: Vec<CallRecord> = rows.into_iter().map(CallRecord::from).collect();
         let scripts: Vec<&str> = calls.iter().filter(|c| c.code.is_some()).map(|c| c.execution_id.as_str()).collect();
         let children = if scripts.is_empty() {
             Vec::new()
         } else {
             let ids = serde_json::to_string(&scripts).unwrap_or_else(|_| "[]".into());
-            let rows = sqlx::query(self.sql(
+            let rows = sqlx::query_as::<_, CallRow>(self.sql(
                 concat!(
                     "SELECT ",
                     call_columns!(),
@@ -184,12 +183,12 @@ impl Catalog {
             .bind(ids)
             .fetch_all(&self.reader)
             .await?;
-            rows.iter().map(call_record).collect()
+            rows.into_iter().map(CallRecord::from).collect()
         };
         // All egress rows of those calls in one query, rather than one query per call.
         let all_ids: Vec<&str> = calls.iter().chain(&children).map(|c| c.execution_id.as_str()).collect();
         let mut egress_by_call: std::collections::HashMap<String, Vec<EgressRecord>> = std::collections::HashMap::new();
-        let egress_rows = sqlx::query(self.sql(
+        let egress_rows = sqlx::query_as::<_, EgressRow>(self.sql(
             "SELECT execution_id, method, host, path, allowed, status, bytes, duration_us, reason, credentials, scrubs,
                     decision, waited_ms, cache
              FROM egress WHERE execution_id IN (SELECT value FROM json_each($1))
@@ -202,26 +201,9 @@ impl Catalog {
         .bind(serde_json::to_string(&all_ids).unwrap_or_else(|_| "[]".into()))
         .fetch_all(&self.reader)
         .await?;
-        for e in egress_rows {
-            egress_by_call.entry(e.get("execution_id")).or_default().push(EgressRecord {
-                method: e.get("method"),
-                host: e.get("host"),
-                path: e.get("path"),
-                allowed: flag(&e, "allowed"),
-                status: e.get("status"),
-                bytes: e.get("bytes"),
-                duration_us: e.get("duration_us"),
-                reason: e.get("reason"),
-                credentials: e
-                    .get::<Option<String>, _>("credentials")
-                    .map(|names| names.split(',').map(str::to_string).collect())
-                    .unwrap_or_default(),
-                scrubs: e.get("scrubs"),
-                // A value a newer daemon wrote and this one does not know is left out.
-                decision: e.get::<Option<String>, _>("decision").and_then(|d| d.parse().ok()),
-                waited_ms: e.get("waited_ms"),
-                cache: e.get::<Option<String>, _>("cache").and_then(|c| c.parse().ok()),
-            });
+        for row in egress_rows {
+            let (execution_id, egress) = row.into_record();
+            egress_by_call.entry(execution_id).or_default().push(egress);
         }
         let mut children: Vec<CallRecord> = children;
         for call in calls.iter_mut().chain(children.iter_mut()) {
@@ -287,7 +269,7 @@ impl Catalog {
             "SELECT id FROM servers WHERE id IN (SELECT value FROM json_each($1))",
             "SELECT id FROM servers WHERE id IN (SELECT json_array_elements_text($1::json))",
         ))
-        .bind(super::to_json(&servers))
+        .bind(to_json(&servers))
         .fetch_all(&mut *tx)
         .await?
         .into_iter()
@@ -295,7 +277,7 @@ impl Catalog {
         let calls: Vec<&CallRecord> = batch.iter().filter(|call| existing.contains(&call.server_id)).collect();
         let rows_per_insert = self.rows_per_insert();
         for chunk in calls.chunks(rows_per_insert) {
-            let sql = super::insert_values(
+            let sql = insert_values(
                 "INSERT INTO calls (execution_id, server_id, generation_id, tool, via, started_at, duration_us, outcome,
                      error, fetches, console, parent_execution_id, code, is_error, arguments, subject, client_id)",
                 17,
@@ -318,7 +300,7 @@ impl Catalog {
                     .bind(&call.parent_execution_id)
                     .bind(call.code.as_deref().map(stored_text))
                     .bind(call.is_error)
-                    .bind(call.arguments.as_ref().map(super::to_json))
+                    .bind(call.arguments.as_ref().map(to_json))
                     .bind(call.subject.as_deref().map(stored_text))
                     .bind(call.client_id.as_deref().map(stored_text));
             }
@@ -329,7 +311,7 @@ impl Catalog {
             .flat_map(|call| call.egress.iter().enumerate().map(|(seq, e)| (call.execution_id.as_str(), seq as i64, e)))
             .collect();
         for chunk in egress.chunks(rows_per_insert) {
-            let sql = super::insert_values(
+            let sql = insert_values(
                 "INSERT INTO egress (execution_id, seq, method, host, path, allowed, status, bytes, duration_us, reason,
                      credentials, scrubs, decision, waited_ms, cache)",
                 15,
@@ -375,33 +357,104 @@ impl Catalog {
     /// would each be parsed and cached anew.
     fn rows_per_insert(&self) -> usize {
         match self.backend {
-            super::Backend::Sqlite => 1,
-            super::Backend::Postgres => 500,
+            Backend::Sqlite => 1,
+            Backend::Postgres => 500,
         }
     }
 }
 
-fn call_record(row: &sqlx::any::AnyRow) -> CallRecord {
-    CallRecord {
-        execution_id: row.get("execution_id"),
-        server_id: row.get("server_id"),
-        generation_id: row.get("generation_id"),
-        tool: row.get("tool"),
-        via: row.get("via"),
-        started_at: row.get("started_at"),
-        duration_us: row.get("duration_us"),
-        outcome: row.get("outcome"),
-        error: row.get("error"),
-        is_error: flag(row, "is_error"),
-        arguments: row.get::<Option<String>, _>("arguments").and_then(|text| serde_json::from_str(&text).ok()),
-        fetches: row.get("fetches"),
-        console: row.get("console"),
-        egress: Vec::new(),
-        parent_execution_id: row.get("parent_execution_id"),
-        code: row.get("code"),
-        subject: row.get("subject"),
-        client_id: row.get("client_id"),
-        children: Vec::new(),
+/// A `calls` row: the columns of [`call_columns!`].
+#[derive(sqlx::FromRow)]
+struct CallRow {
+    execution_id: String,
+    server_id: String,
+    generation_id: i64,
+    tool: String,
+    via: Via,
+    started_at: i64,
+    duration_us: i64,
+    outcome: CallOutcome,
+    error: Option<String>,
+    fetches: i64,
+    console: String,
+    parent_execution_id: Option<String>,
+    code: Option<String>,
+    #[sqlx(try_from = "Flag")]
+    is_error: bool,
+    arguments: Option<String>,
+    subject: Option<String>,
+    client_id: Option<String>,
+}
+
+impl From<CallRow> for CallRecord {
+    fn from(row: CallRow) -> CallRecord {
+        CallRecord {
+            execution_id: row.execution_id,
+            server_id: row.server_id,
+            generation_id: row.generation_id,
+            tool: row.tool,
+            via: row.via,
+            started_at: row.started_at,
+            duration_us: row.duration_us,
+            outcome: row.outcome,
+            error: row.error,
+            is_error: row.is_error,
+            arguments: row.arguments.and_then(|text| serde_json::from_str(&text).ok()),
+            fetches: row.fetches,
+            console: row.console,
+            egress: Vec::new(),
+            parent_execution_id: row.parent_execution_id,
+            code: row.code,
+            subject: row.subject,
+            client_id: row.client_id,
+            children: Vec::new(),
+        }
+    }
+}
+
+/// An `egress` row, with the execution id of the call that made the request.
+#[derive(sqlx::FromRow)]
+struct EgressRow {
+    execution_id: String,
+    method: String,
+    host: String,
+    path: String,
+    #[sqlx(try_from = "Flag")]
+    allowed: bool,
+    status: Option<i64>,
+    bytes: i64,
+    duration_us: i64,
+    reason: Option<String>,
+    credentials: Option<String>,
+    scrubs: i64,
+    decision: Option<String>,
+    waited_ms: Option<i64>,
+    cache: Option<String>,
+}
+
+impl EgressRow {
+    /// The call's execution id and the request as the call log shows it.
+    fn into_record(self) -> (String, EgressRecord) {
+        let record = EgressRecord {
+            method: self.method,
+            host: self.host,
+            path: self.path,
+            allowed: self.allowed,
+            status: self.status,
+            bytes: self.bytes,
+            duration_us: self.duration_us,
+            reason: self.reason,
+            credentials: self
+                .credentials
+                .map(|names| names.split(',').map(str::to_string).collect())
+                .unwrap_or_default(),
+            scrubs: self.scrubs,
+            // A value a newer daemon wrote and this one does not know is left out.
+            decision: self.decision.and_then(|d| d.parse().ok()),
+            waited_ms: self.waited_ms,
+            cache: self.cache.and_then(|c| c.parse().ok()),
+        };
+        (self.execution_id, record)
     }
 }
 
@@ -746,10 +799,11 @@ mod tests {
     /// tests are skipped), each holding `servers`: the tests below run on both.
     async fn catalogs_with_servers(dir: &std::path::Path, servers: &[&str]) -> Vec<Catalog> {
         let mut catalogs = vec![catalog_with_servers(dir, servers).await];
-        if let Some(url) = crate::catalog::postgres_support::fresh_database().await {
-            let location = crate::catalog::CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
-            let catalog =
-                Catalog::open(&location, crate::catalog::Replica::single(), &crate::tasks::Tasks::new()).await.unwrap();
+        if let Some(url) = crate::catalog::db::postgres_support::fresh_database().await {
+            let location = crate::config::CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
+            let catalog = Catalog::open(&location, crate::catalog::db::Replica::single(), &crate::tasks::Tasks::new())
+                .await
+                .unwrap();
             add_servers(&catalog, servers).await;
             catalogs.push(catalog);
         }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use sqlx::postgres::PgListener;
 use tokio::sync::mpsc;
 
-use super::Catalog;
+use super::db::Catalog;
 use crate::toolset::ServerId;
 
 /// The channel the triggers announce on.

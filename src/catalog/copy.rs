@@ -9,7 +9,10 @@
 
 use sqlx::{Executor, Row};
 
-use super::{Backend, Catalog, CatalogError, flag, stored_text};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::sql::Backend;
+use super::values::{Flag, stored_text};
 
 /// Tables in the order their references allow. `calls` and `egress` only with the call log.
 const TABLES: [&str; 10] = [
@@ -81,14 +84,16 @@ impl Catalog {
             copy_table(&mut source, &mut tx, table, &columns).await?;
         }
         // Servers were written without their served generation (it did not exist yet).
-        let active = sqlx::query("SELECT id, active_generation_id FROM servers WHERE active_generation_id IS NOT NULL")
-            .fetch_all(&mut *source)
-            .await
-            .map_err(CatalogError::from)?;
-        for row in active {
+        let active = sqlx::query_as::<_, (String, i64)>(
+            "SELECT id, active_generation_id FROM servers WHERE active_generation_id IS NOT NULL",
+        )
+        .fetch_all(&mut *source)
+        .await
+        .map_err(CatalogError::from)?;
+        for (id, generation_id) in active {
             sqlx::query("UPDATE servers SET active_generation_id = $1 WHERE id = $2")
-                .bind(row.get::<i64, _>("active_generation_id"))
-                .bind(row.get::<String, _>("id"))
+                .bind(generation_id)
+                .bind(id)
                 .execute(&mut *tx)
                 .await
                 .map_err(CatalogError::from)?;
@@ -118,7 +123,7 @@ async fn count(pool: &sqlx::AnyPool, table: &str) -> Result<i64, CatalogError> {
 
 /// The target table's columns, without those the database fills itself (`calls.rowid`).
 async fn target_columns(tx: &mut sqlx::AnyConnection, table: &str) -> Result<Vec<Column>, CatalogError> {
-    let rows = sqlx::query(
+    let rows = sqlx::query_as::<_, (String, String)>(
         "SELECT column_name::text AS name, data_type::text AS data_type FROM information_schema.columns
          WHERE table_schema = current_schema() AND table_name = $1 AND COALESCE(identity_generation, '') != 'ALWAYS'
          ORDER BY ordinal_position",
@@ -126,7 +131,7 @@ async fn target_columns(tx: &mut sqlx::AnyConnection, table: &str) -> Result<Vec
     .bind(table)
     .fetch_all(&mut *tx)
     .await?;
-    Ok(rows.iter().map(|row| Column { name: row.get("name"), data_type: row.get("data_type") }).collect())
+    Ok(rows.into_iter().map(|(name, data_type)| Column { name, data_type }).collect())
 }
 
 async fn copy_table(
@@ -168,10 +173,7 @@ fn read(row: &sqlx::any::AnyRow, column: &Column) -> Result<Value, CatalogError>
     let name = column.name.as_str();
     Ok(match column.data_type.as_str() {
         "bigint" | "integer" | "smallint" => Value::Int(row.try_get(name)?),
-        "boolean" => Value::Flag(match row.try_get_raw(name).map(|raw| sqlx::ValueRef::is_null(&raw)) {
-            Ok(true) => None,
-            _ => Some(flag(row, name)),
-        }),
+        "boolean" => Value::Flag(row.try_get::<Option<Flag>, _>(name)?.map(bool::from)),
         "bytea" => Value::Bytes(row.try_get(name)?),
         _ => Value::Text(row.try_get(name)?),
     })

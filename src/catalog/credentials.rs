@@ -1,9 +1,10 @@
 //! A server's credentials for upstream APIs: the binding in clear, the value sealed (the catalog
 //! never holds a value it could print; see `crate::credentials::vault`).
 
-use sqlx::Row;
-
-use super::{Catalog, CatalogError, from_json, now_millis, to_json};
+use super::credential_rows::{NewCredential, insert_credentials};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::values::{from_json, now_millis, to_json};
 use crate::credentials::Binding;
 use crate::toolset::ServerId;
 
@@ -16,15 +17,6 @@ pub struct CredentialRecord {
     pub fingerprint: String,
     pub created_at: i64,
     pub rotated_at: i64,
-}
-
-/// A credential to store with a new server, in its registration's transaction.
-#[derive(Debug, Clone)]
-pub struct NewCredential {
-    pub name: String,
-    pub binding: Binding,
-    pub sealed: Vec<u8>,
-    pub fingerprint: String,
 }
 
 /// A connection's tokens sealed under a new key: its id, access token, refresh token.
@@ -40,31 +32,6 @@ pub enum PutCredential {
         created: bool,
         record: Box<CredentialRecord>,
     },
-}
-
-/// Inserts a new server's credentials inside its registration transaction.
-pub(super) async fn insert_credentials(
-    tx: &mut sqlx::AnyConnection,
-    server: &ServerId,
-    credentials: &[NewCredential],
-    now: i64,
-) -> Result<(), CatalogError> {
-    for credential in credentials {
-        sqlx::query(
-            "INSERT INTO credentials (server_id, name, binding, sealed, fingerprint, created_at, rotated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(server.as_str())
-        .bind(&credential.name)
-        .bind(to_json(&credential.binding))
-        .bind(&credential.sealed)
-        .bind(&credential.fingerprint)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-    }
-    Ok(())
 }
 
 impl Catalog {
@@ -121,7 +88,7 @@ impl Catalog {
 
     /// A server's credentials, by name.
     pub async fn credentials(&self, server: &ServerId) -> Result<Vec<CredentialRecord>, CatalogError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, CredentialRow>(
             "SELECT name, binding, sealed, fingerprint, created_at, rotated_at FROM credentials
              WHERE server_id = $1 ORDER BY name",
         )
@@ -131,12 +98,12 @@ impl Catalog {
         rows.into_iter()
             .map(|row| {
                 Ok(CredentialRecord {
-                    name: row.get("name"),
-                    binding: from_json(&row.get::<String, _>("binding"))?,
-                    sealed: row.get("sealed"),
-                    fingerprint: row.get("fingerprint"),
-                    created_at: row.get("created_at"),
-                    rotated_at: row.get("rotated_at"),
+                    name: row.name,
+                    binding: from_json(&row.binding)?,
+                    sealed: row.sealed,
+                    fingerprint: row.fingerprint,
+                    created_at: row.created_at,
+                    rotated_at: row.rotated_at,
                 })
             })
             .collect()
@@ -144,17 +111,16 @@ impl Catalog {
 
     /// Some credential, to check at start-up that the key opens the catalog's values.
     pub async fn any_credential(&self) -> Result<Option<(String, String, Vec<u8>)>, CatalogError> {
-        let row =
-            sqlx::query("SELECT server_id, name, sealed FROM credentials LIMIT 1").fetch_optional(&self.reader).await?;
-        Ok(row.map(|row| (row.get("server_id"), row.get("name"), row.get("sealed"))))
+        Ok(sqlx::query_as("SELECT server_id, name, sealed FROM credentials LIMIT 1")
+            .fetch_optional(&self.reader)
+            .await?)
     }
 
     /// Every credential's sealed value, for re-encryption under a new key.
     pub async fn sealed_credentials(&self) -> Result<Vec<(String, String, Vec<u8>)>, CatalogError> {
-        let rows = sqlx::query("SELECT server_id, name, sealed FROM credentials ORDER BY server_id, name")
+        Ok(sqlx::query_as("SELECT server_id, name, sealed FROM credentials ORDER BY server_id, name")
             .fetch_all(&self.reader)
-            .await?;
-        Ok(rows.into_iter().map(|row| (row.get("server_id"), row.get("name"), row.get("sealed"))).collect())
+            .await?)
     }
 
     /// Replaces the sealed values of credentials and the sealed tokens of connections (id,
@@ -199,4 +165,15 @@ impl Catalog {
             .await?;
         Ok(deleted.rows_affected() > 0)
     }
+}
+
+/// A `credentials` row, its binding still JSON text.
+#[derive(sqlx::FromRow)]
+struct CredentialRow {
+    name: String,
+    binding: String,
+    sealed: Vec<u8>,
+    fingerprint: String,
+    created_at: i64,
+    rotated_at: i64,
 }

@@ -6,12 +6,13 @@
 //! and one operation's tool when it is described or called ([`Catalog::discovery_operation`]),
 //! so a large API's schemas and handlers are read only for the operations used.
 
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::sql::insert_values;
+use super::values::{from_json, to_json};
+use crate::toolset::ToolSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::Row;
-
-use super::{Catalog, CatalogError, from_json, insert_values, to_json};
-use crate::toolset::ToolSpec;
 
 /// Characters of an operation's title (else description) kept as its summary.
 pub const SUMMARY_CHARS: usize = 160;
@@ -76,7 +77,7 @@ impl OperationRecord {
 }
 
 /// A generation's discovery rows, inside the caller's transaction.
-pub(crate) async fn insert_discovery(
+pub async fn insert_discovery(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     generation_id: i64,
     discovery: &DiscoveryRecord,
@@ -115,35 +116,22 @@ impl Catalog {
     /// The search index, executor and operation entries of a discovery-mode generation;
     /// `None` for a generation that lists all of its tools.
     pub async fn discovery_index(&self, generation_id: i64) -> Result<Option<DiscoveryIndex>, CatalogError> {
-        let row = sqlx::query("SELECT search_index, executor FROM discovery WHERE generation_id = $1")
-            .bind(generation_id)
-            .fetch_optional(&self.reader)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        let rows = sqlx::query(
+        let row = sqlx::query_as::<_, (String, String)>(
+            "SELECT search_index, executor FROM discovery WHERE generation_id = $1",
+        )
+        .bind(generation_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        let Some((search_index, executor)) = row else { return Ok(None) };
+        let rows = sqlx::query_as::<_, EntryRow>(
             "SELECT name, method, path, summary, required FROM discovery_operations
              WHERE generation_id = $1 ORDER BY position",
         )
         .bind(generation_id)
         .fetch_all(&self.reader)
         .await?;
-        let operations = rows
-            .iter()
-            .map(|row| {
-                Ok(OperationEntry {
-                    name: row.get("name"),
-                    method: row.get("method"),
-                    path: row.get("path"),
-                    summary: row.get("summary"),
-                    required: from_json(&row.get::<String, _>("required"))?,
-                })
-            })
-            .collect::<Result<Vec<_>, CatalogError>>()?;
-        Ok(Some(DiscoveryIndex {
-            search_index: from_json(&row.get::<String, _>("search_index"))?,
-            executor: row.get("executor"),
-            operations,
-        }))
+        let operations = rows.into_iter().map(OperationEntry::try_from).collect::<Result<Vec<_>, CatalogError>>()?;
+        Ok(Some(DiscoveryIndex { search_index: from_json(&search_index)?, executor, operations }))
     }
 
     /// The code every operation's handler of a discovery-mode generation ends with; `None` for
@@ -162,18 +150,34 @@ impl Catalog {
         generation_id: i64,
         name: &str,
     ) -> Result<Option<OperationRecord>, CatalogError> {
-        let row =
-            sqlx::query("SELECT method, path, tool FROM discovery_operations WHERE generation_id = $1 AND name = $2")
-                .bind(generation_id)
-                .bind(name)
-                .fetch_optional(&self.reader)
-                .await?;
-        let Some(row) = row else { return Ok(None) };
-        Ok(Some(OperationRecord {
-            tool: from_json(&row.get::<String, _>("tool"))?,
-            method: row.get("method"),
-            path: row.get("path"),
-        }))
+        let row = sqlx::query_as::<_, (String, String, String)>(
+            "SELECT method, path, tool FROM discovery_operations WHERE generation_id = $1 AND name = $2",
+        )
+        .bind(generation_id)
+        .bind(name)
+        .fetch_optional(&self.reader)
+        .await?;
+        let Some((method, path, tool)) = row else { return Ok(None) };
+        Ok(Some(OperationRecord { tool: from_json(&tool)?, method, path }))
+    }
+}
+
+/// An operation's entry as stored: its required arguments are a JSON array.
+#[derive(sqlx::FromRow)]
+struct EntryRow {
+    name: String,
+    method: String,
+    path: String,
+    summary: String,
+    required: String,
+}
+
+impl TryFrom<EntryRow> for OperationEntry {
+    type Error = CatalogError;
+
+    fn try_from(row: EntryRow) -> Result<Self, CatalogError> {
+        let EntryRow { name, method, path, summary, required } = row;
+        Ok(OperationEntry { name, method, path, summary, required: from_json(&required)? })
     }
 }
 
@@ -273,7 +277,7 @@ mod tests {
     /// The same on PostgreSQL.
     #[tokio::test]
     async fn a_whole_api_stored_in_one_row_is_carried_into_one_row_per_operation_on_postgres() {
-        let Some(url) = super::super::postgres_support::fresh_database().await else { return };
+        let Some(url) = crate::catalog::db::postgres_support::fresh_database().await else { return };
         let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await.unwrap();
         let mut before = sqlx::migrate!("./migrations/postgres");
         let earlier: Vec<_> = before.migrations.iter().filter(|m| m.version <= 8).cloned().collect();
@@ -285,9 +289,9 @@ mod tests {
         sqlx::query(WHOLE_DISCOVERY).bind(to_json(&whole_api())).execute(&pool).await.unwrap();
         pool.close().await;
 
-        let location = super::super::CatalogLocation::Postgres { url, password_file: None, max_connections: 2 };
+        let location = crate::config::CatalogLocation::Postgres { url, password_file: None, max_connections: 2 };
         let catalog =
-            Catalog::open(&location, super::super::Replica::single(), &crate::tasks::Tasks::new()).await.unwrap();
+            Catalog::open(&location, crate::catalog::db::Replica::single(), &crate::tasks::Tasks::new()).await.unwrap();
         assert_carried_over(&catalog).await;
         catalog.close().await;
     }

@@ -4,15 +4,14 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
-use sqlx::Row;
 
-use super::credentials::{NewCredential, insert_credentials};
+use super::credential_rows::{NewCredential, insert_credentials};
+use super::db::Catalog;
 use super::discovery::{DiscoveryRecord, insert_discovery};
-use super::tools::{ToolRow, insert_tools, tool_from_row};
-use super::{
-    Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, flag, from_json, now_millis, optional_flag, stored_text,
-    to_json,
-};
+use super::error::CatalogError;
+use super::sql::status_list;
+use super::tools::{StoredTool, ToolExtras, ToolRow, insert_tools};
+use super::values::{Flag, GENERATOR_VERSION, from_json, from_optional_json, now_millis, stored_text, to_json};
 use crate::states::{GenerationOutcome, GenerationSource, ServerKind, Stage, Status, Trigger};
 use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ToolSpec, Toolset};
 use crate::whitelist::{RefusedDomain, Whitelist};
@@ -390,7 +389,7 @@ impl Catalog {
         conn: &mut sqlx::AnyConnection,
         generation_id: i64,
     ) -> Result<Vec<DocumentRef>, CatalogError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, DocumentRow>(
             "SELECT url, source_url, final_url, content_type, sha256, bytes, chars, truncated, summarised,
                     discovered_urls, fetched_at
              FROM generation_documents WHERE generation_id = $1 ORDER BY position",
@@ -398,23 +397,7 @@ impl Catalog {
         .bind(generation_id)
         .fetch_all(&mut *conn)
         .await?;
-        rows.into_iter()
-            .map(|row| {
-                Ok(DocumentRef {
-                    url: row.get("url"),
-                    source_url: row.get("source_url"),
-                    final_url: row.get("final_url"),
-                    content_type: row.get("content_type"),
-                    sha256: row.get("sha256"),
-                    bytes: row.get("bytes"),
-                    chars: row.get("chars"),
-                    truncated: flag(&row, "truncated"),
-                    summarised: flag(&row, "summarised"),
-                    discovered_urls: from_json(&row.get::<String, _>("discovered_urls"))?,
-                    fetched_at: row.get("fetched_at"),
-                })
-            })
-            .collect()
+        rows.into_iter().map(DocumentRef::try_from).collect()
     }
 
     /// The newest finished generation with this cache key. With `need_tools`, only a `ready` one
@@ -428,7 +411,7 @@ impl Catalog {
     ) -> Result<Option<CachedGeneration>, CatalogError> {
         // A targeted repair shares its base's key but not its provenance: a regeneration starts
         // from what the documents give, not from a repair an operator may have rolled back.
-        let row = sqlx::query(
+        let row = sqlx::query_as::<_, CachedRow>(
             "SELECT id, status, plan, whitelist, refused_domains FROM generations
              WHERE prompt_hash = $1 AND content_hash = $2 AND model = $3 AND generator_version = $4
                AND triggered_by != 'repair'
@@ -445,16 +428,16 @@ impl Catalog {
         .fetch_optional(&self.reader)
         .await?;
         let Some(row) = row else { return Ok(None) };
-        let id: i64 = row.get("id");
+        let id = row.id;
         let mut conn = self.reader.acquire().await?;
         let Some(record) = Catalog::generation(&mut conn, id).await? else { return Ok(None) };
         let tools = record.tools.tools().iter().cloned().zip(record.tool_extras.iter().cloned()).collect();
         Ok(Some(CachedGeneration {
             id,
-            status: row.get("status"),
-            plan: row.get::<Option<String>, _>("plan").as_deref().map(from_json).transpose()?,
-            whitelist: from_json(&row.get::<String, _>("whitelist"))?,
-            refused_domains: from_json(&row.get::<String, _>("refused_domains"))?,
+            status: row.status,
+            plan: from_optional_json(row.plan.as_deref())?,
+            whitelist: from_json(&row.whitelist)?,
+            refused_domains: from_json(&row.refused_domains)?,
             tools,
         }))
     }
@@ -475,11 +458,12 @@ impl Catalog {
         let mut tx = self.writer.begin().await?;
         let mut status = Status::from(outcome);
         if outcome == GenerationOutcome::Ready {
-            let required = sqlx::query("SELECT require_approval FROM servers WHERE id = $1")
+            let required = sqlx::query_scalar::<_, Option<Flag>>("SELECT require_approval FROM servers WHERE id = $1")
                 .bind(server.as_str())
                 .fetch_optional(&mut *tx)
                 .await?
-                .and_then(|row| optional_flag(&row, "require_approval"));
+                .flatten()
+                .map(bool::from);
             if finished.hold_for_review || required.unwrap_or(finished.require_approval) {
                 status = Status::AwaitingApproval;
             }
@@ -540,17 +524,14 @@ impl Catalog {
     pub async fn fail_interrupted_generations(&self) -> Result<Vec<(String, Status)>, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let rows = sqlx::query_as::<_, (i64, String, Status)>(sqlx::AssertSqlSafe(format!(
             "SELECT id, server_id, status FROM generations WHERE status IN ({})",
             status_list(&Status::RUNNING)
         )))
         .fetch_all(&mut *tx)
         .await?;
         let mut interrupted = Vec::with_capacity(rows.len());
-        for row in rows {
-            let id: i64 = row.get("id");
-            let server: String = row.get("server_id");
-            let stage: Status = row.get("status");
+        for (id, server, stage) in rows {
             let error = format!(
                 "interrupted while {stage}: the daemon stopped before this generation finished; \
                  POST /admin/servers/{server}/regenerate to run it again"
@@ -573,11 +554,6 @@ impl Catalog {
         tx.commit().await?;
         Ok(interrupted)
     }
-}
-
-/// `'pending', 'fetching'`: statuses as an SQL list (constants from `states`, never user input).
-pub(super) fn status_list(statuses: &[Status]) -> String {
-    statuses.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")
 }
 
 impl Catalog {
@@ -659,7 +635,7 @@ impl Catalog {
         conn: &mut sqlx::AnyConnection,
         id: i64,
     ) -> Result<Option<GenerationRecord>, CatalogError> {
-        let Some(row) = sqlx::query(
+        let Some(row) = sqlx::query_as::<_, GenerationRow>(
             "SELECT id, version, triggered_by, trigger_detail, review, repair, source, status, error,
                     generator_version, whitelist, created_at, finished_at, dry_run, force, prompt_hash, content_hash, model, plan, cache_hit, cached_from,
                     input_tokens, output_tokens, llm_requests, timings, warnings, refused_domains
@@ -671,7 +647,7 @@ impl Catalog {
         else {
             return Ok(None);
         };
-        let tool_rows = sqlx::query(
+        let tool_rows = sqlx::query_as::<_, GenerationToolRow>(
             "SELECT name, title, description, input_schema, output_schema, handler, annotations, needs_network,
                     self_test
              FROM tools WHERE generation_id = $1 ORDER BY position",
@@ -681,48 +657,212 @@ impl Catalog {
         .await?;
         let mut tools = Vec::with_capacity(tool_rows.len());
         let mut tool_extras = Vec::with_capacity(tool_rows.len());
-        for t in tool_rows {
-            let self_test: Option<String> = t.get("self_test");
+        for row in tool_rows {
             tool_extras.push(ToolExtras {
-                needs_network: optional_flag(&t, "needs_network"),
-                self_test: self_test.as_deref().map(from_json).transpose()?,
+                needs_network: row.needs_network.map(bool::from),
+                self_test: from_optional_json(row.self_test.as_deref())?,
             });
-            tools.push(tool_from_row(&t, t.get("name"))?);
+            tools.push(ToolSpec::try_from(row.tool)?);
         }
-        let json_column = |name: &str| row.get::<Option<String>, _>(name).as_deref().map(from_json).transpose();
+        let documents = Catalog::generation_documents(conn, id).await?;
         Ok(Some(GenerationRecord {
-            id: row.get("id"),
-            version: row.get::<Option<i64>, _>("version").unwrap_or_default(),
-            triggered_by: row.get("triggered_by"),
-            trigger_detail: row.get("trigger_detail"),
-            review: json_column("review")?,
-            repair: json_column("repair")?,
-            source: row.get("source"),
-            status: row.get("status"),
-            error: row.get("error"),
-            generator_version: row.get("generator_version"),
-            whitelist: from_json(&row.get::<String, _>("whitelist"))?,
-            created_at: row.get("created_at"),
-            finished_at: row.get("finished_at"),
+            id: row.id,
+            version: row.version.unwrap_or_default(),
+            triggered_by: row.triggered_by,
+            trigger_detail: row.trigger_detail,
+            review: from_optional_json(row.review.as_deref())?,
+            repair: from_optional_json(row.repair.as_deref())?,
+            source: row.source,
+            status: row.status,
+            error: row.error,
+            generator_version: row.generator_version,
+            whitelist: from_json(&row.whitelist)?,
+            created_at: row.created_at,
+            finished_at: row.finished_at,
             tools: Toolset::from_trusted(tools),
             tool_extras,
             details: GenerationDetails {
-                dry_run: flag(&row, "dry_run"),
-                force: flag(&row, "force"),
-                prompt_hash: row.get("prompt_hash"),
-                content_hash: row.get("content_hash"),
-                model: row.get("model"),
-                plan: row.get::<Option<String>, _>("plan").as_deref().map(from_json).transpose()?,
-                cache_hit: flag(&row, "cache_hit"),
-                cached_from: row.get("cached_from"),
-                input_tokens: row.get("input_tokens"),
-                output_tokens: row.get("output_tokens"),
-                llm_requests: row.get("llm_requests"),
-                timings: from_json(&row.get::<String, _>("timings"))?,
-                warnings: from_json(&row.get::<String, _>("warnings"))?,
-                refused_domains: from_json(&row.get::<String, _>("refused_domains"))?,
-                documents: Catalog::generation_documents(conn, id).await?,
+                dry_run: row.dry_run,
+                force: row.force,
+                prompt_hash: row.prompt_hash,
+                content_hash: row.content_hash,
+                model: row.model,
+                plan: from_optional_json(row.plan.as_deref())?,
+                cache_hit: row.cache_hit,
+                cached_from: row.cached_from,
+                input_tokens: row.input_tokens,
+                output_tokens: row.output_tokens,
+                llm_requests: row.llm_requests,
+                timings: from_json(&row.timings)?,
+                warnings: from_json(&row.warnings)?,
+                refused_domains: from_json(&row.refused_domains)?,
+                documents,
             },
         }))
+    }
+}
+
+/// A `generations` row as [`Catalog::generation`] reads it, JSON columns still text.
+#[derive(sqlx::FromRow)]
+struct GenerationRow {
+    id: i64,
+    version: Option<i64>,
+    triggered_by: Trigger,
+    trigger_detail: Option<String>,
+    review: Option<String>,
+    repair: Option<String>,
+    source: GenerationSource,
+    status: Status,
+    error: Option<String>,
+    generator_version: String,
+    whitelist: String,
+    created_at: i64,
+    finished_at: Option<i64>,
+    #[sqlx(try_from = "Flag")]
+    dry_run: bool,
+    #[sqlx(try_from = "Flag")]
+    force: bool,
+    prompt_hash: Option<String>,
+    content_hash: Option<String>,
+    model: Option<String>,
+    plan: Option<String>,
+    #[sqlx(try_from = "Flag")]
+    cache_hit: bool,
+    cached_from: Option<i64>,
+    input_tokens: i64,
+    output_tokens: i64,
+    llm_requests: i64,
+    timings: String,
+    warnings: String,
+    refused_domains: String,
+}
+
+/// A generation's tool with what generation learned about it.
+#[derive(sqlx::FromRow)]
+struct GenerationToolRow {
+    #[sqlx(flatten)]
+    tool: StoredTool,
+    needs_network: Option<Flag>,
+    self_test: Option<String>,
+}
+
+/// A `generation_documents` row.
+#[derive(sqlx::FromRow)]
+struct DocumentRow {
+    url: String,
+    source_url: String,
+    final_url: String,
+    content_type: String,
+    sha256: String,
+    bytes: i64,
+    chars: i64,
+    #[sqlx(try_from = "Flag")]
+    truncated: bool,
+    #[sqlx(try_from = "Flag")]
+    summarised: bool,
+    discovered_urls: String,
+    fetched_at: i64,
+}
+
+impl TryFrom<DocumentRow> for DocumentRef {
+    type Error = CatalogError;
+
+    fn try_from(row: DocumentRow) -> Result<DocumentRef, CatalogError> {
+        Ok(DocumentRef {
+            url: row.url,
+            source_url: row.source_url,
+            final_url: row.final_url,
+            content_type: row.content_type,
+            sha256: row.sha256,
+            bytes: row.bytes,
+            chars: row.chars,
+            truncated: row.truncated,
+            summarised: row.summarised,
+            discovered_urls: from_json(&row.discovered_urls)?,
+            fetched_at: row.fetched_at,
+        })
+    }
+}
+
+/// A finished generation the cache may reuse.
+#[derive(sqlx::FromRow)]
+struct CachedRow {
+    id: i64,
+    status: Status,
+    plan: Option<String>,
+    whitelist: String,
+    refused_domains: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CatalogLocation;
+
+    /// Flags are integers on SQLite and `BOOLEAN` on PostgreSQL; nullable ones stay `None`
+    /// until set. Each reads back as it was written, through every row that carries one.
+    #[tokio::test]
+    async fn flags_and_json_columns_read_back_on_both_backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut catalogs = vec![Catalog::open_file(&dir.path().join("catalog.db")).await.unwrap()];
+        if let Some(url) = crate::catalog::db::postgres_support::fresh_database().await {
+            let location = CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
+            let replica = crate::catalog::db::Replica::single();
+            catalogs.push(Catalog::open(&location, replica, &crate::tasks::Tasks::new()).await.unwrap());
+        }
+        for catalog in catalogs {
+            let backend = catalog.backend();
+            let (held, open) = (ServerId::parse("held").unwrap(), ServerId::parse("open").unwrap());
+            let allow_domains = ["docs.example.com".to_string()];
+            for (id, require_approval) in [(&held, Some(true)), (&open, None)] {
+                let generation = catalog
+                    .create_prompt_server(NewPromptServer {
+                        id,
+                        name: id.as_str(),
+                        description: None,
+                        prompt: "the API at https://docs.example.com/api",
+                        allow_domains: &allow_domains,
+                        dry_run: true,
+                        require_approval,
+                        access_token_sha256: None,
+                        auth: None,
+                        credentials: &[],
+                        code_mode: None,
+                        openapi: None,
+                        inline_spec: None,
+                    })
+                    .await
+                    .unwrap();
+                let document = NewDocument {
+                    url: "https://docs.example.com/api",
+                    source_url: "https://docs.example.com/api",
+                    final_url: "https://docs.example.com/api",
+                    content_type: "text/html",
+                    sha256: "0000000000000000000000000000000000000000000000000000000000000000",
+                    text: "the reference",
+                    bytes: 13,
+                    truncated: true,
+                    summarised: false,
+                    discovered_urls: &["https://docs.example.com/more".to_string()],
+                };
+                catalog.record_documents(generation, &[document]).await.unwrap();
+            }
+
+            let server = catalog.get_server(&held).await.unwrap().expect("the server is stored");
+            assert_eq!(server.require_approval, Some(true), "{backend:?}");
+            assert_eq!(server.allow_domains, allow_domains, "{backend:?}");
+            let generation = server.latest_generation.expect("its first generation");
+            assert!(generation.details.dry_run && !generation.details.force, "{backend:?}");
+            assert!(!generation.details.cache_hit, "{backend:?}");
+            let document = &generation.details.documents[0];
+            assert!(document.truncated && !document.summarised, "{backend:?}");
+            assert_eq!(document.discovered_urls, ["https://docs.example.com/more"], "{backend:?}");
+            let (_, versions) = catalog.list_versions(&held).await.unwrap().expect("the server is stored");
+            assert!(versions[0].dry_run && !versions[0].cache_hit, "{backend:?}");
+
+            let unset = catalog.get_server(&open).await.unwrap().expect("the server is stored");
+            assert_eq!(unset.require_approval, None, "{backend:?}");
+            catalog.close().await;
+        }
     }
 }

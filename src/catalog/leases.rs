@@ -8,9 +8,10 @@
 //! replica still holds the lease ([`CatalogError::LeaseLost`] otherwise), so a replica that was
 //! only slow, not dead, cannot finish a job another one took over: each job finishes once.
 
-use sqlx::Row;
-
-use super::{Catalog, CatalogError, from_json, now_millis};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::sql::{Backend, status_list};
+use super::values::{Flag, from_json, from_optional_json, now_millis, to_json};
 use crate::states::{ServerKind, Status, Trigger};
 use crate::toolset::{OpenApiSettings, ServerId};
 
@@ -48,7 +49,7 @@ impl Catalog {
         ))
         .bind(self.lease_expiry(now))
         .bind(self.replica.id.as_str())
-        .bind(super::to_json(running))
+        .bind(to_json(running))
         .execute(&self.writer)
         .await?;
         let checks = sqlx::query(
@@ -91,7 +92,7 @@ impl Catalog {
 
     /// Whether other replicas may share this catalog (jobs are then leased and taken over).
     pub fn is_shared(&self) -> bool {
-        self.backend == super::Backend::Postgres
+        self.backend == Backend::Postgres
     }
 
     /// Lets go of a job this replica stops running (shutdown), so another replica claims it at
@@ -110,13 +111,13 @@ impl Catalog {
     pub async fn claim_abandoned_generation(&self) -> Result<Option<ClaimedGeneration>, CatalogError> {
         let now = now_millis();
         let mut tx = self.writer.begin().await?;
-        let running = super::generations::status_list(&Status::RUNNING);
+        let running = status_list(&Status::RUNNING);
         let candidate = match self.backend {
-            super::Backend::Postgres => format!(
+            Backend::Postgres => format!(
                 "SELECT id FROM generations WHERE status IN ({running}) AND COALESCE(lease_expires_at, 0) < $1
                  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
             ),
-            super::Backend::Sqlite => format!(
+            Backend::Sqlite => format!(
                 "SELECT id FROM generations WHERE status IN ({running}) AND COALESCE(lease_expires_at, 0) < $1
                  ORDER BY id LIMIT 1"
             ),
@@ -137,7 +138,7 @@ impl Catalog {
         {
             sqlx::query(statement).bind(generation_id).execute(&mut *tx).await?;
         }
-        let row = sqlx::query(
+        let row = sqlx::query_as::<_, ClaimedRow>(
             "SELECT g.server_id, g.dry_run, g.force, g.triggered_by, g.repair, s.kind, s.prompt, s.allow_domains,
                     s.openapi
              FROM generations g JOIN servers s ON s.id = g.server_id WHERE g.id = $1",
@@ -147,19 +148,35 @@ impl Catalog {
         .await?;
         let claimed = ClaimedGeneration {
             generation_id,
-            server: ServerId::parse(&row.get::<String, _>("server_id")).map_err(CatalogError::Corrupt)?,
-            kind: row.get("kind"),
-            prompt: row.get::<Option<String>, _>("prompt").unwrap_or_default(),
-            allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
-            openapi: row.get::<Option<String>, _>("openapi").as_deref().map(from_json).transpose()?,
-            dry_run: super::flag(&row, "dry_run"),
-            force: super::flag(&row, "force"),
-            trigger: row.get("triggered_by"),
-            repair: row.get::<Option<String>, _>("repair").is_some(),
+            server: ServerId::parse(&row.server_id).map_err(CatalogError::Corrupt)?,
+            kind: row.kind,
+            prompt: row.prompt.unwrap_or_default(),
+            allow_domains: from_json(&row.allow_domains)?,
+            openapi: from_optional_json(row.openapi.as_deref())?,
+            dry_run: row.dry_run,
+            force: row.force,
+            trigger: row.triggered_by,
+            repair: row.repair.is_some(),
         };
         tx.commit().await?;
         Ok(Some(claimed))
     }
+}
+
+/// A claimed generation's row with its server's.
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    server_id: String,
+    #[sqlx(try_from = "Flag")]
+    dry_run: bool,
+    #[sqlx(try_from = "Flag")]
+    force: bool,
+    triggered_by: Trigger,
+    repair: Option<String>,
+    kind: ServerKind,
+    prompt: Option<String>,
+    allow_domains: String,
+    openapi: Option<String>,
 }
 
 #[cfg(test)]
@@ -167,7 +184,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::catalog::{CatalogLocation, NewDocument, NewPromptServer, Replica};
+    use crate::catalog::db::Replica;
+    use crate::catalog::generations::{NewDocument, NewPromptServer};
+    use crate::config::CatalogLocation;
     use crate::tasks::Tasks;
 
     fn document(text: &str) -> NewDocument<'_> {
@@ -190,7 +209,7 @@ mod tests {
     /// meet them.
     #[tokio::test]
     async fn a_document_write_after_the_lease_passed_on_fails_with_lease_lost() {
-        let Some(url) = crate::catalog::postgres_support::fresh_database().await else {
+        let Some(url) = crate::catalog::db::postgres_support::fresh_database().await else {
             eprintln!("skipped: PostgreSQL tests are off (MCPBOOTD_SKIP_POSTGRES_TESTS=1)");
             return;
         };

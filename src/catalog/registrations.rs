@@ -12,17 +12,19 @@ use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::credentials::{NewCredential, insert_credentials};
-use super::tools::{ToolRow, insert_tools};
-use super::{Catalog, CatalogError, GENERATOR_VERSION, ToolExtras, now_millis, to_json};
+use super::credential_rows::{NewCredential, insert_credentials};
+use super::error::CatalogError;
+use super::tools::{ToolExtras, ToolRow, insert_tools};
+use super::values::{GENERATOR_VERSION, now_millis, to_json};
 use crate::states::{GenerationSource, ServerKind, Status};
+use crate::tasks::Tasks;
 use crate::toolset::{AuthSetting, CodeModeSettings, ServerId, Toolset};
 use crate::whitelist::Whitelist;
 
 /// Registrations written in one transaction at most.
 const BATCH: usize = 64;
 /// Registrations waiting for the writer before callers wait to queue.
-pub(super) const QUEUE: usize = 1024;
+const QUEUE: usize = 1024;
 
 /// What a toolset registration stores.
 pub struct NewToolsetServer {
@@ -38,8 +40,14 @@ pub struct NewToolsetServer {
     pub code_mode: Option<CodeModeSettings>,
 }
 
+/// The queue of toolset registrations, and the writer task behind it.
+#[derive(Clone)]
+pub struct Registrations {
+    queue: mpsc::Sender<Pending>,
+}
+
 /// A registration as the writer stores it, JSON columns already serialised by the caller.
-pub(super) struct Pending {
+struct Pending {
     id: ServerId,
     name: String,
     description: Option<String>,
@@ -53,10 +61,17 @@ pub(super) struct Pending {
     done: oneshot::Sender<Result<i64, CatalogError>>,
 }
 
-impl Catalog {
+impl Registrations {
+    /// Starts the writer on `tasks`, writing through `writer`.
+    pub fn start(writer: AnyPool, tasks: &Tasks) -> Registrations {
+        let (queue, received) = mpsc::channel(QUEUE);
+        tasks.spawn(write(writer, received, tasks.requests_drained()));
+        Registrations { queue }
+    }
+
     /// Stores a ready toolset server, its generation and tools; returns the generation id once
     /// the transaction is committed (and synced).
-    pub async fn create_toolset_server(&self, new: NewToolsetServer) -> Result<i64, CatalogError> {
+    pub async fn register(&self, new: NewToolsetServer) -> Result<i64, CatalogError> {
         let no_extras = ToolExtras::default();
         let (done, answer) = oneshot::channel();
         let pending = Pending {
@@ -73,18 +88,15 @@ impl Catalog {
             done,
         };
         let stopped = || CatalogError::WriteFailed("the catalog writer has stopped".into());
-        self.registrations.send(pending).await.map_err(|_| stopped())?;
+        self.queue.send(pending).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }
 
-/// The writer task: runs until every [`Catalog`] handle is dropped, or until requests are
-/// drained at shutdown, after which it writes what is already queued and refuses the rest.
-pub(super) async fn write(
-    writer: AnyPool,
-    mut queue: mpsc::Receiver<Pending>,
-    drained: WaitForCancellationFutureOwned,
-) {
+/// The writer task: runs until every [`Registrations`] handle (every catalog handle) is
+/// dropped, or until requests are drained at shutdown, after which it writes what is already
+/// queued and refuses the rest.
+async fn write(writer: AnyPool, mut queue: mpsc::Receiver<Pending>, drained: WaitForCancellationFutureOwned) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut drained = std::pin::pin!(drained);
     let mut closed = false;

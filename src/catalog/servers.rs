@@ -1,9 +1,11 @@
 //! Servers: what is registered, what is served, and the admin view of one server.
 
-use sqlx::Row;
-
-use super::tools::tool_from_row;
-use super::{Catalog, CatalogError, GenerationRecord, from_json, now_millis, optional_flag};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::generations::GenerationRecord;
+use super::tools::StoredTool;
+use super::values::{Flag, from_json, from_optional_json, now_millis, to_json};
+use super::versions::DriftState;
 use crate::states::{ServerKind, Status};
 use crate::toolset::{AuthSetting, CodeModeSettings, OpenApiSettings, ServerId, ServerLimits, ToolSpec};
 use crate::whitelist::Whitelist;
@@ -19,7 +21,7 @@ pub struct ServerSummary {
     pub tool_count: i64,
     /// The version being served.
     pub active_version: Option<i64>,
-    pub drift: Option<super::DriftState>,
+    pub drift: Option<DriftState>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -82,7 +84,7 @@ pub struct ServerRecord {
     /// Whether new versions wait for approval; `None`: the daemon's setting.
     pub require_approval: Option<bool>,
     /// The last documentation drift check.
-    pub drift: Option<super::DriftState>,
+    pub drift: Option<DriftState>,
     /// The generation being served.
     pub generation: Option<GenerationRecord>,
     /// The newest generation, when it is not the one being served (running, failed or planned).
@@ -91,7 +93,7 @@ pub struct ServerRecord {
 
 impl Catalog {
     pub async fn list_servers(&self) -> Result<Vec<ServerSummary>, CatalogError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, SummaryRow>(
             "SELECT s.id, s.name, s.kind, s.status, s.created_at, s.updated_at, s.drift,
                     (SELECT COUNT(*) FROM tools t WHERE t.generation_id = s.active_generation_id) AS tool_count,
                     (SELECT version FROM generations g WHERE g.id = s.active_generation_id) AS active_version
@@ -99,28 +101,14 @@ impl Catalog {
         )
         .fetch_all(&self.reader)
         .await?;
-        rows.into_iter()
-            .map(|row| {
-                Ok(ServerSummary {
-                    id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
-                    name: row.get("name"),
-                    kind: row.get("kind"),
-                    status: row.get("status"),
-                    tool_count: row.get("tool_count"),
-                    active_version: row.get("active_version"),
-                    drift: row.get::<Option<String>, _>("drift").as_deref().map(from_json).transpose()?,
-                    created_at: row.get("created_at"),
-                    updated_at: row.get("updated_at"),
-                })
-            })
-            .collect()
+        rows.into_iter().map(ServerSummary::try_from).collect()
     }
 
     /// One server as the admin view shows it, read in one snapshot: a server deleted or
     /// regenerated meanwhile is seen whole before or whole after, never half.
     pub async fn get_server(&self, id: &ServerId) -> Result<Option<ServerRecord>, CatalogError> {
         let mut snapshot = self.snapshot().await?;
-        let row = sqlx::query(
+        let row = sqlx::query_as::<_, ServerRow>(
             "SELECT id, name, description, kind, prompt, allow_domains, status, active_generation_id, created_at,
                     updated_at, access_token_sha256, auth, code_mode, limits, openapi, require_approval, drift
              FROM servers WHERE id = $1",
@@ -138,7 +126,7 @@ impl Catalog {
 
     /// Every server with a generation to serve, in one query: what start-up mounts.
     pub async fn mount_records(&self) -> Result<Vec<MountRecord>, CatalogError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, MountRow>(
             "SELECT id, name, active_generation_id, access_token_sha256, auth, code_mode, limits,
                     (SELECT COUNT(*) FROM credentials c WHERE c.server_id = s.id) AS credential_count,
                     (SELECT COALESCE(MAX(rotated_at), 0) FROM credentials c WHERE c.server_id = s.id) AS credentials_at
@@ -146,12 +134,12 @@ impl Catalog {
         )
         .fetch_all(&self.reader)
         .await?;
-        rows.into_iter().map(mount_record).collect()
+        rows.into_iter().map(MountRecord::try_from).collect()
     }
 
     /// One server's [`MountRecord`]; `None` if it does not exist or serves no generation yet.
     pub async fn mount_record(&self, id: &ServerId) -> Result<Option<MountRecord>, CatalogError> {
-        let row = sqlx::query(
+        let row = sqlx::query_as::<_, MountRow>(
             "SELECT id, name, active_generation_id, access_token_sha256, auth, code_mode, limits,
                     (SELECT COUNT(*) FROM credentials c WHERE c.server_id = s.id) AS credential_count,
                     (SELECT COALESCE(MAX(rotated_at), 0) FROM credentials c WHERE c.server_id = s.id) AS credentials_at
@@ -160,13 +148,13 @@ impl Catalog {
         .bind(id.as_str())
         .fetch_optional(&self.reader)
         .await?;
-        row.map(mount_record).transpose()
+        row.map(MountRecord::try_from).transpose()
     }
 
     /// A finished generation's whitelist and tools, in one query: what a mount is built from.
     /// `None` if the generation no longer exists (its server was deleted).
     pub async fn served_generation(&self, generation_id: i64) -> Result<Option<ServedGeneration>, CatalogError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, ServedRow>(
             "SELECT s.description AS server_description, g.whitelist, t.name, t.title, t.description,
                     t.input_schema, t.output_schema, t.handler, t.annotations,
                     (SELECT COUNT(*) FROM discovery d WHERE d.generation_id = g.id) AS discovery
@@ -178,14 +166,15 @@ impl Catalog {
         .fetch_all(&self.reader)
         .await?;
         let Some(first) = rows.first() else { return Ok(None) };
-        let whitelist = from_json(&first.get::<String, _>("whitelist"))?;
-        let description = first.get("server_description");
-        let discovery = first.get::<i64, _>("discovery") > 0;
+        let whitelist = from_json(&first.whitelist)?;
+        let description = first.server_description.clone();
+        let discovery = first.discovery > 0;
         let mut tools = Vec::with_capacity(rows.len());
-        for row in &rows {
+        for row in rows {
             // A generation without tools yields one row of NULLs from the outer join.
-            let Some(name) = row.get::<Option<String>, _>("name") else { continue };
-            tools.push(tool_from_row(row, name)?);
+            if let Some(tool) = row.tool()? {
+                tools.push(ToolSpec::try_from(tool)?);
+            }
         }
         Ok(Some(ServedGeneration { description, whitelist, tools, discovery }))
     }
@@ -238,12 +227,7 @@ impl Catalog {
         } else {
             "UPDATE servers SET auth = $1, updated_at = $2 WHERE id = $3"
         };
-        sqlx::query(sql)
-            .bind(setting.map(super::to_json))
-            .bind(now_millis())
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(sql).bind(setting.map(to_json)).bind(now_millis()).bind(id.as_str()).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(Some(token.is_some()))
     }
@@ -268,7 +252,7 @@ impl Catalog {
         settings: Option<&CodeModeSettings>,
     ) -> Result<bool, CatalogError> {
         let updated = sqlx::query("UPDATE servers SET code_mode = $1, updated_at = $2 WHERE id = $3")
-            .bind(settings.map(super::to_json))
+            .bind(settings.map(to_json))
             .bind(now_millis())
             .bind(id.as_str())
             .execute(&self.writer)
@@ -279,7 +263,7 @@ impl Catalog {
     /// Sets (or with `None` clears) a server's traffic limits; `false` if there is no such server.
     pub async fn set_limits(&self, id: &ServerId, limits: Option<&ServerLimits>) -> Result<bool, CatalogError> {
         let updated = sqlx::query("UPDATE servers SET limits = $1, updated_at = $2 WHERE id = $3")
-            .bind(limits.map(super::to_json))
+            .bind(limits.map(to_json))
             .bind(now_millis())
             .bind(id.as_str())
             .execute(&self.writer)
@@ -302,13 +286,9 @@ impl Catalog {
 }
 
 /// The rest of a server's admin view, read in the caller's snapshot so the rows agree.
-async fn server_from_row(
-    snapshot: &mut sqlx::AnyConnection,
-    row: sqlx::any::AnyRow,
-) -> Result<ServerRecord, CatalogError> {
-    let id: String = row.get("id");
-    let id = ServerId::parse(&id).map_err(CatalogError::Corrupt)?;
-    let generation_id: Option<i64> = row.get("active_generation_id");
+async fn server_from_row(snapshot: &mut sqlx::AnyConnection, row: ServerRow) -> Result<ServerRecord, CatalogError> {
+    let id = ServerId::parse(&row.id).map_err(CatalogError::Corrupt)?;
+    let generation_id = row.active_generation_id;
     let generation = match generation_id {
         Some(generation_id) => Some(present(Catalog::generation(snapshot, generation_id).await?)?),
         None => None,
@@ -328,53 +308,147 @@ async fn server_from_row(
     };
     Ok(ServerRecord {
         id,
-        name: row.get("name"),
-        description: row.get("description"),
-        kind: row.get("kind"),
-        prompt: row.get("prompt"),
-        allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
-        status: row.get("status"),
-        created_at: row.get("created_at"),
-        updated_at: row.get("updated_at"),
-        access_token_sha256: row.get("access_token_sha256"),
-        auth: auth(&row)?,
-        code_mode: code_mode(&row)?,
-        limits: limits(&row)?,
-        openapi: row.get::<Option<String>, _>("openapi").map(|json| from_json(&json)).transpose()?,
-        require_approval: optional_flag(&row, "require_approval"),
-        drift: row.get::<Option<String>, _>("drift").map(|json| from_json(&json)).transpose()?,
+        name: row.name,
+        description: row.description,
+        kind: row.kind,
+        prompt: row.prompt,
+        allow_domains: from_json(&row.allow_domains)?,
+        status: row.status,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        access_token_sha256: row.access_token_sha256,
+        auth: from_optional_json(row.auth.as_deref())?,
+        code_mode: from_optional_json(row.code_mode.as_deref())?,
+        limits: from_optional_json(row.limits.as_deref())?,
+        openapi: from_optional_json(row.openapi.as_deref())?,
+        require_approval: row.require_approval.map(bool::from),
+        drift: from_optional_json(row.drift.as_deref())?,
         credentials,
         generation,
         latest_generation,
     })
 }
 
-fn mount_record(row: sqlx::any::AnyRow) -> Result<MountRecord, CatalogError> {
-    Ok(MountRecord {
-        id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
-        name: row.get("name"),
-        generation_id: row.get("active_generation_id"),
-        access_token_sha256: row.get("access_token_sha256"),
-        auth: auth(&row)?,
-        code_mode: code_mode(&row)?,
-        limits: limits(&row)?,
-        credentials_stamp: (row.get("credential_count"), row.get("credentials_at")),
-    })
-}
-
-fn auth(row: &sqlx::any::AnyRow) -> Result<Option<AuthSetting>, CatalogError> {
-    row.get::<Option<String>, _>("auth").map(|json| from_json(&json)).transpose()
-}
-
-fn limits(row: &sqlx::any::AnyRow) -> Result<Option<ServerLimits>, CatalogError> {
-    row.get::<Option<String>, _>("limits").map(|json| from_json(&json)).transpose()
-}
-
-fn code_mode(row: &sqlx::any::AnyRow) -> Result<Option<CodeModeSettings>, CatalogError> {
-    row.get::<Option<String>, _>("code_mode").map(|json| from_json(&json)).transpose()
-}
-
 /// A generation the server row points at; within one snapshot it must be there.
 fn present(generation: Option<GenerationRecord>) -> Result<GenerationRecord, CatalogError> {
     generation.ok_or_else(|| CatalogError::Corrupt("a server refers to a generation that does not exist".into()))
+}
+
+/// A `servers` row as the list of servers reads it, with its tool count and active version.
+#[derive(sqlx::FromRow)]
+struct SummaryRow {
+    id: String,
+    name: String,
+    kind: ServerKind,
+    status: Status,
+    tool_count: i64,
+    active_version: Option<i64>,
+    drift: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<SummaryRow> for ServerSummary {
+    type Error = CatalogError;
+
+    fn try_from(row: SummaryRow) -> Result<ServerSummary, CatalogError> {
+        Ok(ServerSummary {
+            id: ServerId::parse(&row.id).map_err(CatalogError::Corrupt)?,
+            name: row.name,
+            kind: row.kind,
+            status: row.status,
+            tool_count: row.tool_count,
+            active_version: row.active_version,
+            drift: from_optional_json(row.drift.as_deref())?,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
+    }
+}
+
+/// A `servers` row as the admin view reads it.
+#[derive(sqlx::FromRow)]
+struct ServerRow {
+    id: String,
+    name: String,
+    description: Option<String>,
+    kind: ServerKind,
+    prompt: Option<String>,
+    allow_domains: String,
+    status: Status,
+    active_generation_id: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
+    access_token_sha256: Option<String>,
+    auth: Option<String>,
+    code_mode: Option<String>,
+    limits: Option<String>,
+    openapi: Option<String>,
+    require_approval: Option<Flag>,
+    drift: Option<String>,
+}
+
+/// A served server's row with its credentials' count and newest rotation.
+#[derive(sqlx::FromRow)]
+struct MountRow {
+    id: String,
+    name: String,
+    active_generation_id: i64,
+    access_token_sha256: Option<String>,
+    auth: Option<String>,
+    code_mode: Option<String>,
+    limits: Option<String>,
+    credential_count: i64,
+    credentials_at: i64,
+}
+
+impl TryFrom<MountRow> for MountRecord {
+    type Error = CatalogError;
+
+    fn try_from(row: MountRow) -> Result<MountRecord, CatalogError> {
+        Ok(MountRecord {
+            id: ServerId::parse(&row.id).map_err(CatalogError::Corrupt)?,
+            name: row.name,
+            generation_id: row.active_generation_id,
+            access_token_sha256: row.access_token_sha256,
+            auth: from_optional_json(row.auth.as_deref())?,
+            code_mode: from_optional_json(row.code_mode.as_deref())?,
+            limits: from_optional_json(row.limits.as_deref())?,
+            credentials_stamp: (row.credential_count, row.credentials_at),
+        })
+    }
+}
+
+/// One row of a served generation: its server's description, its whitelist, whether it is in
+/// discovery mode, and one of its tools (all `NULL` for a generation without tools, which the
+/// outer join still answers with one row).
+#[derive(sqlx::FromRow)]
+struct ServedRow {
+    server_description: Option<String>,
+    whitelist: String,
+    discovery: i64,
+    name: Option<String>,
+    title: Option<String>,
+    description: Option<String>,
+    input_schema: Option<String>,
+    output_schema: Option<String>,
+    handler: Option<String>,
+    annotations: Option<String>,
+}
+
+impl ServedRow {
+    /// The row's tool; `None` for the row of a generation without tools.
+    fn tool(self) -> Result<Option<StoredTool>, CatalogError> {
+        let Some(name) = self.name else { return Ok(None) };
+        let missing = |column: &str| CatalogError::Corrupt(format!("tool {name:?} has no {column}"));
+        Ok(Some(StoredTool {
+            title: self.title,
+            description: self.description.ok_or_else(|| missing("description"))?,
+            input_schema: self.input_schema.ok_or_else(|| missing("input_schema"))?,
+            output_schema: self.output_schema,
+            handler: self.handler.ok_or_else(|| missing("handler"))?,
+            annotations: self.annotations,
+            name,
+        }))
+    }
 }

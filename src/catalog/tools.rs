@@ -4,9 +4,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use sqlx::Row;
-
-use super::{CatalogError, from_json, to_json};
+use super::error::CatalogError;
+use super::sql::insert_values;
+use super::values::{from_json, from_optional_json, to_json};
 use crate::toolset::ToolSpec;
 
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
@@ -16,7 +16,7 @@ pub struct ToolExtras {
 }
 
 /// A tool row as stored, its JSON columns serialised.
-pub(crate) struct ToolRow {
+pub struct ToolRow {
     name: String,
     title: Option<String>,
     description: String,
@@ -29,7 +29,7 @@ pub(crate) struct ToolRow {
 }
 
 impl ToolRow {
-    pub(crate) fn new(tool: &ToolSpec, extras: &ToolExtras) -> ToolRow {
+    pub fn new(tool: &ToolSpec, extras: &ToolExtras) -> ToolRow {
         ToolRow {
             name: tool.name.clone(),
             title: tool.title.clone(),
@@ -45,7 +45,7 @@ impl ToolRow {
 }
 
 /// A generation's tool rows, in one statement inside the caller's transaction.
-pub(crate) async fn insert_tools(
+pub async fn insert_tools(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     generation_id: i64,
     tools: &[ToolRow],
@@ -53,7 +53,7 @@ pub(crate) async fn insert_tools(
     if tools.is_empty() {
         return Ok(());
     }
-    let sql = super::insert_values(
+    let sql = insert_values(
         "INSERT INTO tools (generation_id, position, name, title, description, input_schema, output_schema, handler,
              annotations, needs_network, self_test)",
         11,
@@ -78,17 +78,31 @@ pub(crate) async fn insert_tools(
     Ok(())
 }
 
-/// A tool as stored: a row with the `tools` columns (`name` already read).
-pub(super) fn tool_from_row(row: &sqlx::any::AnyRow, name: String) -> Result<ToolSpec, CatalogError> {
-    let annotations: Option<String> = row.get("annotations");
-    let output_schema: Option<String> = row.get("output_schema");
-    Ok(ToolSpec {
-        name,
-        title: row.get("title"),
-        description: row.get("description"),
-        input_schema: from_json(&row.get::<String, _>("input_schema"))?,
-        output_schema: output_schema.as_deref().map(from_json).transpose()?,
-        handler: row.get("handler"),
-        annotations: annotations.as_deref().map(from_json).transpose()?,
-    })
+/// A tool as stored: the `tools` columns a [`ToolSpec`] is made of, its schemas and annotations
+/// still JSON text.
+#[derive(sqlx::FromRow)]
+pub struct StoredTool {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: String,
+    pub input_schema: String,
+    pub output_schema: Option<String>,
+    pub handler: String,
+    pub annotations: Option<String>,
+}
+
+impl TryFrom<StoredTool> for ToolSpec {
+    type Error = CatalogError;
+
+    fn try_from(row: StoredTool) -> Result<ToolSpec, CatalogError> {
+        Ok(ToolSpec {
+            name: row.name,
+            title: row.title,
+            description: row.description,
+            input_schema: from_json(&row.input_schema)?,
+            output_schema: from_optional_json(row.output_schema.as_deref())?,
+            handler: row.handler,
+            annotations: from_optional_json(row.annotations.as_deref())?,
+        })
+    }
 }

@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sqlx::Row;
 
-use super::{Catalog, CatalogError, DocumentRef, GenerationRecord, flag, from_json, now_millis, to_json};
+use super::db::Catalog;
+use super::error::CatalogError;
+use super::generations::{DocumentRef, GenerationRecord};
+use super::sql::status_list;
+use super::values::{Flag, format_millis, from_json, from_optional_json, now_millis, to_json};
 use crate::states::{DriftStatus, GenerationSource, ServerKind, Status, Trigger, VersionChange};
 use crate::toolset::{OpenApiSettings, ServerId};
 
@@ -110,7 +113,7 @@ impl Catalog {
     ) -> Result<Option<(Option<i64>, Vec<VersionSummary>)>, CatalogError> {
         let mut snapshot = self.snapshot().await?;
         let Some(active) = active_generation(&mut snapshot, id).await? else { return Ok(None) };
-        let rows = sqlx::query(self.sql(
+        let rows = sqlx::query_as::<_, VersionRow>(self.sql(
             "SELECT g.id, g.version, g.source, g.status, g.triggered_by, g.trigger_detail, g.model, g.prompt_hash,
                     g.content_hash, g.cache_hit, g.dry_run, g.created_at, g.finished_at, g.review, g.error,
                     (SELECT json_group_array(name) FROM (SELECT name FROM tools WHERE generation_id = g.id
@@ -132,30 +135,7 @@ impl Catalog {
         .fetch_all(&mut *snapshot)
         .await?;
         snapshot.rollback().await?;
-        let versions = rows
-            .iter()
-            .map(|row| {
-                Ok(VersionSummary {
-                    version: row.get::<Option<i64>, _>("version").unwrap_or_default(),
-                    generation_id: row.get("id"),
-                    source: row.get("source"),
-                    status: row.get("status"),
-                    triggered_by: row.get("triggered_by"),
-                    trigger_detail: row.get("trigger_detail"),
-                    model: row.get("model"),
-                    prompt_hash: row.get("prompt_hash"),
-                    content_hash: row.get("content_hash"),
-                    cache_hit: flag(row, "cache_hit"),
-                    dry_run: flag(row, "dry_run"),
-                    created_at: row.get("created_at"),
-                    finished_at: row.get("finished_at"),
-                    tools: from_json(&row.get::<String, _>("tools"))?,
-                    self_test: from_json(&row.get::<String, _>("self_test"))?,
-                    review: row.get::<Option<String>, _>("review").as_deref().map(from_json).transpose()?,
-                    error: row.get("error"),
-                })
-            })
-            .collect::<Result<Vec<_>, CatalogError>>()?;
+        let versions = rows.into_iter().map(VersionSummary::try_from).collect::<Result<Vec<_>, CatalogError>>()?;
         Ok(Some((active, versions)))
     }
 
@@ -216,7 +196,7 @@ impl Catalog {
             Review::Approve => (VersionChange::Approved, Status::Ready),
             Review::Reject => (VersionChange::Rejected, Status::Rejected),
         };
-        let record = json!({"decision": decision, "reason": reason, "at": super::format_millis(now)});
+        let record = json!({"decision": decision, "reason": reason, "at": format_millis(now)});
         sqlx::query("UPDATE generations SET status = $1, review = $2 WHERE id = $3")
             .bind(status)
             .bind(to_json(&record))
@@ -280,21 +260,23 @@ impl Catalog {
 
     /// Servers whose documentation can drift: those generated from a prompt's documents.
     pub async fn drift_subjects(&self) -> Result<Vec<DriftSubject>, CatalogError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, DriftSubjectRow>(
             "SELECT id, kind, prompt, allow_domains, openapi, drift FROM servers WHERE kind = $1 ORDER BY id",
         )
         .bind(ServerKind::Prompt)
         .fetch_all(&self.reader)
         .await?;
-        rows.iter().map(drift_subject).collect()
+        rows.into_iter().map(DriftSubject::try_from).collect()
     }
 
     pub async fn drift_subject(&self, id: &ServerId) -> Result<Option<DriftSubject>, CatalogError> {
-        let row = sqlx::query("SELECT id, kind, prompt, allow_domains, openapi, drift FROM servers WHERE id = $1")
-            .bind(id.as_str())
-            .fetch_optional(&self.reader)
-            .await?;
-        row.as_ref().map(drift_subject).transpose()
+        let row = sqlx::query_as::<_, DriftSubjectRow>(
+            "SELECT id, kind, prompt, allow_domains, openapi, drift FROM servers WHERE id = $1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(DriftSubject::try_from).transpose()
     }
 
     /// The documents a drift check compares against: those of the server's newest finished
@@ -388,7 +370,7 @@ impl Catalog {
 
     /// A server's newest drift events, newest first.
     pub async fn drift_events(&self, id: &ServerId, limit: i64) -> Result<Vec<DriftEvent>, CatalogError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, DriftEventRow>(
             "SELECT id, server_id, detected_at, changes, generation_id FROM drift_events WHERE server_id = $1
              ORDER BY id DESC LIMIT $2",
         )
@@ -396,14 +378,14 @@ impl Catalog {
         .bind(limit)
         .fetch_all(&self.reader)
         .await?;
-        rows.iter()
+        rows.into_iter()
             .map(|row| {
                 Ok(DriftEvent {
-                    id: row.get("id"),
-                    server_id: row.get("server_id"),
-                    detected_at: row.get("detected_at"),
-                    changes: from_json(&row.get::<String, _>("changes"))?,
-                    generation_id: row.get("generation_id"),
+                    id: row.id,
+                    server_id: row.server_id,
+                    detected_at: row.detected_at,
+                    changes: from_json(&row.changes)?,
+                    generation_id: row.generation_id,
                 })
             })
             .collect()
@@ -421,7 +403,7 @@ impl Catalog {
         // Only the server's newest calls are read (along its `calls_by_server` index), so the
         // first use of a server with a full log costs a short scan, not a sort of all of it; a
         // tool not called among them starts with an empty window.
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, (String, Flag)>(
             "SELECT tool, is_error FROM (
                  SELECT tool, is_error, ROW_NUMBER() OVER (PARTITION BY tool ORDER BY started_at DESC, rowid DESC) AS n
                  FROM (SELECT tool, is_error, started_at, rowid FROM calls
@@ -437,8 +419,8 @@ impl Catalog {
         .fetch_all(&self.reader)
         .await?;
         let mut by_tool: BTreeMap<String, Vec<bool>> = BTreeMap::new();
-        for row in rows {
-            by_tool.entry(row.get("tool")).or_default().push(flag(&row, "is_error"));
+        for (tool, is_error) in rows {
+            by_tool.entry(tool).or_default().push(is_error.into());
         }
         Ok(by_tool)
     }
@@ -451,7 +433,7 @@ impl Catalog {
         tool: &str,
         limit: i64,
     ) -> Result<Vec<FailedCall>, CatalogError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, FailedCallRow>(
             "SELECT execution_id, started_at, outcome, arguments, error FROM calls
              WHERE server_id = $1 AND generation_id = $2 AND tool = $3 AND is_error
                AND outcome NOT IN ('busy', 'shutting_down', 'cancelled')
@@ -463,14 +445,14 @@ impl Catalog {
         .bind(limit)
         .fetch_all(&self.reader)
         .await?;
-        rows.iter()
+        rows.into_iter()
             .map(|row| {
                 Ok(FailedCall {
-                    execution_id: row.get("execution_id"),
-                    started_at: row.get("started_at"),
-                    outcome: row.get("outcome"),
-                    arguments: row.get::<Option<String>, _>("arguments").as_deref().map(from_json).transpose()?,
-                    error: row.get("error"),
+                    execution_id: row.execution_id,
+                    started_at: row.started_at,
+                    outcome: row.outcome,
+                    arguments: from_optional_json(row.arguments.as_deref())?,
+                    error: row.error,
                 })
             })
             .collect()
@@ -500,12 +482,13 @@ async fn version_row(
     if exists.is_none() {
         return Ok(Err(VersionRefusal::NoServer));
     }
-    let row = sqlx::query("SELECT id, status FROM generations WHERE server_id = $1 AND version = $2")
-        .bind(id.as_str())
-        .bind(number)
-        .fetch_optional(&mut **tx)
-        .await?;
-    Ok(row.map(|row| (row.get("id"), row.get("status"))).ok_or(VersionRefusal::NoVersion))
+    let row =
+        sqlx::query_as::<_, (i64, Status)>("SELECT id, status FROM generations WHERE server_id = $1 AND version = $2")
+            .bind(id.as_str())
+            .bind(number)
+            .fetch_optional(&mut **tx)
+            .await?;
+    Ok(row.ok_or(VersionRefusal::NoVersion))
 }
 
 /// Points the server at `generation_id`.
@@ -533,7 +516,7 @@ async fn settle_status(tx: &mut sqlx::Transaction<'_, sqlx::Any>, id: &ServerId,
              WHEN active_generation_id IS NULL THEN $3
              ELSE $4 END
          WHERE id = $5",
-        super::generations::status_list(&Status::RUNNING)
+        status_list(&Status::RUNNING)
     )))
     .bind(now)
     .bind(Status::AwaitingApproval)
@@ -545,13 +528,99 @@ async fn settle_status(tx: &mut sqlx::Transaction<'_, sqlx::Any>, id: &ServerId,
     Ok(())
 }
 
-fn drift_subject(row: &sqlx::any::AnyRow) -> Result<DriftSubject, CatalogError> {
-    Ok(DriftSubject {
-        id: ServerId::parse(&row.get::<String, _>("id")).map_err(CatalogError::Corrupt)?,
-        kind: row.get("kind"),
-        prompt: row.get("prompt"),
-        allow_domains: from_json(&row.get::<String, _>("allow_domains"))?,
-        openapi: row.get::<Option<String>, _>("openapi").as_deref().map(from_json).transpose()?,
-        drift: row.get::<Option<String>, _>("drift").as_deref().map(from_json).transpose()?,
-    })
+/// A version as the list of versions reads it: its generation's row, its tools' names and its
+/// self-test outcomes counted by status, both as JSON text.
+#[derive(sqlx::FromRow)]
+struct VersionRow {
+    id: i64,
+    version: Option<i64>,
+    source: GenerationSource,
+    status: Status,
+    triggered_by: Trigger,
+    trigger_detail: Option<String>,
+    model: Option<String>,
+    prompt_hash: Option<String>,
+    content_hash: Option<String>,
+    #[sqlx(try_from = "Flag")]
+    cache_hit: bool,
+    #[sqlx(try_from = "Flag")]
+    dry_run: bool,
+    created_at: i64,
+    finished_at: Option<i64>,
+    review: Option<String>,
+    error: Option<String>,
+    tools: String,
+    self_test: String,
+}
+
+impl TryFrom<VersionRow> for VersionSummary {
+    type Error = CatalogError;
+
+    fn try_from(row: VersionRow) -> Result<VersionSummary, CatalogError> {
+        Ok(VersionSummary {
+            version: row.version.unwrap_or_default(),
+            generation_id: row.id,
+            source: row.source,
+            status: row.status,
+            triggered_by: row.triggered_by,
+            trigger_detail: row.trigger_detail,
+            model: row.model,
+            prompt_hash: row.prompt_hash,
+            content_hash: row.content_hash,
+            cache_hit: row.cache_hit,
+            dry_run: row.dry_run,
+            created_at: row.created_at,
+            finished_at: row.finished_at,
+            tools: from_json(&row.tools)?,
+            self_test: from_json(&row.self_test)?,
+            review: from_optional_json(row.review.as_deref())?,
+            error: row.error,
+        })
+    }
+}
+
+/// A `servers` row as a drift check reads it.
+#[derive(sqlx::FromRow)]
+struct DriftSubjectRow {
+    id: String,
+    kind: ServerKind,
+    prompt: Option<String>,
+    allow_domains: String,
+    openapi: Option<String>,
+    drift: Option<String>,
+}
+
+impl TryFrom<DriftSubjectRow> for DriftSubject {
+    type Error = CatalogError;
+
+    fn try_from(row: DriftSubjectRow) -> Result<DriftSubject, CatalogError> {
+        Ok(DriftSubject {
+            id: ServerId::parse(&row.id).map_err(CatalogError::Corrupt)?,
+            kind: row.kind,
+            prompt: row.prompt,
+            allow_domains: from_json(&row.allow_domains)?,
+            openapi: from_optional_json(row.openapi.as_deref())?,
+            drift: from_optional_json(row.drift.as_deref())?,
+        })
+    }
+}
+
+/// A `drift_events` row.
+#[derive(sqlx::FromRow)]
+struct DriftEventRow {
+    id: i64,
+    server_id: String,
+    detected_at: i64,
+    changes: String,
+    generation_id: Option<i64>,
+}
+
+/// A failed call as repair context reads it from the call log.
+#[derive(sqlx::FromRow)]
+struct FailedCallRow {
+    execution_id: String,
+    started_at: i64,
+    outcome: String,
+    arguments: Option<String>,
+    error: Option<String>,
 }

@@ -3,13 +3,13 @@
 //! value they started with.
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{not_found, parse_id};
+use crate::api::extract::{ServerIdPath, ServerItemPath, not_found};
 use crate::api::model::{ConnectionList, ConnectionView, CredentialList, CredentialRequest, CredentialView, ErrorBody};
 use crate::catalog::{NewCredential, PutCredential};
 use crate::credentials::vault::Vault;
@@ -41,11 +41,10 @@ use crate::whitelist::Whitelist;
 )]
 pub async fn put_credential(
     State(state): State<AppState>,
-    Path((id, name)): Path<(String, String)>,
+    ServerItemPath(id, name): ServerItemPath<String>,
     body: Result<Json<CredentialRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CredentialView>), ApiError> {
     let Json(body) = body?;
-    let id = parse_id(&id)?;
     let record = state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))?;
     let whitelist = match &record.generation {
         Some(generation) => generation.whitelist.clone(),
@@ -85,9 +84,8 @@ pub async fn put_credential(
 )]
 pub async fn list_credentials(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
 ) -> Result<Json<CredentialList>, ApiError> {
-    let id = parse_id(&id)?;
     if state.catalog.server_status(&id).await?.is_none() {
         return Err(not_found(&id));
     }
@@ -107,9 +105,8 @@ pub async fn list_credentials(
 )]
 pub async fn delete_credential(
     State(state): State<AppState>,
-    Path((id, name)): Path<(String, String)>,
+    ServerItemPath(id, name): ServerItemPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    let id = parse_id(&id)?;
     let _change = state.registry.serialize(&id).await;
     if !state.catalog.delete_credential(&id, &name).await? {
         if state.catalog.server_status(&id).await?.is_none() {
@@ -137,9 +134,8 @@ pub async fn delete_credential(
 )]
 pub async fn list_connections(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
 ) -> Result<Json<ConnectionList>, ApiError> {
-    let id = parse_id(&id)?;
     if state.catalog.server_status(&id).await?.is_none() {
         return Err(not_found(&id));
     }
@@ -162,9 +158,8 @@ pub async fn list_connections(
 )]
 pub async fn delete_connection(
     State(state): State<AppState>,
-    Path((id, connection)): Path<(String, String)>,
+    ServerItemPath(id, connection): ServerItemPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    let id = parse_id(&id)?;
     if !state.accounts.delete_connection(Some(&id), &connection, None).await? {
         if state.catalog.server_status(&id).await?.is_none() {
             return Err(not_found(&id));

@@ -1,9 +1,13 @@
-//! The room's shared helpers for the server a request names: its id read from the path, the 404
-//! for an unknown one, why a server cannot be called yet, and an optional JSON body.
+//! The room's shared helpers for the server a request names: its id read from the path (the
+//! [`ServerIdPath`] and [`ServerItemPath`] extractors), the 404 for an unknown one, why a server
+//! cannot be called yet, and an optional JSON body.
 
 use std::sync::Arc;
 
+use axum::extract::{FromRequestParts, Path};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
 
 use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
@@ -12,8 +16,57 @@ use crate::serve::server::Server;
 use crate::states::Status;
 use crate::toolset::ServerId;
 
+/// The server a route's only parameter, `{id}`, names, checked before the handler runs: a
+/// malformed id is answered with the 404 that says which characters an id has.
+pub struct ServerIdPath(pub ServerId);
+
+/// A route's `{id}`, checked like [`ServerIdPath`], and the segments after it: a `String` for
+/// one (`{id}/credentials/{name}`), a `(String, String)` for two (`{id}/versions/{from}/diff/{to}`).
+pub struct ServerItemPath<T>(pub ServerId, pub T);
+
+/// The segments a route has after `{id}`. They are read with axum's `Path` together with the
+/// id, as one tuple, so a path that does not fit is refused exactly as `Path` refuses it.
+pub trait AfterId: Sized + Send {
+    /// The whole path's segments, the id first.
+    type Segments: DeserializeOwned + Send;
+    fn split(segments: Self::Segments) -> (String, Self);
+}
+
+impl AfterId for String {
+    type Segments = (String, String);
+    fn split((id, item): (String, String)) -> (String, String) {
+        (id, item)
+    }
+}
+
+impl AfterId for (String, String) {
+    type Segments = (String, String, String);
+    fn split((id, first, second): (String, String, String)) -> (String, (String, String)) {
+        (id, (first, second))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ServerIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<ServerIdPath, ApiError> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state).await?;
+        parse_id(&raw).map(ServerIdPath)
+    }
+}
+
+impl<S: Send + Sync, T: AfterId> FromRequestParts<S> for ServerItemPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<ServerItemPath<T>, ApiError> {
+        let Path(segments) = Path::<T::Segments>::from_request_parts(parts, state).await?;
+        let (raw, item) = T::split(segments);
+        Ok(ServerItemPath(parse_id(&raw)?, item))
+    }
+}
+
 /// A server id from a path, or the 404 that says which characters an id has.
-pub(crate) fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
+fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
     ServerId::parse(raw)
         .map_err(|_| ApiError::new(ErrorCode::ServerNotFound, format!("no server {raw:?} (ids use a-z, 0-9 and '-')")))
 }

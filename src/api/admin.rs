@@ -8,15 +8,14 @@ use axum::http::StatusCode;
 use serde_json::json;
 
 use crate::access_token;
-use crate::api::AppState;
 use crate::api::door::check_auth;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{ServerIdPath, ServerItemPath, not_found, optional_body, served};
+use crate::api::extract::{ServerIdPath, ServerItemPath, llm_not_configured, not_found, optional_body, served};
 use crate::api::model::{
     AccessTokenRequest, AccessTokenSet, AuthSet, AuthView, CallList, CallRequest, CallResult, CallsQuery, ErrorBody,
     GenerationStarted, RegenerateRequest, ServerList, ServerSummary, ServerView, ToolHealthView, ToolsetRegistration,
 };
-use crate::api::register::llm_not_configured;
+use crate::api::state::AppState;
 use crate::catalog::{CallFilter, ServerRecord, StartGeneration};
 use crate::generate::Job;
 use crate::generate::repair::{self, Repair};

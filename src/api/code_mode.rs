@@ -5,11 +5,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::extract::{ServerIdPath, not_found, served};
 use crate::api::model::ErrorBody;
-use crate::api::register::check_code_mode;
+use crate::api::state::AppState;
 use crate::serve::code_mode::{ScriptRequest, ScriptResult};
 use crate::states::Via;
 use crate::toolset::CodeModeSettings;
@@ -77,4 +76,13 @@ pub async fn run_code(
         return Err(ApiError::new(ErrorCode::CodeModeDisabled, refusal));
     }
     Ok(Json(code_mode.run(&server, request, Via::Admin, None).await))
+}
+
+/// Code-mode settings, checked before anything is stored: the body of `PUT .../code-mode`, and a
+/// registration's `code_mode`.
+pub fn check_code_mode(settings: Option<&CodeModeSettings>) -> Result<(), ApiError> {
+    match settings.map(CodeModeSettings::check) {
+        Some(Err(problem)) => Err(ApiError::new(ErrorCode::InvalidField, problem)),
+        _ => Ok(()),
+    }
 }

@@ -7,10 +7,10 @@ use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::extract::{ServerIdPath, ServerItemPath, not_found};
 use crate::api::model::{ConnectionList, ConnectionView, CredentialList, CredentialRequest, CredentialView, ErrorBody};
+use crate::api::state::AppState;
 use crate::catalog::{NewCredential, PutCredential};
 use crate::credentials::vault::Vault;
 use crate::credentials::{self, Binding, Injection, MAX_PER_SERVER, PerUser};
@@ -178,7 +178,7 @@ fn invalid(message: String) -> ApiError {
 
 /// Checks a credential for server `id` (name, value, injection rule, domains within
 /// `whitelist`) and seals its value: what is stored, at `PUT` or inline at registration.
-pub(crate) fn seal(
+pub fn seal(
     vault: &Vault,
     id: &ServerId,
     name: String,
@@ -236,7 +236,7 @@ pub(crate) fn seal(
 /// Refuses per-user credentials on a server whose mount does not sign its callers in: the
 /// caller's OAuth subject is whose value a call carries. `access_token` and `auth` are the
 /// server's door settings.
-pub(crate) fn check_per_user_door(
+pub fn check_per_user_door(
     state: &AppState,
     credentials: &[NewCredential],
     access_token: bool,
@@ -268,7 +268,7 @@ pub(crate) fn check_per_user_door(
 /// The warnings for credentials of server `id` that its handlers could carry, in a piece or a
 /// form the scrubbing cannot know, to hosts the credentials are not sent to
 /// ([`Binding::reach_warning`]); each is logged at warn level too.
-pub(crate) fn reach_warnings(id: &ServerId, credentials: &[NewCredential], whitelist: &Whitelist) -> Vec<String> {
+pub fn reach_warnings(id: &ServerId, credentials: &[NewCredential], whitelist: &Whitelist) -> Vec<String> {
     let warnings: Vec<String> = credentials
         .iter()
         .filter_map(|credential| credential.binding.reach_warning(&credential.name, whitelist))

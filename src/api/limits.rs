@@ -5,10 +5,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::extract::{ServerIdPath, not_found};
 use crate::api::model::{ErrorBody, LimitsView};
+use crate::api::state::AppState;
 use crate::serve::quota::EffectiveLimits;
 use crate::toolset::{ServerId, ServerLimits};
 

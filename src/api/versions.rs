@@ -10,13 +10,13 @@ use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::extract::{ServerIdPath, ServerItemPath, not_found, optional_body};
 use crate::api::model::{
     ActivateRequest, ApprovalSetting, DriftReport, DriftView, ErrorBody, GenerationView, RejectRequest, VersionChanged,
     VersionDiff, VersionList, VersionSummary, VersionView,
 };
+use crate::api::state::AppState;
 use crate::catalog::{GenerationRecord, Review, VersionRefusal};
 use crate::generate::LifecycleEvent;
 use crate::generate::drift::DriftError;

@@ -14,6 +14,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod health;
+pub mod hosts;
 pub mod limits;
 pub mod mcp;
 pub mod model;
@@ -21,74 +22,25 @@ pub mod oauth;
 pub mod openapi;
 pub mod overview;
 pub mod register;
+pub mod state;
 mod unread_body;
 pub mod versions;
 pub mod wire;
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::LazyLock;
 
-use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
+use axum::{Json, Router};
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
-use crate::catalog::Catalog;
-use crate::config::Config;
-use crate::credentials::vault::Vault;
-use crate::generate::Generator;
-use crate::serve::call::Caller;
-use crate::serve::registry::Registry;
-use crate::tasks::Tasks;
+use utoipa::openapi::OpenApi;
+
 use crate::telemetry;
-use crate::telemetry::metrics::{Gauges, Metrics};
-use crate::telemetry::overview::History;
 
-/// Shared state handed to every request handler; cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    pub config: Arc<Config>,
-    pub catalog: Catalog,
-    pub registry: Arc<Registry>,
-    /// Seals credential values before they are stored.
-    pub vault: Vault,
-    pub caller: Caller,
-    pub generator: Generator,
-    pub metrics: Arc<Metrics>,
-    /// Background tasks and the shutdown signal.
-    pub tasks: Tasks,
-    /// Set once every ready server from the catalog is mounted.
-    pub ready: Arc<AtomicBool>,
-    /// `[server] allowed_hosts` as the MCP endpoints check it.
-    pub mcp_hosts: Arc<mcp::transport::AllowedHosts>,
-    /// The last minutes of calls and load (`overview::spawn_sampler` fills it).
-    pub overview: Arc<History>,
-    /// Checks OAuth access tokens on the mounts, when `[auth.oauth]` names an issuer.
-    pub oauth: Option<crate::oauth::Validator>,
-    /// Per-user credentials: the connect pages and each server's connections.
-    pub accounts: Arc<crate::accounts::Accounts>,
-}
-
-impl AppState {
-    /// The isolate pool's and the registry's values at this moment.
-    pub fn gauges(&self) -> Gauges {
-        let pool = self.caller.pool().stats();
-        Gauges {
-            queue_depth: pool.queued,
-            busy_workers: pool.busy,
-            workers: pool.workers,
-            in_flight_calls: pool.in_flight,
-            memory_bytes: pool.memory_bytes,
-            memory_budget_bytes: pool.memory_budget_bytes,
-            mounted_servers: self.registry.len(),
-            isolate_overruns: pool.overruns,
-            call_log_dropped: self.caller.call_log().dropped(),
-            egress_cache_bytes: self.caller.egress().cache_bytes(),
-        }
-    }
-}
+pub use state::AppState;
 
 /// Every route, with its middleware.
 pub fn router(state: AppState) -> Router {
@@ -117,7 +69,7 @@ pub fn router(state: AppState) -> Router {
 
 // The two route tables. A route is added with `routes!` only, which registers the handler and
 // its `#[utoipa::path]` description together: `router` serves what these hold and
-// `openapi::document` describes the same, so neither can have a route the other lacks. One
+// `openapi_json` describes the same, so neither can have a route the other lacks. One
 // `routes!` per path (a `routes!` with several paths would give every path every method).
 
 /// The routes behind the admin token (when one is configured).
@@ -150,7 +102,7 @@ pub(crate) fn admin_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::export_server))
         .routes(routes!(backup::backup))
         .routes(routes!(overview::overview))
-        .routes(routes!(openapi::openapi))
+        .routes(routes!(openapi_json))
         // Metrics name servers and tools, so they sit behind the admin token too.
         .routes(routes!(health::metrics))
 }
@@ -164,4 +116,20 @@ pub(crate) fn open_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(oauth::root_metadata))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
+}
+
+/// The description of both route tables, built once: `openapi` adds what the tables cannot say.
+static DOCUMENT: LazyLock<OpenApi> =
+    LazyLock::new(|| openapi::document(admin_routes().into_openapi(), open_routes().into_openapi()));
+
+// Served from here, beside the route tables it describes, because it is one of their routes.
+/// This document
+#[utoipa::path(
+    get,
+    path = "/admin/openapi.json",
+    operation_id = "openapi",
+    responses((status = 200, description = "the OpenAPI 3.1 document", content_type = "application/json")),
+)]
+async fn openapi_json() -> Json<&'static OpenApi> {
+    Json(&DOCUMENT)
 }

@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use crate::accounts::Accounts;
 use crate::api::AppState;
 use crate::api::connections::{self, ConnectionLimits, effective_max_connections};
-use crate::api::mcp::transport::AllowedHosts;
+use crate::api::hosts::AllowedHosts;
 use crate::catalog::{CallLog, Catalog, Retention};
 use crate::config::Config;
 use crate::credentials::vault::Vault;

@@ -3,20 +3,19 @@
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde_json::json;
 
 use crate::access_token;
-use crate::api::AppState;
 use crate::api::door::check_auth;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{not_found, optional_body, parse_id, served};
+use crate::api::extract::{ServerIdPath, ServerItemPath, llm_not_configured, not_found, optional_body, served};
 use crate::api::model::{
     AccessTokenRequest, AccessTokenSet, AuthSet, AuthView, CallList, CallRequest, CallResult, CallsQuery, ErrorBody,
     GenerationStarted, RegenerateRequest, ServerList, ServerSummary, ServerView, ToolHealthView, ToolsetRegistration,
 };
-use crate::api::register::llm_not_configured;
+use crate::api::state::AppState;
 use crate::catalog::{CallFilter, ServerRecord, StartGeneration};
 use crate::generate::Job;
 use crate::generate::repair::{self, Repair};
@@ -62,7 +61,10 @@ pub async fn list_servers(State(state): State<AppState>) -> Result<Json<ServerLi
     params(("id" = String, Path)),
     responses((status = 200, description = "the server", body = ServerView), (status = 404, description = "no such server", body = ErrorBody)),
 )]
-pub async fn get_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<ServerView>, ApiError> {
+pub async fn get_server(
+    State(state): State<AppState>,
+    ServerIdPath(id): ServerIdPath,
+) -> Result<Json<ServerView>, ApiError> {
     let record = find_server(&state, &id).await?;
     let mut view = ServerView::from(&record);
     view.auth =
@@ -100,8 +102,10 @@ async fn tool_health(
     params(("id" = String, Path)),
     responses((status = 204, description = "deleted"), (status = 404, description = "no such server", body = ErrorBody)),
 )]
-pub async fn delete_server(State(state): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
-    let id = parse_id(&id)?;
+pub async fn delete_server(
+    State(state): State<AppState>,
+    ServerIdPath(id): ServerIdPath,
+) -> Result<StatusCode, ApiError> {
     // Deleted in the catalog first, then unmounted: a delete that fails leaves the server whole
     // and served. Serialized with registration and token changes of the same id.
     let _change = state.registry.serialize(&id).await;
@@ -135,7 +139,7 @@ pub async fn delete_server(State(state): State<AppState>, Path(id): Path<String>
 )]
 pub async fn regenerate_server(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<GenerationStarted>), ApiError> {
     let shape = "{\"force\"?: bool, \"dry_run\"?: bool, \"tools\"?: [names], \"with_failures\"?: bool}";
@@ -289,11 +293,10 @@ async fn repair_of(
 )]
 pub async fn put_access_token(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
     body: Result<Json<AccessTokenRequest>, JsonRejection>,
 ) -> Result<Json<AccessTokenSet>, ApiError> {
     let Json(body) = body?;
-    let id = parse_id(&id)?;
     let token = access_token::parse(&body.access_token).map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
     let auth_setting_removed = set_access_token(&state, &id, Some(&access_token::digest(&token))).await?;
     Ok(Json(AccessTokenSet { id, access_token_set: true, auth_setting_removed }))
@@ -308,9 +311,8 @@ pub async fn put_access_token(
 )]
 pub async fn delete_access_token(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
 ) -> Result<StatusCode, ApiError> {
-    let id = parse_id(&id)?;
     set_access_token(&state, &id, None).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -347,11 +349,10 @@ async fn set_access_token(state: &AppState, id: &ServerId, digest: Option<&str>)
 )]
 pub async fn put_auth(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
     body: Result<Json<AuthSetting>, JsonRejection>,
 ) -> Result<Json<AuthSet>, ApiError> {
     let Json(setting) = body?;
-    let id = parse_id(&id)?;
     let setting = check_auth(&state.config.auth.oauth, setting)?;
     set_auth(&state, &id, Some(setting)).await
 }
@@ -369,8 +370,10 @@ pub async fn put_auth(
         (status = 404, description = "no such server", body = ErrorBody),
     ),
 )]
-pub async fn delete_auth(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<AuthSet>, ApiError> {
-    let id = parse_id(&id)?;
+pub async fn delete_auth(
+    State(state): State<AppState>,
+    ServerIdPath(id): ServerIdPath,
+) -> Result<Json<AuthSet>, ApiError> {
     set_auth(&state, &id, None).await
 }
 
@@ -409,11 +412,10 @@ async fn set_auth(state: &AppState, id: &ServerId, setting: Option<AuthSetting>)
 )]
 pub async fn call_tool(
     State(state): State<AppState>,
-    Path((id, tool)): Path<(String, String)>,
+    ServerItemPath(id, tool): ServerItemPath<String>,
     body: Result<Json<CallRequest>, JsonRejection>,
 ) -> Result<Json<CallResult>, ApiError> {
     let Json(body) = body?;
-    let id = parse_id(&id)?;
     let server = served(&state, &id).await?;
     let output = server.call(&state.caller, &tool, body.arguments, Via::Admin).await.map_err(|e| match e {
         CallError::UnknownTool(name) => ApiError::new(
@@ -448,7 +450,7 @@ pub async fn call_tool(
 )]
 pub async fn list_calls(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
     query: Result<Query<CallsQuery>, QueryRejection>,
 ) -> Result<Json<CallList>, ApiError> {
     let Query(query) = query?;
@@ -494,7 +496,7 @@ fn parse_time(parameter: &str, time: &str) -> Result<i64, ApiError> {
 )]
 pub async fn export_server(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
 ) -> Result<Json<ToolsetRegistration>, ApiError> {
     let record = find_server(&state, &id).await?;
     let generation = record.generation.ok_or_else(|| {
@@ -518,7 +520,6 @@ pub async fn export_server(
     }))
 }
 
-async fn find_server(state: &AppState, raw_id: &str) -> Result<ServerRecord, ApiError> {
-    let id = parse_id(raw_id)?;
-    state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))
+async fn find_server(state: &AppState, id: &ServerId) -> Result<ServerRecord, ApiError> {
+    state.catalog.get_server(id).await?.ok_or_else(|| not_found(id))
 }

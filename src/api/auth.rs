@@ -6,8 +6,8 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::state::AppState;
 
 /// Refuses admin requests without the configured token; a daemon with no token and no admin
 /// scope (loopback only, enforced by config validation) lets every request through.

@@ -8,9 +8,9 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use tokio::io::AsyncReadExt;
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{CatalogBackup, ErrorBody};
+use crate::api::state::AppState;
 
 /// How much of the copy is read per chunk of the response.
 const CHUNK: usize = 64 * 1024;

@@ -2,14 +2,13 @@
 //! (`mcpbootd code exec` uses it).
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{not_found, parse_id, served};
+use crate::api::extract::{ServerIdPath, not_found, served};
 use crate::api::model::{ErrorBody, ScriptRequest, ScriptResult};
-use crate::api::register::check_code_mode;
+use crate::api::state::AppState;
 use crate::states::Via;
 use crate::toolset::CodeModeSettings;
 
@@ -32,11 +31,10 @@ use crate::toolset::CodeModeSettings;
 )]
 pub async fn put_code_mode(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
     body: Result<Json<CodeModeSettings>, JsonRejection>,
 ) -> Result<Json<CodeModeSettings>, ApiError> {
     let Json(settings) = body?;
-    let id = parse_id(&id)?;
     check_code_mode(Some(&settings))?;
     let _change = state.registry.serialize(&id).await;
     if !state.catalog.set_code_mode(&id, Some(&settings)).await? {
@@ -67,15 +65,23 @@ pub async fn put_code_mode(
 )]
 pub async fn run_code(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
     body: Result<Json<ScriptRequest>, JsonRejection>,
 ) -> Result<Json<ScriptResult>, ApiError> {
     let Json(request) = body?;
-    let id = parse_id(&id)?;
     let server = served(&state, &id).await?;
     let code_mode = state.registry.code_mode();
     if let Some(refusal) = code_mode.refusal(&server) {
         return Err(ApiError::new(ErrorCode::CodeModeDisabled, refusal));
     }
     Ok(Json(code_mode.run(&server, request, Via::Admin, None).await))
+}
+
+/// Code-mode settings, checked before anything is stored: the body of `PUT .../code-mode`, and a
+/// registration's `code_mode`.
+pub fn check_code_mode(settings: Option<&CodeModeSettings>) -> Result<(), ApiError> {
+    match settings.map(CodeModeSettings::check) {
+        Some(Err(problem)) => Err(ApiError::new(ErrorCode::InvalidField, problem)),
+        _ => Ok(()),
+    }
 }

@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use crate::accounts::flow::{Next, Refusal, SESSION_LIFETIME, SignedIn};
-use crate::api::AppState;
+use crate::api::state::AppState;
 
 const SESSION_COOKIE: &str = "mcpbootd_connect";
 

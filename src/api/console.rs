@@ -20,8 +20,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::state::AppState;
 
 /// `(name under console/assets, contents)`, sorted by name.
 const EMBEDDED: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/console_assets.rs"));

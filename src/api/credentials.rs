@@ -3,14 +3,14 @@
 //! value they started with.
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{not_found, parse_id};
+use crate::api::extract::{ServerIdPath, ServerItemPath, not_found};
 use crate::api::model::{ConnectionList, ConnectionView, CredentialList, CredentialRequest, CredentialView, ErrorBody};
+use crate::api::state::AppState;
 use crate::catalog::{NewCredential, PutCredential};
 use crate::credentials::vault::Vault;
 use crate::credentials::{self, Binding, Injection, MAX_PER_SERVER, PerUser};
@@ -41,11 +41,10 @@ use crate::whitelist::Whitelist;
 )]
 pub async fn put_credential(
     State(state): State<AppState>,
-    Path((id, name)): Path<(String, String)>,
+    ServerItemPath(id, name): ServerItemPath<String>,
     body: Result<Json<CredentialRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CredentialView>), ApiError> {
     let Json(body) = body?;
-    let id = parse_id(&id)?;
     let record = state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))?;
     let whitelist = match &record.generation {
         Some(generation) => generation.whitelist.clone(),
@@ -85,9 +84,8 @@ pub async fn put_credential(
 )]
 pub async fn list_credentials(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
 ) -> Result<Json<CredentialList>, ApiError> {
-    let id = parse_id(&id)?;
     if state.catalog.server_status(&id).await?.is_none() {
         return Err(not_found(&id));
     }
@@ -107,9 +105,8 @@ pub async fn list_credentials(
 )]
 pub async fn delete_credential(
     State(state): State<AppState>,
-    Path((id, name)): Path<(String, String)>,
+    ServerItemPath(id, name): ServerItemPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    let id = parse_id(&id)?;
     let _change = state.registry.serialize(&id).await;
     if !state.catalog.delete_credential(&id, &name).await? {
         if state.catalog.server_status(&id).await?.is_none() {
@@ -137,9 +134,8 @@ pub async fn delete_credential(
 )]
 pub async fn list_connections(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
 ) -> Result<Json<ConnectionList>, ApiError> {
-    let id = parse_id(&id)?;
     if state.catalog.server_status(&id).await?.is_none() {
         return Err(not_found(&id));
     }
@@ -162,9 +158,8 @@ pub async fn list_connections(
 )]
 pub async fn delete_connection(
     State(state): State<AppState>,
-    Path((id, connection)): Path<(String, String)>,
+    ServerItemPath(id, connection): ServerItemPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    let id = parse_id(&id)?;
     if !state.accounts.delete_connection(Some(&id), &connection, None).await? {
         if state.catalog.server_status(&id).await?.is_none() {
             return Err(not_found(&id));
@@ -183,7 +178,7 @@ fn invalid(message: String) -> ApiError {
 
 /// Checks a credential for server `id` (name, value, injection rule, domains within
 /// `whitelist`) and seals its value: what is stored, at `PUT` or inline at registration.
-pub(crate) fn seal(
+pub fn seal(
     vault: &Vault,
     id: &ServerId,
     name: String,
@@ -241,7 +236,7 @@ pub(crate) fn seal(
 /// Refuses per-user credentials on a server whose mount does not sign its callers in: the
 /// caller's OAuth subject is whose value a call carries. `access_token` and `auth` are the
 /// server's door settings.
-pub(crate) fn check_per_user_door(
+pub fn check_per_user_door(
     state: &AppState,
     credentials: &[NewCredential],
     access_token: bool,
@@ -273,7 +268,7 @@ pub(crate) fn check_per_user_door(
 /// The warnings for credentials of server `id` that its handlers could carry, in a piece or a
 /// form the scrubbing cannot know, to hosts the credentials are not sent to
 /// ([`Binding::reach_warning`]); each is logged at warn level too.
-pub(crate) fn reach_warnings(id: &ServerId, credentials: &[NewCredential], whitelist: &Whitelist) -> Vec<String> {
+pub fn reach_warnings(id: &ServerId, credentials: &[NewCredential], whitelist: &Whitelist) -> Vec<String> {
     let warnings: Vec<String> = credentials
         .iter()
         .filter_map(|credential| credential.binding.reach_warning(&credential.name, whitelist))

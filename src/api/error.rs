@@ -421,6 +421,11 @@ impl From<QueryRejection> for ApiError {
 
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> ApiError {
+        // Parameters that do not fit their route's handler are the daemon's mistake, not the
+        // client's: the same 500 the outermost layer makes of axum's own answer.
+        if rejection.status().is_server_error() {
+            return ApiError::internal(rejection.body_text());
+        }
         ApiError::new(ErrorCode::InvalidPath, rejection.body_text())
     }
 }

@@ -15,9 +15,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt};
 use tokio::sync::broadcast::{Receiver, error::RecvError};
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::model::{DaemonEvent, ErrorBody, GenerationEvent};
+use crate::api::state::AppState;
 use crate::catalog::Catalog;
 use crate::generate::StatusEvent;
 use crate::toolset::ServerId;

@@ -1,19 +1,77 @@
-//! The room's shared helpers for the server a request names: its id read from the path, the 404
-//! for an unknown one, why a server cannot be called yet, and an optional JSON body.
+//! The room's shared helpers for the server a request names: its id read from the path (the
+//! [`ServerIdPath`] and [`ServerItemPath`] extractors), the 404 for an unknown one, why a server
+//! cannot be called yet, why a generation cannot start, an optional JSON body, and the kind of a
+//! JSON value as error messages name it.
 
+use std::fmt;
 use std::sync::Arc;
 
+use axum::extract::{FromRequestParts, Path};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 
-use crate::api::AppState;
+use serde::Deserialize;
+use serde::de::{self, DeserializeOwned, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::state::AppState;
 use crate::serve::registry::MountError;
 use crate::serve::server::Server;
 use crate::states::Status;
 use crate::toolset::ServerId;
 
+/// The server a route's only parameter, `{id}`, names, checked before the handler runs: a
+/// malformed id is answered with the 404 that says which characters an id has.
+pub struct ServerIdPath(pub ServerId);
+
+/// A route's `{id}`, checked like [`ServerIdPath`], and the segments after it: a `String` for
+/// one (`{id}/credentials/{name}`), a `(String, String)` for two (`{id}/versions/{from}/diff/{to}`).
+pub struct ServerItemPath<T>(pub ServerId, pub T);
+
+/// The segments a route has after `{id}`. They are read with axum's `Path` together with the
+/// id, as one tuple, so a path that does not fit is refused exactly as `Path` refuses it.
+pub trait AfterId: Sized + Send {
+    /// The whole path's segments, the id first.
+    type Segments: DeserializeOwned + Send;
+    fn split(segments: Self::Segments) -> (String, Self);
+}
+
+impl AfterId for String {
+    type Segments = (String, String);
+    fn split((id, item): (String, String)) -> (String, String) {
+        (id, item)
+    }
+}
+
+impl AfterId for (String, String) {
+    type Segments = (String, String, String);
+    fn split((id, first, second): (String, String, String)) -> (String, (String, String)) {
+        (id, (first, second))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ServerIdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<ServerIdPath, ApiError> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state).await?;
+        parse_id(&raw).map(ServerIdPath)
+    }
+}
+
+impl<S: Send + Sync, T: AfterId> FromRequestParts<S> for ServerItemPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<ServerItemPath<T>, ApiError> {
+        let Path(segments) = Path::<T::Segments>::from_request_parts(parts, state).await?;
+        let (raw, item) = T::split(segments);
+        Ok(ServerItemPath(parse_id(&raw)?, item))
+    }
+}
+
 /// A server id from a path, or the 404 that says which characters an id has.
-pub(crate) fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
+fn parse_id(raw: &str) -> Result<ServerId, ApiError> {
     ServerId::parse(raw)
         .map_err(|_| ApiError::new(ErrorCode::ServerNotFound, format!("no server {raw:?} (ids use a-z, 0-9 and '-')")))
 }
@@ -34,6 +92,22 @@ pub(crate) fn not_served(id: &ServerId, status: Status) -> String {
         ),
         status => format!("server {id:?} is {status}; its tools are served once it is ready"),
     }
+}
+
+/// Why a prompt generation (a registration or a regeneration) cannot start: no LLM is configured,
+/// or its key is missing; the message names the settings to add.
+pub fn llm_not_configured(llm: &crate::config::LlmConfig) -> ApiError {
+    let message = match llm.missing_key() {
+        Some(problem) => format!(
+            "prompt registrations need an LLM and {problem}; toolset registrations ({{\"tools\": [...]}}) work \
+             without one"
+        ),
+        None => "prompt registrations need an LLM: set [llm] provider (\"anthropic\" or \"openai\") and model \
+                 (MCPBOOTD_LLM__PROVIDER, MCPBOOTD_LLM__MODEL) and an API key ([llm] api_key, ANTHROPIC_API_KEY or \
+                 OPENAI_API_KEY); toolset registrations ({\"tools\": [...]}) work without one"
+            .to_string(),
+    };
+    ApiError::new(ErrorCode::LlmNotConfigured, message)
 }
 
 /// The built server of an id that is being served, or why it cannot be called.
@@ -61,4 +135,88 @@ pub(crate) fn optional_body<T: serde::de::DeserializeOwned + Default>(body: &[u8
     let parsed = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| refused(&e))?;
     deserializer.end().map_err(|e| refused(&e))?;
     Ok(parsed)
+}
+
+/// The kind of a JSON value, read without keeping the value; its `Display` is how error
+/// messages name it ("an object").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl Kind {
+    /// The kind of a value at hand.
+    pub fn of(value: &Value) -> Kind {
+        match value {
+            Value::Null => Kind::Null,
+            Value::Bool(_) => Kind::Bool,
+            Value::Number(_) => Kind::Number,
+            Value::String(_) => Kind::String,
+            Value::Array(_) => Kind::Array,
+            Value::Object(_) => Kind::Object,
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Null => "null",
+            Kind::Bool => "a boolean",
+            Kind::Number => "a number",
+            Kind::String => "a string",
+            Kind::Array => "an array",
+            Kind::Object => "an object",
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Kind, D::Error> {
+        deserializer.deserialize_any(KindVisitor)
+    }
+}
+
+struct KindVisitor;
+
+impl<'de> Visitor<'de> for KindVisitor {
+    type Value = Kind;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Kind, E> {
+        Ok(Kind::Null)
+    }
+    fn visit_none<E>(self) -> Result<Kind, E> {
+        Ok(Kind::Null)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Kind, E> {
+        Ok(Kind::Bool)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Kind, E> {
+        Ok(Kind::Number)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Kind, E> {
+        Ok(Kind::Number)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Kind, E> {
+        Ok(Kind::Number)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Kind, E> {
+        Ok(Kind::String)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Kind::Array)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Kind::Object)
+    }
 }

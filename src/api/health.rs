@@ -6,8 +6,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 
-use crate::api::AppState;
 use crate::api::model::{CatalogHealth, LiveStatus, Liveness, Readiness, ReadyStatus};
+use crate::api::state::AppState;
 
 /// Liveness
 ///

@@ -2,13 +2,13 @@
 //! override, and replace them. A change remounts the server, so the next call counts under it.
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{not_found, parse_id};
+use crate::api::extract::{ServerIdPath, not_found};
 use crate::api::model::{ErrorBody, LimitsView};
+use crate::api::state::AppState;
 use crate::serve::quota::EffectiveLimits;
 use crate::toolset::{ServerId, ServerLimits};
 
@@ -25,8 +25,10 @@ use crate::toolset::{ServerId, ServerLimits};
         (status = 404, description = "no such server", body = ErrorBody),
     ),
 )]
-pub async fn get_limits(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<LimitsView>, ApiError> {
-    let id = parse_id(&id)?;
+pub async fn get_limits(
+    State(state): State<AppState>,
+    ServerIdPath(id): ServerIdPath,
+) -> Result<Json<LimitsView>, ApiError> {
     let record = state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))?;
     Ok(Json(view(&state, &id, record.limits.unwrap_or_default())))
 }
@@ -51,11 +53,10 @@ pub async fn get_limits(State(state): State<AppState>, Path(id): Path<String>) -
 )]
 pub async fn put_limits(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
     body: Result<Json<ServerLimits>, JsonRejection>,
 ) -> Result<Json<LimitsView>, ApiError> {
     let Json(limits) = body?;
-    let id = parse_id(&id)?;
     let limits = limits
         .checked()
         .map_err(|m| ApiError::with_status(axum::http::StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidField, m))?;

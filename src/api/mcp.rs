@@ -12,11 +12,11 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
-use crate::api::AppState;
 use crate::api::door::{Door, mount_door};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::extract::not_served;
 use crate::api::model::JsonRpcError;
+use crate::api::state::AppState;
 use std::sync::Arc;
 
 use crate::api::connections::ClientAddress;

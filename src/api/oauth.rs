@@ -9,10 +9,10 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderValue;
 
-use crate::api::AppState;
 use crate::api::door::{Door, mount_door};
 use crate::api::error::{ApiError, ErrorCode, header_quotable};
 use crate::api::model::{OAuthError, ProtectedResource};
+use crate::api::state::AppState;
 use crate::config::OAuthConfig;
 use crate::oauth::MissingScope;
 use crate::toolset::ServerId;

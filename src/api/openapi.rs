@@ -1,14 +1,13 @@
-//! `GET /admin/openapi.json`: the OpenAPI 3.1 description of every HTTP route.
+//! The OpenAPI 3.1 description of every HTTP route, which `api.rs` serves at
+//! `GET /admin/openapi.json`.
 //!
 //! Generated, not written: each handler describes itself with `#[utoipa::path]`, its bodies are
-//! the types of `model.rs`, and the route table (`api::admin_routes`, `api::open_routes`)
-//! registers every route together with its description, so the document cannot list a route the
-//! router does not serve or miss one it does. The admin token's security requirement and its
-//! 401/403 answers are added to exactly the routes the token check guards.
+//! the types of `model.rs`, and the route tables (`api::admin_routes`, `api::open_routes`)
+//! register every route together with its description, so the document cannot list a route the
+//! router does not serve or miss one it does. This module assembles the two tables' descriptions
+//! into one document: the admin token's security requirement and its 401/403 answers are added to
+//! exactly the routes the token check guards.
 
-use std::sync::LazyLock;
-
-use axum::Json;
 use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder, Schema};
@@ -21,21 +20,9 @@ use crate::api::model::{ErrorBody, OpenApiRegistration};
 /// The name of the admin token's security scheme.
 const ADMIN_TOKEN: &str = "adminToken";
 
-static DOCUMENT: LazyLock<OpenApi> = LazyLock::new(document);
-
-/// This document
-#[utoipa::path(
-    get,
-    path = "/admin/openapi.json",
-    responses((status = 200, description = "the OpenAPI 3.1 document", content_type = "application/json")),
-)]
-pub async fn openapi() -> Json<&'static OpenApi> {
-    Json(&DOCUMENT)
-}
-
-/// The whole document: both route tables' operations and the schemas they use.
-pub fn document() -> OpenApi {
-    let mut admin = super::admin_routes().into_openapi();
+/// The whole document from the two route tables' descriptions: their operations, the schemas
+/// they use and the admin token's scheme on `admin`'s operations.
+pub fn document(mut admin: OpenApi, open: OpenApi) -> OpenApi {
     guarded_by_admin_token(&mut admin);
     let mut document = OpenApiBuilder::new()
         .info(
@@ -63,7 +50,7 @@ pub fn document() -> OpenApi {
         ))
         .build();
     document.merge(admin);
-    document.merge(super::open_routes().into_openapi());
+    document.merge(open);
     require_one_description(&mut document);
     document
 }

@@ -4,8 +4,8 @@
 use axum::Json;
 use axum::extract::State;
 
-use crate::api::AppState;
 use crate::api::model::{Overview, OverviewPoint};
+use crate::api::state::AppState;
 use crate::catalog::{format_millis, now_millis};
 use crate::telemetry::overview::{INTERVAL, Load, WINDOW};
 

@@ -12,13 +12,15 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::access_token;
-use crate::api::AppState;
+use crate::api::code_mode::check_code_mode;
+use crate::api::credentials::{check_per_user_door, reach_warnings, seal};
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::mcp::params::Kind;
+use crate::api::extract::{Kind, llm_not_configured};
 use crate::api::model::{
     CredentialRequest, ErrorBody, GenerationStarted, OpenApiRegistration, PromptRegistration, Registered, Registration,
     ToolsetRegistered, ToolsetRegistration,
 };
+use crate::api::state::AppState;
 use crate::catalog::{CatalogError, MountRecord, NewCredential, NewPromptServer, NewToolsetServer};
 use crate::config::OAuthConfig;
 use crate::credentials::MAX_PER_SERVER;
@@ -134,10 +136,10 @@ async fn start_generation(
 ) -> Result<Registered, ApiError> {
     let Checked { id, name, description, access_token_sha256, auth, whitelist } = server;
     let credentials = seal_credentials(state, &id, credentials, &whitelist)?;
-    crate::api::credentials::check_per_user_door(state, &credentials, access_token_sha256.is_some(), auth.as_ref())?;
+    check_per_user_door(state, &credentials, access_token_sha256.is_some(), auth.as_ref())?;
     // Logged only: generation may add hosts to the whitelist, so this answer could not list them
     // all.
-    crate::api::credentials::reach_warnings(&id, &credentials, &whitelist);
+    reach_warnings(&id, &credentials, &whitelist);
     check_code_mode(pending.code_mode.as_ref())?;
     let Pending { prompt, allow_domains, dry_run, code_mode, openapi, require_approval } = pending;
     let generation_id = state
@@ -325,11 +327,11 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
     let Checked { id, name, description, access_token_sha256, auth, whitelist } =
         Checked::new(body.id, body.name, body.description, access, &body.allow_domains)?;
     let credentials = seal_credentials(state, &id, body.credentials, &whitelist)?;
-    crate::api::credentials::check_per_user_door(state, &credentials, access_token_sha256.is_some(), auth.as_ref())?;
+    check_per_user_door(state, &credentials, access_token_sha256.is_some(), auth.as_ref())?;
     check_code_mode(body.code_mode.as_ref())?;
     let toolset = Toolset::new(body.tools).map_err(|e| ApiError::new(ErrorCode::InvalidTool, e.to_string()))?;
     let (toolset, mut warnings) = check_handlers(toolset).await?;
-    warnings.extend(crate::api::credentials::reach_warnings(&id, &credentials, &whitelist));
+    warnings.extend(reach_warnings(&id, &credentials, &whitelist));
     let tool_names: Vec<String> = toolset.tools().iter().map(|t| t.name.clone()).collect();
     let new = NewToolsetServer {
         id: id.clone(),
@@ -388,14 +390,6 @@ async fn register_toolset(state: &AppState, body: ToolsetRegistration) -> Result
     }))
 }
 
-/// A registration's code-mode settings, checked before anything is stored.
-pub(super) fn check_code_mode(settings: Option<&CodeModeSettings>) -> Result<(), ApiError> {
-    match settings.map(CodeModeSettings::check) {
-        Some(Err(problem)) => Err(ApiError::new(ErrorCode::InvalidField, problem)),
-        _ => Ok(()),
-    }
-}
-
 /// Inline credentials of a registration, checked and sealed before anything is stored.
 fn seal_credentials(
     state: &AppState,
@@ -409,10 +403,7 @@ fn seal_credentials(
             format!("{} credentials given; a server holds at most {MAX_PER_SERVER}", credentials.len()),
         ));
     }
-    credentials
-        .into_iter()
-        .map(|(name, request)| crate::api::credentials::seal(&state.vault, id, name, request, whitelist))
-        .collect()
+    credentials.into_iter().map(|(name, request)| seal(&state.vault, id, name, request, whitelist)).collect()
 }
 
 /// What both kinds of registration have, checked.
@@ -539,20 +530,6 @@ async fn check_handlers(toolset: Toolset) -> Result<(Toolset, Vec<String>), ApiE
             ))
         }
     }
-}
-
-pub(crate) fn llm_not_configured(llm: &crate::config::LlmConfig) -> ApiError {
-    let message = match llm.missing_key() {
-        Some(problem) => format!(
-            "prompt registrations need an LLM and {problem}; toolset registrations ({{\"tools\": [...]}}) work \
-             without one"
-        ),
-        None => "prompt registrations need an LLM: set [llm] provider (\"anthropic\" or \"openai\") and model \
-                 (MCPBOOTD_LLM__PROVIDER, MCPBOOTD_LLM__MODEL) and an API key ([llm] api_key, ANTHROPIC_API_KEY or \
-                 OPENAI_API_KEY); toolset registrations ({\"tools\": [...]}) work without one"
-            .to_string(),
-    };
-    ApiError::new(ErrorCode::LlmNotConfigured, message)
 }
 
 #[cfg(test)]

@@ -7,16 +7,16 @@
 //! started on, the next request is served by the new one.
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
 
-use crate::api::AppState;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{not_found, optional_body, parse_id};
+use crate::api::extract::{ServerIdPath, ServerItemPath, not_found, optional_body};
 use crate::api::model::{
     ActivateRequest, ApprovalSetting, DriftReport, DriftView, ErrorBody, GenerationView, RejectRequest, VersionChanged,
     VersionDiff, VersionList, VersionSummary, VersionView,
 };
+use crate::api::state::AppState;
 use crate::catalog::{GenerationRecord, Review, VersionRefusal};
 use crate::generate::LifecycleEvent;
 use crate::generate::drift::DriftError;
@@ -40,9 +40,8 @@ const MAX_REASON_CHARS: usize = 2000;
 )]
 pub async fn list_versions(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
 ) -> Result<Json<VersionList>, ApiError> {
-    let id = parse_id(&id)?;
     let (active, versions) = state.catalog.list_versions(&id).await?.ok_or_else(|| not_found(&id))?;
     let versions: Vec<VersionSummary> = versions.into_iter().map(|row| VersionSummary::new(row, active)).collect();
     let active_version = versions.iter().find(|v| v.active).map(|v| v.version);
@@ -64,9 +63,8 @@ pub async fn list_versions(
 )]
 pub async fn get_version(
     State(state): State<AppState>,
-    Path((id, version)): Path<(String, String)>,
+    ServerItemPath(id, version): ServerItemPath<String>,
 ) -> Result<Json<VersionView>, ApiError> {
-    let id = parse_id(&id)?;
     let (record, active) = version_of(&state, &id, &version).await?;
     let diff_from_active = match active {
         Some(active) if record.status == Status::AwaitingApproval => {
@@ -98,9 +96,8 @@ pub async fn get_version(
 )]
 pub async fn diff_versions(
     State(state): State<AppState>,
-    Path((id, from, to)): Path<(String, String, String)>,
+    ServerItemPath(id, (from, to)): ServerItemPath<(String, String)>,
 ) -> Result<Json<VersionDiff>, ApiError> {
-    let id = parse_id(&id)?;
     let (from, _) = version_of(&state, &id, &from).await?;
     let (to, _) = version_of(&state, &id, &to).await?;
     Ok(Json(diff::diff(&from, &to)))
@@ -121,9 +118,8 @@ pub async fn diff_versions(
 )]
 pub async fn approve_version(
     State(state): State<AppState>,
-    Path((id, version)): Path<(String, String)>,
+    ServerItemPath(id, version): ServerItemPath<String>,
 ) -> Result<Json<VersionChanged>, ApiError> {
-    let id = parse_id(&id)?;
     let number = version_number(&version)?;
     let _change = state.registry.serialize(&id).await;
     let result = state.catalog.review_version(&id, number, Review::Approve, None).await?;
@@ -149,10 +145,9 @@ pub async fn approve_version(
 )]
 pub async fn reject_version(
     State(state): State<AppState>,
-    Path((id, version)): Path<(String, String)>,
+    ServerItemPath(id, version): ServerItemPath<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<VersionChanged>, ApiError> {
-    let id = parse_id(&id)?;
     let number = version_number(&version)?;
     let body: RejectRequest = optional_body(&body, "{\"reason\"?: string}")?;
     let reason = body.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
@@ -188,11 +183,10 @@ pub async fn reject_version(
 )]
 pub async fn activate_version(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
     body: Result<Json<ActivateRequest>, JsonRejection>,
 ) -> Result<Json<VersionChanged>, ApiError> {
     let Json(body) = body?;
-    let id = parse_id(&id)?;
     let _change = state.registry.serialize(&id).await;
     let result = state.catalog.activate_version(&id, body.version).await?;
     let hint = "only a ready version can be served; approve one that awaits approval, or regenerate";
@@ -218,11 +212,10 @@ pub async fn activate_version(
 )]
 pub async fn put_approval(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ServerIdPath(id): ServerIdPath,
     body: Result<Json<ApprovalSetting>, JsonRejection>,
 ) -> Result<Json<ApprovalSetting>, ApiError> {
     let Json(body) = body?;
-    let id = parse_id(&id)?;
     if !state.catalog.set_require_approval(&id, body.require_approval).await? {
         return Err(not_found(&id));
     }
@@ -243,8 +236,10 @@ pub async fn put_approval(
         (status = 409, description = "not a prompt server, or a generation is running", body = ErrorBody),
     ),
 )]
-pub async fn check_drift(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<DriftReport>, ApiError> {
-    let id = parse_id(&id)?;
+pub async fn check_drift(
+    State(state): State<AppState>,
+    ServerIdPath(id): ServerIdPath,
+) -> Result<Json<DriftReport>, ApiError> {
     let outcome = state.generator.check_drift(&id).await.map_err(|error| match error {
         DriftError::NoServer(id) => not_found(&id),
         DriftError::NoDocuments(_) => ApiError::new(ErrorCode::NotGenerated, error.to_string()),

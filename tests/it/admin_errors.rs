@@ -268,3 +268,37 @@ async fn backtracking_patterns_are_refused_and_nested_quantifiers_are_cheap() {
     let (status, body) = app.admin_call("nested", "t", json!({"xs": attack})).await;
     assert_eq!(status, 422, "the arguments do not match, and that is decided at once: {body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_server_id_gets_the_same_404_on_every_server_route() {
+    let app = spawn_app().await;
+    let expected =
+        r#"{"error":{"code":"server_not_found","message":"no server \"NOT_VALID\" (ids use a-z, 0-9 and '-')"}}"#;
+    let credential = json!({"value": "v", "domains": ["api.example.test"], "inject": {"header": "Authorization"}});
+    let checks: Vec<(&str, &str, Option<Value>)> = vec![
+        ("GET", "/admin/servers/NOT_VALID", None),
+        ("DELETE", "/admin/servers/NOT_VALID", None),
+        ("POST", "/admin/servers/NOT_VALID/regenerate", None),
+        ("GET", "/admin/servers/NOT_VALID/calls", None),
+        ("GET", "/admin/servers/NOT_VALID/export", None),
+        ("PUT", "/admin/servers/NOT_VALID/auth", Some(json!({"mode": "open"}))),
+        ("POST", "/admin/servers/NOT_VALID/tools/a/call", Some(json!({"arguments": {}}))),
+        ("PUT", "/admin/servers/NOT_VALID/credentials/key", Some(credential)),
+        ("DELETE", "/admin/servers/NOT_VALID/credentials/key", None),
+        ("DELETE", "/admin/servers/NOT_VALID/connections/c", None),
+        ("GET", "/admin/servers/NOT_VALID/versions/1", None),
+        ("GET", "/admin/servers/NOT_VALID/versions/1/diff/2", None),
+        ("POST", "/admin/servers/NOT_VALID/versions/1/reject", None),
+        ("GET", "/admin/servers/NOT_VALID/limits", None),
+        ("PUT", "/admin/servers/NOT_VALID/code-mode", Some(json!({"enabled": true}))),
+    ];
+    for (method, path, body) in checks {
+        let mut request = app.http.request(method.parse().unwrap(), app.url(path));
+        if let Some(body) = &body {
+            request = request.json(body);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 404, "{method} {path}");
+        assert_eq!(response.text().await.unwrap(), expected, "{method} {path}");
+    }
+}

@@ -381,42 +381,10 @@ const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
     ("generate", &["generate.rs", "repair"]),
     ("llm", &["anthropic", "llm.rs", "openai"]),
     ("oauth", &["cache", "discovery", "introspection", "keys", "oauth.rs", "scopes"]),
-    // `AppState` lives in the parent, which every handler names and which names every handler.
-    (
-        "api",
-        &[
-            "admin",
-            "api.rs",
-            "auth",
-            "backup",
-            "code_mode",
-            "connect",
-            "console",
-            "credentials",
-            "events",
-            "extract",
-            "health",
-            "limits",
-            "mcp",
-            "oauth",
-            "openapi",
-            "overview",
-            "register",
-            "versions",
-        ],
-    ),
 ];
 
 /// Sibling private-helper imports not yet removed: (room, importing child, room-relative path).
 const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[
-    // Registration borrows the credential and code-mode checks of the handlers that own them.
-    ("api", "admin", "register::llm_not_configured"),
-    ("api", "code_mode", "register::check_code_mode"),
-    ("api", "register", "credentials::check_per_user_door"),
-    ("api", "register", "credentials::reach_warnings"),
-    ("api", "register", "credentials::seal"),
-    ("api", "register", "mcp::params"),
-    ("api", "register", "mcp::params::Kind"),
     ("generate", "compile", "plan::documents_section"),
     ("generate", "compile", "plan::domains_section"),
     ("oauth", "introspection", "cache::TokenCache"),

@@ -16,6 +16,7 @@ use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::extract::Kind;
 
 /// The error for a request whose `params` do not fit its method; `None` when they fit, or
 /// when the body is not a single request (other checks answer those).
@@ -91,93 +92,9 @@ enum Params {
     Other(Kind),
 }
 
-/// The kind of a JSON value, read without keeping the value; its `Display` is how error
-/// messages name it ("an object").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::api) enum Kind {
-    Null,
-    Bool,
-    Number,
-    String,
-    Array,
-    Object,
-}
-
-impl Kind {
-    /// The kind of a value at hand.
-    pub(in crate::api) fn of(value: &Value) -> Kind {
-        match value {
-            Value::Null => Kind::Null,
-            Value::Bool(_) => Kind::Bool,
-            Value::Number(_) => Kind::Number,
-            Value::String(_) => Kind::String,
-            Value::Array(_) => Kind::Array,
-            Value::Object(_) => Kind::Object,
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Kind::Null => "null",
-            Kind::Bool => "a boolean",
-            Kind::Number => "a number",
-            Kind::String => "a string",
-            Kind::Array => "an array",
-            Kind::Object => "an object",
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for Kind {
-    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Kind, D::Error> {
-        deserializer.deserialize_any(KindVisitor)
-    }
-}
-
 impl<'de> Deserialize<'de> for Params {
     fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Params, D::Error> {
         deserializer.deserialize_any(ParamsVisitor)
-    }
-}
-
-struct KindVisitor;
-
-impl<'de> Visitor<'de> for KindVisitor {
-    type Value = Kind;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_unit<E>(self) -> Result<Kind, E> {
-        Ok(Kind::Null)
-    }
-    fn visit_none<E>(self) -> Result<Kind, E> {
-        Ok(Kind::Null)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Kind, E> {
-        Ok(Kind::Bool)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Kind, E> {
-        Ok(Kind::Number)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Kind, E> {
-        Ok(Kind::Number)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Kind, E> {
-        Ok(Kind::Number)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Kind, E> {
-        Ok(Kind::String)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Kind::Array)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Kind::Object)
     }
 }
 
@@ -207,8 +124,9 @@ impl<'de> Visitor<'de> for ParamsVisitor {
     fn visit_str<E>(self, _: &str) -> Result<Params, E> {
         Ok(Params::Other(Kind::String))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Params, A::Error> {
-        KindVisitor.visit_seq(seq).map(Params::Other)
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Params, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Params::Other(Kind::Array))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
         let (mut name, mut arguments) = (None, None);

@@ -13,18 +13,18 @@
 //!   later revisions removed it. Under 2025-03-26 (or without an `MCP-Protocol-Version` header,
 //!   which means 2025-03-26) each message is answered as its own request and the answers come
 //!   back as one array; under a later revision the batch is refused with the reason.
-//! * **`Host`.** Checked here first, with the same rule as rmcp's (the host, and the port when
-//!   an entry has one), so the refusal can name the host and the setting to change.
+//! * **`Host`.** Checked before the request gets here (`api::hosts`), with the same rule as
+//!   rmcp's (the host, and the port when an entry has one), so the refusal can name the host and
+//!   the setting to change.
 //!
 //! A single `tools/call` that rmcp would answer as plain JSON is handed to the mount's direct
 //! path instead (`serve::mount::direct_tool_call`), which answers it with the same bytes.
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::header::{ACCEPT, ALLOW, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::header::{ACCEPT, ALLOW, CONTENT_TYPE, ORIGIN};
 use axum::http::request::Parts;
-use axum::http::uri::Authority;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::join_all;
 use serde_json::Value;
@@ -42,63 +42,6 @@ pub const MAX_BATCH: usize = 64;
 const REFUSAL_BYTES: usize = 16 * 1024;
 /// What rmcp needs to see to answer; this endpoint answers JSON whichever the client prefers.
 const ACCEPT_BOTH: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
-
-/// `[server] allowed_hosts` as the MCP endpoint applies it.
-#[derive(Debug, Clone)]
-pub struct AllowedHosts {
-    /// Host (lower case, without brackets) and port when the entry has one. Empty: any host.
-    entries: Vec<(String, Option<u16>)>,
-    /// As configured, for messages.
-    listed: String,
-}
-
-impl AllowedHosts {
-    pub fn new(configured: &[String]) -> AllowedHosts {
-        let entries = configured
-            .iter()
-            .map(|entry| entry.trim())
-            .filter(|entry| !entry.is_empty())
-            .map(|entry| match Authority::try_from(entry) {
-                Ok(authority) => (normalize_host(authority.host()), authority.port_u16()),
-                // A bare IPv6 address (`::1`) is not an authority without its brackets.
-                Err(_) => (normalize_host(entry), None),
-            })
-            .collect();
-        AllowedHosts { entries, listed: configured.join(", ") }
-    }
-
-    /// Refuses a request whose `Host` (or HTTP/2 `:authority`) is not listed: the defence
-    /// against DNS rebinding, where a web page reaches a local daemon through a name it controls.
-    pub fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), ApiError> {
-        if self.entries.is_empty() {
-            return Ok(());
-        }
-        let presented = headers.get(HOST).and_then(|v| v.to_str().ok()).or_else(|| uri.authority().map(|a| a.as_str()));
-        let authority = presented.and_then(|host| Authority::try_from(host).ok());
-        let allowed = authority.as_ref().is_some_and(|authority| {
-            let host = normalize_host(authority.host());
-            self.entries
-                .iter()
-                .any(|(allowed, port)| *allowed == host && port.is_none_or(|p| Some(p) == authority.port_u16()))
-        });
-        if allowed {
-            return Ok(());
-        }
-        let named = presented.map_or_else(|| "no Host header".to_string(), |host| format!("the Host header {host:?}"));
-        Err(ApiError::new(
-            ErrorCode::HostNotAllowed,
-            format!(
-                "{named} is not one this daemon answers to (it guards against DNS rebinding): add the \
-                 name clients use to [server] allowed_hosts (MCPBOOTD_SERVER__ALLOWED_HOSTS); allowed now: {}",
-                self.listed
-            ),
-        ))
-    }
-}
-
-fn normalize_host(host: &str) -> String {
-    host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()
-}
 
 /// Looks at a message before rmcp does, and may refuse it (a `tools/call` the caller's token
 /// does not cover).
@@ -409,37 +352,5 @@ mod tests {
             assert_eq!(error.code, ErrorCode::NotAcceptable, "{refused:?}");
             assert_eq!(error.status, StatusCode::NOT_ACCEPTABLE);
         }
-    }
-
-    fn host_check(allowed: &[&str], host: Option<&str>) -> Result<(), ApiError> {
-        let allowed = AllowedHosts::new(&allowed.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-        let mut headers = HeaderMap::new();
-        if let Some(host) = host {
-            headers.insert(HOST, HeaderValue::from_str(host).unwrap());
-        }
-        allowed.check(&Uri::from_static("/servers/x/mcp"), &headers)
-    }
-
-    #[test]
-    fn hosts_match_by_name_and_by_port_when_the_entry_has_one() {
-        let allowed = ["localhost", "127.0.0.1", "::1", "mcp.example.test:8443"];
-        for host in ["localhost", "LOCALHOST:8080", "127.0.0.1:1", "[::1]:80", "mcp.example.test:8443"] {
-            assert!(host_check(&allowed, Some(host)).is_ok(), "{host}");
-        }
-        for host in [
-            Some("evil.test"),
-            Some("mcp.example.test"),
-            Some("mcp.example.test:443"),
-            Some("localhost.evil.test"),
-            None,
-        ] {
-            let error = host_check(&allowed, host).unwrap_err();
-            assert_eq!(error.code, ErrorCode::HostNotAllowed);
-            assert!(error.message.contains("[server] allowed_hosts"), "{}", error.message);
-            if let Some(host) = host {
-                assert!(error.message.contains(host), "names the host: {}", error.message);
-            }
-        }
-        assert!(host_check(&[], Some("anything.test")).is_ok(), "an empty list allows any host");
     }
 }

@@ -337,7 +337,6 @@ const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
     // Each parent holds the types its children share and also uses the children; the shared
     // types belong in a child of their own.
     ("accounts", &["accounts.rs", "flow"]),
-    ("credentials", &["credentials.rs", "redact"]),
     ("generate", &["generate.rs", "repair"]),
     ("llm", &["anthropic", "llm.rs", "openai"]),
     ("oauth", &["cache", "discovery", "introspection", "keys", "oauth.rs", "scopes"]),

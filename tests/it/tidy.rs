@@ -338,7 +338,6 @@ const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
     // types belong in a child of their own.
     ("accounts", &["accounts.rs", "flow"]),
     ("generate", &["generate.rs", "repair"]),
-    ("llm", &["anthropic", "llm.rs", "openai"]),
     ("oauth", &["cache", "discovery", "introspection", "keys", "oauth.rs", "scopes"]),
     (
         "catalog",

@@ -336,7 +336,6 @@ const SHARED_MODULES: &[(&str, &str)] = &[("api", "extract")];
 const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
     // Each parent holds the types its children share and also uses the children; the shared
     // types belong in a child of their own.
-    ("accounts", &["accounts.rs", "flow"]),
     ("generate", &["generate.rs", "repair"]),
     ("oauth", &["cache", "discovery", "introspection", "keys", "oauth.rs", "scopes"]),
     (

@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::cache::TokenCache;
-use super::{
-    Claims, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES, Refusal, StringOrList, ValidatorConfig, quoted, seconds, unix_now,
-};
+use super::claims::{Claims, Refusal, StringOrList, quoted, seconds, unix_now};
+use super::discovery::check_secure;
+use super::fetch::{FETCH_TIMEOUT, MAX_DOCUMENT_BYTES};
 
 /// Introspections in flight at most: a flood of made-up tokens waits here instead of becoming a
 /// flood of requests to the provider.
@@ -80,7 +80,8 @@ struct RawAnswer {
 pub(super) async fn check(
     http: &reqwest::Client,
     caches: &Caches,
-    config: &ValidatorConfig,
+    issuer: &str,
+    leeway: Duration,
     client: &IntrospectionClient,
     endpoint: &str,
     token: &str,
@@ -104,7 +105,7 @@ pub(super) async fn check(
             answer
         }
     };
-    judge(answer, &config.issuer, config.leeway, resource)
+    judge(answer, issuer, leeway, resource)
 }
 
 /// The same checks a JWT gets, on the endpoint's answer.
@@ -146,9 +147,7 @@ async fn introspect(
 ) -> Result<Answer, Refusal> {
     let unavailable = |message: String| Refusal::IssuerUnavailable(format!("POST {endpoint}: {message}"));
     // The token and our client secret go there: https only (http on loopback), like the JWKS.
-    let secure = url::Url::parse(endpoint)
-        .map_err(|error| error.to_string())
-        .and_then(|url| super::discovery::check_secure(&url));
+    let secure = url::Url::parse(endpoint).map_err(|error| error.to_string()).and_then(|url| check_secure(&url));
     if let Err(reason) = secure {
         return Err(unavailable(format!("the introspection endpoint is not usable: {reason}")));
     }

@@ -337,7 +337,6 @@ const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
     // Each parent holds the types its children share and also uses the children; the shared
     // types belong in a child of their own.
     ("generate", &["generate.rs", "repair"]),
-    ("oauth", &["cache", "discovery", "introspection", "keys", "oauth.rs", "scopes"]),
     (
         "catalog",
         &[
@@ -406,10 +405,6 @@ const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[
     ("catalog", "versions", "generations::status_list"),
     ("generate", "compile", "plan::documents_section"),
     ("generate", "compile", "plan::domains_section"),
-    ("oauth", "introspection", "cache::TokenCache"),
-    ("oauth", "introspection", "discovery::check_secure"),
-    ("oauth", "tests", "discovery::allowed_algorithms"),
-    ("oauth", "tests", "discovery::metadata_urls"),
 ];
 
 /// The directory modules of `src/` that have a parent file beside them.

@@ -269,17 +269,8 @@ impl Validator {
             )));
         };
         let inner = &self.inner;
-        introspection::check(
-            &inner.http,
-            &inner.introspected,
-            &inner.config.issuer,
-            inner.config.leeway,
-            client,
-            endpoint,
-            token,
-            resource,
-        )
-        .await
+        let answer = introspection::answer(&inner.http, &inner.introspected, client, endpoint, token).await?;
+        introspection::judge(answer, &inner.config.issuer, inner.config.leeway, resource)
     }
 
     fn wrong_issuer(&self, iss: &str) -> Refusal {

@@ -76,17 +76,14 @@ struct RawAnswer {
     scope: Option<String>,
 }
 
-/// Checks an opaque `token` for `resource` at `endpoint`, through the cache.
-pub(super) async fn check(
+/// What `endpoint` says about an opaque `token`, through the cache; [`judge`] checks it.
+pub(super) async fn answer(
     http: &reqwest::Client,
     caches: &Caches,
-    issuer: &str,
-    leeway: Duration,
     client: &IntrospectionClient,
     endpoint: &str,
     token: &str,
-    resource: &str,
-) -> Result<Claims, Refusal> {
+) -> Result<Answer, Refusal> {
     let key = TokenCache::<Answer>::key(token, "");
     let cached = caches.active.get(&key).or_else(|| caches.inactive.get(&key));
     let answer = match cached {
@@ -105,11 +102,11 @@ pub(super) async fn check(
             answer
         }
     };
-    judge(answer, issuer, leeway, resource)
+    Ok(answer)
 }
 
 /// The same checks a JWT gets, on the endpoint's answer.
-fn judge(answer: Answer, issuer: &str, leeway: Duration, resource: &str) -> Result<Claims, Refusal> {
+pub(super) fn judge(answer: Answer, issuer: &str, leeway: Duration, resource: &str) -> Result<Claims, Refusal> {
     if !answer.active {
         return Err(Refusal::Inactive("the issuer says the token is not active (revoked, expired or unknown)".into()));
     }

@@ -13,21 +13,17 @@
 //! before any upstream request: the MCP endpoint sends it as a URL elicitation (`-32042`).
 
 pub mod flow;
+mod service;
 pub mod token_endpoint;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
-use crate::catalog::{Catalog, CatalogError, ConnectionRecord, now_millis};
-use crate::config::Config;
-use crate::credentials::vault::{Vault, random_token};
+use self::service::digest;
+pub use self::service::{Accounts, token_name};
+use crate::catalog::{CatalogError, ConnectionRecord, now_millis};
+use crate::credentials::vault::random_token;
 use crate::credentials::{Binding, Credential, PerUser};
-use crate::oauth::Validator;
-use crate::tasks::Tasks;
-use crate::telemetry::metrics::{AccountEvent, Metrics};
+use crate::telemetry::metrics::AccountEvent;
 use crate::toolset::ServerId;
 
 /// A token this close to its expiry is refreshed before it is used.
@@ -81,71 +77,7 @@ pub struct ConnectLink {
     pub message: String,
 }
 
-/// The connected-accounts service: one per daemon.
-pub struct Accounts {
-    catalog: Catalog,
-    vault: Vault,
-    http: reqwest::Client,
-    /// The daemon's OAuth issuer: who the subjects are, and where the connect pages sign in.
-    validator: Option<Validator>,
-    issuer: String,
-    public_url: String,
-    connect_client_id: String,
-    connect_client_secret: String,
-    link_lifetime: Duration,
-    /// This replica's name in refresh claims.
-    replica: String,
-    metrics: Arc<Metrics>,
-    tasks: Tasks,
-    /// One refresh at a time per connection in this process.
-    refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// When each connection's use was last written.
-    touched: Mutex<HashMap<String, i64>>,
-}
-
 impl Accounts {
-    pub fn new(
-        config: &Config,
-        catalog: Catalog,
-        vault: Vault,
-        validator: Option<Validator>,
-        metrics: Arc<Metrics>,
-        tasks: Tasks,
-    ) -> anyhow::Result<Arc<Accounts>> {
-        let oauth = &config.auth.oauth;
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(15))
-            .build()?;
-        Ok(Arc::new(Accounts {
-            catalog,
-            vault,
-            http,
-            validator,
-            issuer: oauth.issuer.clone(),
-            public_url: oauth.public_url.trim_end_matches('/').to_string(),
-            connect_client_id: oauth.connect_client_id.clone(),
-            connect_client_secret: oauth.connect_client_secret.expose().to_string(),
-            link_lifetime: Duration::from_secs(oauth.connect_link_seconds),
-            replica: format!("{}-{}", std::process::id(), random_token().get(..8).unwrap_or_default()),
-            metrics,
-            tasks,
-            refreshing: Mutex::default(),
-            touched: Mutex::default(),
-        }))
-    }
-
-    /// Whether the connect pages can run: OAuth on, and the daemon's own client at the issuer.
-    pub fn configured(&self) -> bool {
-        !self.issuer.is_empty() && !self.connect_client_id.is_empty()
-    }
-
-    pub fn issuer(&self) -> &str {
-        &self.issuer
-    }
-
     /// The caller's values for `credentials` of `server`, as credentials the egress injects for
     /// this call, with the connections they came from (`(id, version)`, to tell when a cached
     /// policy is stale).
@@ -351,39 +283,10 @@ impl Accounts {
     fn open_access(&self, record: &ConnectionRecord) -> Result<String, String> {
         self.open(record, "access", &record.sealed_access)
     }
-
-    fn open(&self, record: &ConnectionRecord, which: &str, sealed: &[u8]) -> Result<String, String> {
-        self.vault
-            .open_value(
-                &record.server_id,
-                &token_name(&record.credential, record.issuer.as_str(), &record.subject, which),
-                sealed,
-            )
-            .map_err(|e| format!("a connected account's token cannot be opened: {e}"))
-    }
-
-    fn seal(&self, record: &ConnectionRecord, which: &str, value: &str) -> Vec<u8> {
-        self.vault.seal(
-            &record.server_id,
-            &token_name(&record.credential, &record.issuer, &record.subject, which),
-            value,
-        )
-    }
-}
-
-/// The name a connection's token is sealed under (the vault binds it with the server id as
-/// associated data), so a sealed token cannot be moved to another user's row.
-pub fn token_name(credential: &str, issuer: &str, subject: &str, which: &str) -> String {
-    format!("{credential}\u{0}{issuer}\u{0}{subject}\u{0}{which}")
 }
 
 fn needs_refresh(record: &ConnectionRecord) -> bool {
     record.expires_at.is_some_and(|at| at - REFRESH_AHEAD_MS <= now_millis())
-}
-
-/// The hex sha256 of a secret, which is how the catalog finds flows by it.
-pub(crate) fn digest(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
 fn unavailable(error: CatalogError) -> NotConnected {

@@ -12,6 +12,8 @@
 //!
 //! This module runs jobs and sequences the stages; each stage's work lives in a submodule:
 //! [`docs`] (fetching), [`candidates`] (the whitelist), [`plan`], [`compile`], [`self_test`].
+//! What the stages share is below them: the job and its events (`job`), the generator's state
+//! (`generator`), and a stage's error, clock and LLM usage (`stage`).
 
 pub mod candidates;
 pub mod compile;
@@ -20,11 +22,14 @@ pub mod docs;
 pub mod drift;
 pub mod endpoint;
 pub mod extract;
+mod generator;
 pub mod html;
+mod job;
 pub mod openapi;
 pub mod plan;
 pub mod repair;
 pub mod self_test;
+mod stage;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,151 +38,23 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use crate::catalog::{Catalog, CatalogError, FinishedGeneration, NewDocument, StageTimings, ToolExtras};
-use crate::config::{Config, GenerationConfig};
-use crate::credentials::vault::Vault;
-use crate::credentials::{Binding, Credential};
+use self::generator::Inner;
+pub use self::generator::{Generator, GeneratorParts};
+pub use self::job::{Job, LifecycleEvent, StatusEvent};
+use self::stage::{StageClock, StageError, add_usage};
+use crate::catalog::{CatalogError, FinishedGeneration, NewDocument, ToolExtras};
+use crate::config::Config;
+use crate::credentials::Credential;
 use crate::generate::candidates::Candidates;
 use crate::generate::compile::{CompileRequest, CompiledTool};
 use crate::generate::docs::{DocsLimits, FetchedDocument};
 use crate::generate::endpoint::Method;
-use crate::generate::plan::{Plan, PlanRequest, PlannedTool, SourceDocument};
+use crate::generate::plan::{Plan, PlanRequest, PlannedTool, SourceDocument, credentials_section};
 use crate::generate::self_test::{SelfTest, SelfTestOutcome};
-use crate::llm::{LlmClient, Usage};
-use crate::serve::call::Caller;
-use crate::serve::egress::{Egress, ServerPolicy};
-use crate::serve::registry::Registry;
+use crate::llm::LlmClient;
+use crate::serve::egress::ServerPolicy;
 use crate::states::{GenerationOutcome, ServerKind, Stage, Status, Trigger};
-use crate::tasks::Tasks;
-use crate::telemetry::metrics::Metrics;
-use crate::toolset::{OpenApiSettings, ServerId, ToolSpec, Toolset};
-
-/// One generation to run.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub server: ServerId,
-    pub generation_id: i64,
-    pub prompt: String,
-    pub allow_domains: Vec<String>,
-    pub dry_run: bool,
-    pub force: bool,
-    /// Set when the server is derived from an API description; `prompt` may then be empty.
-    pub openapi: Option<OpenApiSettings>,
-    /// What started it (a drift candidate whose self-test fails waits for review).
-    pub trigger: Trigger,
-    /// Set for a targeted regeneration of some of the active version's tools.
-    pub repair: Option<repair::Repair>,
-}
-
-/// Runs generation jobs in the background, at most `[generation] concurrency` at once.
-#[derive(Clone)]
-pub struct Generator {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    catalog: Catalog,
-    egress: Arc<Egress>,
-    caller: Caller,
-    registry: Arc<Registry>,
-    /// Opens the server's credentials for the self-test.
-    vault: Vault,
-    llm: Option<Arc<dyn LlmClient>>,
-    metrics: Arc<Metrics>,
-    settings: GenerationConfig,
-    /// `[catalog] max_versions_per_server`: older versions are pruned after each generation.
-    keep_versions: u64,
-    max_response_bytes: u64,
-    permits: Semaphore,
-    /// At shutdown running jobs stop and are marked failed (regenerate resumes them).
-    tasks: Tasks,
-    events: tokio::sync::broadcast::Sender<StatusEvent>,
-    lifecycle: tokio::sync::broadcast::Sender<LifecycleEvent>,
-    /// Held by the documentation drift check that is running (`drift`).
-    drift_checks: tokio::sync::Mutex<()>,
-    /// The generations whose jobs run in this process: only their leases are renewed, so a job
-    /// that ended without its final write (a database error) is left to expire and be taken over.
-    running: std::sync::Mutex<std::collections::BTreeSet<i64>>,
-    /// The span of each running generation's current stage, by generation id: it ends when the
-    /// next stage starts or the job ends, so a generation's trace shows where its time went.
-    stage_spans: std::sync::Mutex<std::collections::HashMap<i64, tracing::Span>>,
-}
-
-/// A generation's status changed; published to `GET /admin/servers/{id}/events` subscribers.
-#[derive(Debug, Clone)]
-pub struct StatusEvent {
-    pub id: ServerId,
-    pub status: Status,
-    pub generation_id: i64,
-    pub error: Option<String>,
-}
-
-impl StatusEvent {
-    /// The server's status now, as its stored record says.
-    pub fn current(record: &crate::catalog::ServerRecord) -> StatusEvent {
-        let generation = record.latest_generation.as_ref().or(record.generation.as_ref());
-        StatusEvent {
-            id: record.id.clone(),
-            status: record.status,
-            generation_id: generation.map(|g| g.id).unwrap_or(0),
-            error: generation.and_then(|g| g.error.clone()).filter(|_| record.status == Status::Failed),
-        }
-    }
-}
-
-/// Something happened to a server's versions: documentation drift was found, or an operator
-/// approved, rejected or activated a version. Published to `GET /admin/events` subscribers.
-#[derive(Debug, Clone)]
-pub struct LifecycleEvent {
-    /// `drift` or `version`.
-    pub kind: &'static str,
-    pub id: ServerId,
-    pub status: Option<Status>,
-    pub generation_id: Option<i64>,
-    pub version: Option<i64>,
-    pub detail: Option<String>,
-}
-
-/// A stage failure: which stage, and what went wrong.
-struct StageError {
-    stage: Stage,
-    message: String,
-}
-
-impl std::fmt::Display for StageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} failed: {}", self.stage, self.message)
-    }
-}
-
-impl StageError {
-    fn new(stage: Stage, message: impl std::fmt::Display) -> StageError {
-        StageError { stage, message: message.to_string() }
-    }
-
-    /// A catalog error: logged in full, reported to the operator without internals.
-    fn internal(stage: Stage, error: impl std::fmt::Display) -> StageError {
-        tracing::error!(%stage, %error, "catalog error during generation");
-        StageError::new(stage, "internal error; see the daemon log")
-    }
-}
-
-/// The daemon's parts a generator works with.
-pub struct GeneratorParts {
-    pub catalog: Catalog,
-    /// Fetches documentation under each server's policy.
-    pub egress: Arc<Egress>,
-    /// Runs self-tests in the isolate pool.
-    pub caller: Caller,
-    /// Where a ready generation is mounted.
-    pub registry: Arc<Registry>,
-    pub vault: Vault,
-    /// None when no `[llm]` provider is configured: prompt registrations are refused.
-    pub llm: Option<Arc<dyn LlmClient>>,
-    pub metrics: Arc<Metrics>,
-    /// Jobs run here and stop when shutdown starts.
-    pub tasks: Tasks,
-}
+use crate::toolset::{OpenApiSettings, ToolSpec, Toolset};
 
 impl Generator {
     pub fn new(config: &Config, parts: GeneratorParts) -> Generator {
@@ -663,12 +540,6 @@ fn self_test_failed(extras: &ToolExtras) -> bool {
     extras.self_test.as_ref().and_then(|outcome| outcome.get("status")).and_then(Value::as_str) == Some("failed")
 }
 
-/// What the LLM is told about the server's credentials: their names and bindings, never values.
-fn credentials_section(credentials: &[Credential]) -> String {
-    let bindings: Vec<(String, Binding)> = credentials.iter().map(|c| (c.name.clone(), c.binding.clone())).collect();
-    crate::credentials::prompt_section(&bindings)
-}
-
 /// MCP annotations from the HTTP methods a tool's endpoints use.
 fn annotations_for(tool: &PlannedTool) -> Map<String, Value> {
     let read_only = tool.is_read_only();
@@ -711,28 +582,5 @@ fn new_document(document: &FetchedDocument) -> NewDocument<'_> {
         truncated: document.truncated,
         summarised: document.summarised,
         discovered_urls: &document.discovered_urls,
-    }
-}
-
-fn add_usage(finished: &mut FinishedGeneration, usage: Usage) {
-    finished.input_tokens += usage.input_tokens;
-    finished.output_tokens += usage.output_tokens;
-    finished.llm_requests += usage.requests;
-}
-
-/// Times the stages: each lap is the time since the previous one.
-struct StageClock {
-    last: Instant,
-}
-
-impl StageClock {
-    fn new() -> StageClock {
-        StageClock { last: Instant::now() }
-    }
-
-    fn lap(&mut self, timings: &mut StageTimings, stage: Stage) {
-        let now = Instant::now();
-        timings.stages.insert(stage, (now - self.last).as_millis() as u64);
-        self.last = now;
     }
 }

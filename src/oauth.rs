@@ -13,7 +13,9 @@
 //! "signature" made with a public key (which anyone can fetch) would verify against it.
 
 mod cache;
+mod claims;
 mod discovery;
+mod fetch;
 mod introspection;
 mod keys;
 mod scopes;
@@ -22,20 +24,23 @@ mod tests;
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use tokio::sync::{Mutex, OnceCell};
 use tokio::time::Instant;
 
+pub use claims::{Claims, Refusal};
+use claims::{StringOrList, quoted, seconds, unix_now};
 pub use discovery::{IssuerMetadata, discover};
+pub use fetch::OAuthError;
 pub use introspection::IntrospectionClient;
 pub use keys::Keys;
+use keys::is_asymmetric;
 pub use scopes::{Admission, Grant, MissingScope, ScopeRule, check_scope};
 
 /// Clock skew tolerated on `exp` and `nbf`.
@@ -51,202 +56,8 @@ pub const DEFAULT_DISCOVERY_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 /// the issuer withdraws stops working for tokens already seen within this time.
 pub const VERIFIED_FOR: Duration = Duration::from_secs(60);
 
-/// Metadata and JWKS documents are small; anything bigger is a misconfiguration or an attack.
-const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
-/// Covers connecting, the response and its body: a slow issuer must not hold requests for long.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Real access tokens are a few KiB at most; bigger ones are refused before any decoding.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
-/// Token-supplied strings quoted in refusal messages are cut to this many characters.
-const MAX_QUOTED_CHARS: usize = 120;
-
-/// Why talking to the authorization server, or using what it published, failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum OAuthError {
-    /// The configured issuer is not a URL we can discover from.
-    #[error("issuer {issuer:?} is not usable: {reason}")]
-    InvalidIssuer { issuer: String, reason: String },
-    /// A document could not be fetched: transport error, timeout, non-2xx status, too large.
-    #[error("GET {url}: {message}")]
-    Fetch { url: String, message: String },
-    /// A document was fetched but is not what the specification requires.
-    #[error("{url}: {message}")]
-    InvalidDocument { url: String, message: String },
-    /// The metadata names another issuer. Compared as strings: `https://x` and `https://x/`
-    /// differ, and tokens carry the metadata's spelling in `iss`, so a mismatch is fatal.
-    #[error(
-        "issuer mismatch: {url} declares issuer {advertised:?}, but the configured issuer is {configured:?} \
-         (they must be identical strings; fix the configured issuer)"
-    )]
-    IssuerMismatch { configured: String, advertised: String, url: String },
-    /// Neither discovery location produced usable metadata.
-    #[error("discovering issuer {issuer:?} failed: {}", join(.attempts))]
-    Discovery { issuer: String, attempts: Vec<OAuthError> },
-    /// No key in the JWKS fits the token's `kid` and algorithm, even after any refetch allowed.
-    #[error("{jwks_uri} has no key {} usable with {alg:?}{note}", kid_label(.kid.as_deref()))]
-    UnknownKey { jwks_uri: String, kid: Option<String>, alg: Algorithm, note: String },
-}
-
-fn join(errors: &[OAuthError]) -> String {
-    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; then ")
-}
-
-fn kid_label(kid: Option<&str>) -> String {
-    match kid {
-        Some(kid) => format!("with kid {}", quoted(kid)),
-        None => "(the token names no kid)".into(),
-    }
-}
-
-/// GETs a JSON document with the size and time bounds above; errors name the URL.
-async fn fetch_json<T: DeserializeOwned>(http: &reqwest::Client, url: &str) -> Result<T, OAuthError> {
-    let fetch_error = |message: String| OAuthError::Fetch { url: url.to_string(), message };
-    let exchange = async {
-        let mut response = http
-            .get(url)
-            .header(reqwest::header::ACCEPT, "application/json")
-            .send()
-            .await
-            .map_err(|error| fetch_error(crate::error_chain(&error.without_url())))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(fetch_error(format!("HTTP {status}")));
-        }
-        let too_large = || fetch_error(format!("response larger than {MAX_DOCUMENT_BYTES} bytes"));
-        if response.content_length().is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64) {
-            return Err(too_large());
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) =
-            response.chunk().await.map_err(|error| fetch_error(crate::error_chain(&error.without_url())))?
-        {
-            if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-                return Err(too_large());
-            }
-            body.extend_from_slice(&chunk);
-        }
-        serde_json::from_slice(&body).map_err(|error| OAuthError::InvalidDocument {
-            url: url.to_string(),
-            message: format!("not the expected JSON document: {error}"),
-        })
-    };
-    match tokio::time::timeout(FETCH_TIMEOUT, exchange).await {
-        Ok(result) => result,
-        Err(_) => Err(fetch_error(format!("no complete response within {} s", FETCH_TIMEOUT.as_secs()))),
-    }
-}
-
-/// A token-supplied string as it appears in a message: escaped and bounded, since it is
-/// attacker-controlled and ends up in logs.
-fn quoted(text: &str) -> String {
-    match text.char_indices().nth(MAX_QUOTED_CHARS) {
-        Some((cut, _)) => format!("{:?}…", &text[..cut]),
-        None => format!("{text:?}"),
-    }
-}
-
-/// The only algorithms ever accepted, whatever an issuer advertises: asymmetric signatures.
-fn is_asymmetric(alg: Algorithm) -> bool {
-    !matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512)
-}
-
-/// Why a token was refused. [`Refusal::reason`] is a short stable label for metrics;
-/// [`Refusal::message`] explains, for logs (it may quote token contents and issuer URLs).
-///
-/// All but `IssuerUnavailable` mean the token is not acceptable (401 `invalid_token`);
-/// `IssuerUnavailable` means we could not check it and the client may retry (503).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// Not a well-formed signed JWT, or a required claim (`exp`, `sub`) is missing or mistyped.
-    Malformed(String),
-    /// The issuer's JWKS has no key with the token's `kid` fit for its algorithm.
-    UnknownKey(String),
-    /// The signature does not verify with the issuer's key.
-    BadSignature(String),
-    /// The header's `alg` is `none`, symmetric, unknown, or not advertised by the issuer.
-    AlgorithmNotAllowed(String),
-    /// `iss` is missing or is not exactly the configured issuer.
-    WrongIssuer(String),
-    /// `aud` is missing or does not contain this resource.
-    WrongAudience(String),
-    /// `exp` is in the past (beyond the leeway).
-    Expired(String),
-    /// The introspection endpoint says the (opaque) token is not active.
-    Inactive(String),
-    /// `nbf` is in the future (beyond the leeway).
-    NotYetValid(String),
-    /// The issuer's metadata or keys could not be fetched, so the token could not be checked.
-    IssuerUnavailable(String),
-}
-
-impl Refusal {
-    /// Every value [`Refusal::reason`] can return, e.g. to pre-register metric label values.
-    pub const REASONS: [&'static str; 10] = [
-        "malformed",
-        "unknown_key",
-        "bad_signature",
-        "algorithm_not_allowed",
-        "wrong_issuer",
-        "wrong_audience",
-        "expired",
-        "inactive",
-        "not_yet_valid",
-        "issuer_unavailable",
-    ];
-
-    /// A short stable label: one of [`Refusal::REASONS`].
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Refusal::Malformed(_) => "malformed",
-            Refusal::UnknownKey(_) => "unknown_key",
-            Refusal::BadSignature(_) => "bad_signature",
-            Refusal::AlgorithmNotAllowed(_) => "algorithm_not_allowed",
-            Refusal::WrongIssuer(_) => "wrong_issuer",
-            Refusal::WrongAudience(_) => "wrong_audience",
-            Refusal::Expired(_) => "expired",
-            Refusal::Inactive(_) => "inactive",
-            Refusal::NotYetValid(_) => "not_yet_valid",
-            Refusal::IssuerUnavailable(_) => "issuer_unavailable",
-        }
-    }
-
-    /// What exactly was wrong, for a human reading logs.
-    pub fn message(&self) -> &str {
-        match self {
-            Refusal::Malformed(message)
-            | Refusal::UnknownKey(message)
-            | Refusal::BadSignature(message)
-            | Refusal::AlgorithmNotAllowed(message)
-            | Refusal::WrongIssuer(message)
-            | Refusal::WrongAudience(message)
-            | Refusal::Expired(message)
-            | Refusal::Inactive(message)
-            | Refusal::NotYetValid(message)
-            | Refusal::IssuerUnavailable(message) => message,
-        }
-    }
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.reason(), self.message())
-    }
-}
-
-impl std::error::Error for Refusal {}
-
-/// What a valid token says about its bearer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claims {
-    /// `sub`: the resource owner (or the client itself, for client-credentials tokens).
-    pub sub: String,
-    /// `client_id` (RFC 9068), else `azp` (OpenID Connect style issuers).
-    pub client_id: Option<String>,
-    /// `scope` (space separated), else `scp` (an array, or a space separated string).
-    pub scopes: BTreeSet<String>,
-    /// `exp`, in seconds since the Unix epoch.
-    pub expires_at: i64,
-}
 
 /// How a [`Validator`] checks tokens. Start from [`ValidatorConfig::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -458,7 +269,8 @@ impl Validator {
             )));
         };
         let inner = &self.inner;
-        introspection::check(&inner.http, &inner.introspected, &inner.config, client, endpoint, token, resource).await
+        let answer = introspection::answer(&inner.http, &inner.introspected, client, endpoint, token).await?;
+        introspection::judge(answer, &inner.config.issuer, inner.config.leeway, resource)
     }
 
     fn wrong_issuer(&self, iss: &str) -> Refusal {
@@ -604,13 +416,6 @@ struct RawClaims {
     exp: serde_json::Number,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum StringOrList {
-    String(String),
-    List(Vec<String>),
-}
-
 impl RawClaims {
     fn into_claims(self) -> Result<Claims, Refusal> {
         let Some(sub) = self.sub.filter(|sub| !sub.is_empty()) else {
@@ -625,14 +430,4 @@ impl RawClaims {
         };
         Ok(Claims { sub, client_id: self.client_id.or(self.azp), scopes, expires_at: seconds(&self.exp) })
     }
-}
-
-/// A NumericDate claim (`exp`, `nbf`) in whole seconds; RFC 7519 allows fractions, and a value too
-/// large for an i64 saturates.
-fn seconds(number: &serde_json::Number) -> i64 {
-    number.as_i64().unwrap_or_else(|| number.as_f64().map_or(i64::MAX, |f| f as i64))
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs()).unwrap_or_default()
 }

@@ -17,8 +17,8 @@
 
 use std::time::Duration;
 
+use super::service::{Accounts, digest, token_name};
 use super::token_endpoint::{self, TokenError};
-use super::{Accounts, digest, token_name};
 use crate::catalog::{CatalogError, ConnectionRecord, FlowRecord, NewConnection, TakenFlow, now_millis};
 use crate::credentials::vault::random_token;
 use crate::credentials::{self, PerUser};

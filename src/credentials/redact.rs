@@ -35,7 +35,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine;
 use bytes::BufMut;
 
-use super::{Credential, Injection, MIN_VALUE_CHARS};
+use super::credential::{Credential, Injection, MIN_VALUE_CHARS};
 
 /// The most bytes of forms one server keeps. Every credential's common forms ([`common_forms`])
 /// are always kept: 32 values of 8 KiB made of characters every encoding writes differently take
@@ -496,7 +496,7 @@ fn base64_forms(bytes: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::credentials::{BasicUser, Binding};
+    use crate::credentials::credential::{BasicUser, Binding, check_value};
 
     fn credential(name: &str, value: &str, inject: Injection) -> Credential {
         Credential {
@@ -608,7 +608,7 @@ mod tests {
         // write differently.
         let value = |i: usize| format!("{i:02}{}", "/+= \"<é'".repeat(1000)).chars().take(7200).collect::<String>();
         let credentials: Vec<Credential> = (0..32).map(|i| credential(&format!("k{i}"), &value(i), header())).collect();
-        assert!(credentials.iter().all(|c| crate::credentials::check_value(&c.value).is_ok()));
+        assert!(credentials.iter().all(|c| check_value(&c.value).is_ok()));
         let redactor = Redactor::new(&credentials);
         let forms = redactor.forms.as_ref().unwrap();
         let kept: std::collections::HashSet<&[u8]> = forms.forms.iter().map(|form| &*form.text).collect();

@@ -17,10 +17,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::generator::Inner;
+use super::job::Job;
 use super::openapi::select::{self, Choice};
 use super::openapi::{self, Derived, Spec};
 use super::self_test::SelfTestOutcome;
-use super::{Inner, Job, StageClock, StageError};
+use super::stage::{StageClock, StageError, add_usage};
 use crate::catalog::{DiscoveryRecord, FinishedGeneration, NewDocument, OperationRecord, ToolExtras};
 use crate::credentials::Credential;
 use crate::generate::docs::FetchedDocument;
@@ -171,7 +173,7 @@ impl Inner {
         let (choices, usage) = select::select(llm.as_ref(), &job.prompt, spec.title(), &candidates, limit)
             .await
             .map_err(|e| StageError::new(Stage::Planning, e))?;
-        super::add_usage(finished, usage);
+        add_usage(finished, usage);
         finished.model = Some(llm.model().to_string());
         Ok((Some(discovery), Some(choices)))
     }

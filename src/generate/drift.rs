@@ -17,7 +17,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::docs;
-use super::{Generator, Inner, Job, LifecycleEvent};
+use super::generator::{Generator, Inner};
+use super::job::{Job, LifecycleEvent};
 use crate::catalog::{CatalogError, DriftState, DriftSubject, StartGeneration, now_millis};
 use crate::states::{DriftStatus, ServerKind, Trigger};
 use crate::toolset::ServerId;

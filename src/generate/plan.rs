@@ -18,6 +18,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::credentials::{Binding, Credential};
 use crate::generate::endpoint::Endpoint;
 use crate::generate::extract;
 use crate::llm::{LlmClient, LlmError, Message, Usage};
@@ -140,8 +141,14 @@ fn user_message(request: &PlanRequest<'_>) -> String {
     message
 }
 
+/// What the LLM is told about the server's credentials: their names and bindings, never values.
+pub fn credentials_section(credentials: &[Credential]) -> String {
+    let bindings: Vec<(String, Binding)> = credentials.iter().map(|c| (c.name.clone(), c.binding.clone())).collect();
+    crate::credentials::prompt_section(&bindings)
+}
+
 /// The allowed domains as a list, or a note that there are none.
-pub(crate) fn domains_section(domains: &[String]) -> String {
+pub fn domains_section(domains: &[String]) -> String {
     if domains.is_empty() {
         return "(none: the tools cannot use the network)".into();
     }
@@ -150,7 +157,7 @@ pub(crate) fn domains_section(domains: &[String]) -> String {
 
 /// The documents, each labelled with its URL. The markers make document boundaries explicit
 /// so that text inside a document cannot pass for the request.
-pub(crate) fn documents_section(documents: &[SourceDocument<'_>]) -> String {
+pub fn documents_section(documents: &[SourceDocument<'_>]) -> String {
     if documents.is_empty() {
         return "(no documentation was fetched: rely on the request and on well-known public APIs)".into();
     }

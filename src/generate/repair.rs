@@ -11,28 +11,17 @@
 //! `with_failures`, the tool's handler and its recent failed calls: arguments (secrets redacted
 //! when they were logged) and the errors they returned.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
 use super::compile::{self, CompileRequest};
-use super::plan::{Plan, SourceDocument};
-use super::{Inner, Job, StageClock, StageError, add_usage, credentials_section};
-use crate::catalog::{FailedCall, FinishedGeneration, GenerationRecord, ToolExtras};
+use super::generator::Inner;
+use super::job::Job;
+pub use super::job::Repair;
+use super::plan::{Plan, SourceDocument, credentials_section};
+use super::stage::{StageClock, StageError, add_usage};
+use crate::catalog::{FinishedGeneration, GenerationRecord, ToolExtras};
 use crate::states::{GenerationOutcome, Stage};
 use crate::toolset::{ToolSpec, Toolset};
-
-/// What to write again, and what went wrong with it.
-#[derive(Debug, Clone, Default)]
-pub struct Repair {
-    /// The version the tools are taken from: the one active when the operator asked (the job
-    /// may start later, after another version became active).
-    pub base_generation_id: i64,
-    /// The tools to write again, by name (each one of the active version's).
-    pub tools: Vec<String>,
-    /// Per tool, its recent failed calls, newest first; empty when not asked for.
-    pub failures: BTreeMap<String, Vec<FailedCall>>,
-}
 
 impl Repair {
     /// The failures of `tool` as the compiler reads them.

@@ -9,7 +9,10 @@ use futures_util::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::{Http, LlmClient, LlmError, LlmSettings, Message, Provider, Reply, Usage, endpoint_url, secret_header};
+use super::chat::{LlmClient, LlmError, Message, Reply, Usage};
+use super::http::{Http, endpoint_url, secret_header};
+use super::settings::LlmSettings;
+use crate::config::Provider;
 
 pub(super) const PATH: &str = "v1/messages";
 const API_VERSION: &str = "2023-06-01";
@@ -113,7 +116,7 @@ fn parse_reply(body: &[u8]) -> Result<Parsed, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::Role;
+    use crate::llm::chat::Role;
 
     #[test]
     fn body_shape() {

@@ -17,7 +17,10 @@ use futures_util::future::BoxFuture;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::{Http, LlmClient, LlmError, LlmSettings, Message, Provider, Reply, Usage, endpoint_url, secret_header};
+use super::chat::{LlmClient, LlmError, Message, Reply, Usage};
+use super::http::{Http, endpoint_url, secret_header};
+use super::settings::LlmSettings;
+use crate::config::Provider;
 
 pub(super) const PATH: &str = "chat/completions";
 

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 /// Entries kept at most; when full, expired ones go first, then all of them.
 const MAX_ENTRIES: usize = 10_000;
 
-pub(super) struct TokenCache<T> {
+pub struct TokenCache<T> {
     entries: Mutex<HashMap<[u8; 32], (Instant, T)>>,
 }
 
@@ -24,7 +24,7 @@ impl<T> Default for TokenCache<T> {
 
 impl<T: Clone> TokenCache<T> {
     /// The key for `token` checked for `resource` ("" when the verdict does not depend on it).
-    pub(super) fn key(token: &str, resource: &str) -> [u8; 32] {
+    pub fn key(token: &str, resource: &str) -> [u8; 32] {
         let mut digest = Sha256::new();
         digest.update(resource.as_bytes());
         digest.update([0]);
@@ -32,16 +32,16 @@ impl<T: Clone> TokenCache<T> {
         digest.finalize().into()
     }
 
-    pub(super) fn get(&self, key: &[u8; 32]) -> Option<T> {
+    pub fn get(&self, key: &[u8; 32]) -> Option<T> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.get(key).filter(|(until, _)| *until > Instant::now()).map(|(_, value)| value.clone())
     }
 
     /// Keeps `value` for `at_most`, and never past `expires_at` (seconds since the Unix epoch, the
     /// token's `exp`); a value that would not be kept at all is not stored.
-    pub(super) fn put(&self, key: [u8; 32], at_most: Duration, expires_at: Option<i64>, value: T) {
+    pub fn put(&self, key: [u8; 32], at_most: Duration, expires_at: Option<i64>, value: T) {
         let left = expires_at.map_or(at_most, |exp| {
-            Duration::from_secs(u64::try_from(exp.saturating_sub(super::unix_now() as i64)).unwrap_or(0))
+            Duration::from_secs(u64::try_from(exp.saturating_sub(super::claims::unix_now() as i64)).unwrap_or(0))
         });
         let keep = at_most.min(left);
         if keep.is_zero() {

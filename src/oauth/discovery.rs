@@ -5,7 +5,8 @@ use jsonwebtoken::Algorithm;
 use serde::Deserialize;
 use url::{Host, Url};
 
-use super::{OAuthError, fetch_json, is_asymmetric};
+use super::fetch::{OAuthError, fetch_json};
+use super::keys::is_asymmetric;
 
 /// What we keep of an authorization server's metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +56,7 @@ pub async fn discover(http: &reqwest::Client, issuer: &str) -> Result<IssuerMeta
 /// The RFC 8414 URL (`/.well-known/oauth-authorization-server` inserted between the origin and
 /// the issuer's path, whose trailing `/` is dropped) and the OpenID Connect one (appended to
 /// the issuer, whose trailing `/` is dropped).
-pub(super) fn metadata_urls(issuer: &str) -> Result<[String; 2], OAuthError> {
+pub fn metadata_urls(issuer: &str) -> Result<[String; 2], OAuthError> {
     let invalid = |reason: &str| OAuthError::InvalidIssuer { issuer: issuer.to_string(), reason: reason.into() };
     let url = Url::parse(issuer).map_err(|error| invalid(&format!("not a URL: {error}")))?;
     check_secure(&url).map_err(|reason| invalid(&reason))?;
@@ -76,7 +77,7 @@ pub(super) fn metadata_urls(issuer: &str) -> Result<[String; 2], OAuthError> {
 
 /// Metadata and keys decide which tokens are trusted, so they come over TLS, except from this
 /// machine (local issuers in development and tests).
-pub(super) fn check_secure(url: &Url) -> Result<(), String> {
+pub fn check_secure(url: &Url) -> Result<(), String> {
     let loopback = match url.host() {
         Some(Host::Ipv4(ip)) => ip.is_loopback(),
         Some(Host::Ipv6(ip)) => ip.is_loopback(),
@@ -121,7 +122,7 @@ async fn fetch_metadata(http: &reqwest::Client, issuer: &str, url: &str) -> Resu
 
 /// The advertised algorithms we can verify, minus `none` and HS* (which are never safe for a
 /// resource server holding only public keys); RS256, the JOSE default, when nothing is left.
-pub(super) fn allowed_algorithms(advertised: Option<&[String]>) -> Vec<Algorithm> {
+pub fn allowed_algorithms(advertised: Option<&[String]>) -> Vec<Algorithm> {
     let mut algorithms = Vec::new();
     for name in advertised.unwrap_or_default() {
         if let Ok(alg) = name.parse::<Algorithm>()

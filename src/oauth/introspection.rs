@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::cache::TokenCache;
-use super::{
-    Claims, FETCH_TIMEOUT, MAX_DOCUMENT_BYTES, Refusal, StringOrList, ValidatorConfig, quoted, seconds, unix_now,
-};
+use super::claims::{Claims, Refusal, StringOrList, quoted, seconds, unix_now};
+use super::discovery::check_secure;
+use super::fetch::{FETCH_TIMEOUT, MAX_DOCUMENT_BYTES};
 
 /// Introspections in flight at most: a flood of made-up tokens waits here instead of becoming a
 /// flood of requests to the provider.
@@ -76,16 +76,14 @@ struct RawAnswer {
     scope: Option<String>,
 }
 
-/// Checks an opaque `token` for `resource` at `endpoint`, through the cache.
-pub(super) async fn check(
+/// What `endpoint` says about an opaque `token`, through the cache; [`judge`] checks it.
+pub(super) async fn answer(
     http: &reqwest::Client,
     caches: &Caches,
-    config: &ValidatorConfig,
     client: &IntrospectionClient,
     endpoint: &str,
     token: &str,
-    resource: &str,
-) -> Result<Claims, Refusal> {
+) -> Result<Answer, Refusal> {
     let key = TokenCache::<Answer>::key(token, "");
     let cached = caches.active.get(&key).or_else(|| caches.inactive.get(&key));
     let answer = match cached {
@@ -104,11 +102,11 @@ pub(super) async fn check(
             answer
         }
     };
-    judge(answer, &config.issuer, config.leeway, resource)
+    Ok(answer)
 }
 
 /// The same checks a JWT gets, on the endpoint's answer.
-fn judge(answer: Answer, issuer: &str, leeway: Duration, resource: &str) -> Result<Claims, Refusal> {
+pub(super) fn judge(answer: Answer, issuer: &str, leeway: Duration, resource: &str) -> Result<Claims, Refusal> {
     if !answer.active {
         return Err(Refusal::Inactive("the issuer says the token is not active (revoked, expired or unknown)".into()));
     }
@@ -146,9 +144,7 @@ async fn introspect(
 ) -> Result<Answer, Refusal> {
     let unavailable = |message: String| Refusal::IssuerUnavailable(format!("POST {endpoint}: {message}"));
     // The token and our client secret go there: https only (http on loopback), like the JWKS.
-    let secure = url::Url::parse(endpoint)
-        .map_err(|error| error.to_string())
-        .and_then(|url| super::discovery::check_secure(&url));
+    let secure = url::Url::parse(endpoint).map_err(|error| error.to_string()).and_then(|url| check_secure(&url));
     if let Err(reason) = secure {
         return Err(unavailable(format!("the introspection endpoint is not usable: {reason}")));
     }

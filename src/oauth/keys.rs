@@ -11,7 +11,8 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::{OAuthError, fetch_json, quoted};
+use super::claims::quoted;
+use super::fetch::{OAuthError, fetch_json};
 
 /// A JWKS cache. Cheap to clone (shared state).
 ///
@@ -239,7 +240,7 @@ fn parse_key(value: serde_json::Value) -> Result<Key, String> {
     let alg = match raw.alg.as_deref() {
         None => None,
         Some(name) => match name.parse::<Algorithm>() {
-            Ok(alg) if super::is_asymmetric(alg) => Some(alg),
+            Ok(alg) if is_asymmetric(alg) => Some(alg),
             _ => return Err(format!("alg {} is not an accepted signature algorithm", quoted(name))),
         },
     };
@@ -264,4 +265,9 @@ fn parse_key(value: serde_json::Value) -> Result<Key, String> {
         return Err(format!("a {kind:?} key cannot verify {alg:?}"));
     }
     Ok(Key { kid: raw.kid, kind, alg, decoding })
+}
+
+/// The only algorithms ever accepted, whatever an issuer advertises: asymmetric signatures.
+pub fn is_asymmetric(alg: Algorithm) -> bool {
+    !matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512)
 }

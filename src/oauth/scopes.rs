@@ -101,7 +101,7 @@ impl ScopeRule {
 /// request into the serving path, which checks every tool call against it and logs the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
-    pub claims: super::Claims,
+    pub claims: super::claims::Claims,
     pub rule: ScopeRule,
 }
 

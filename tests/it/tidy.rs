@@ -373,25 +373,10 @@ const SHARED_MODULES: &[(&str, &str)] = &[("api", "extract")];
 
 /// Knots (strongly connected components, members sorted) of rooms not yet untangled. Each entry
 /// must match a knot exactly; remove it when the room is fixed.
-const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[
-    // Each parent holds the types its children share and also uses the children; the shared
-    // types belong in a child of their own.
-    ("accounts", &["accounts.rs", "flow"]),
-    ("credentials", &["credentials.rs", "redact"]),
-    ("generate", &["generate.rs", "repair"]),
-    ("llm", &["anthropic", "llm.rs", "openai"]),
-    ("oauth", &["cache", "discovery", "introspection", "keys", "oauth.rs", "scopes"]),
-];
+const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[];
 
 /// Sibling private-helper imports not yet removed: (room, importing child, room-relative path).
-const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[
-    ("generate", "compile", "plan::documents_section"),
-    ("generate", "compile", "plan::domains_section"),
-    ("oauth", "introspection", "cache::TokenCache"),
-    ("oauth", "introspection", "discovery::check_secure"),
-    ("oauth", "tests", "discovery::allowed_algorithms"),
-    ("oauth", "tests", "discovery::metadata_urls"),
-];
+const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[];
 
 /// The directory modules of `src/` that have a parent file beside them, at any depth, each as
 /// its path below `src/` (`api`, `api/model`).

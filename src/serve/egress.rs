@@ -40,9 +40,9 @@ use reqwest::header::HeaderMap;
 use tracing::Instrument;
 
 use self::cache::{CacheKey, CacheRequest, Lookup, ResponseCache};
-use self::inject::CredentialIdentity;
+use self::inject::{CREDENTIAL_HEADERS, CredentialIdentity};
 use self::log::{EgressLog, Hop, Sent};
-use self::policy::{CREDENTIAL_HEADERS, Failure};
+use self::policy::Failure;
 pub use self::policy::{HostRule, MAX_REQUEST_BODY_BYTES, MAX_URL_BYTES, ServerPolicy, is_forbidden_header, is_global};
 use self::transport::{RawResponse, Transport};
 use self::upstream::{Answer, Upstreams};
@@ -335,8 +335,9 @@ impl Egress {
             Err(held) => {
                 hop.decision = Some(held.decision);
                 hop.waited = Some(held.waited);
-                log.refused(hop, &held.failure);
-                return Err(held.failure);
+                let failure = Failure::Held(held.reason);
+                log.refused(hop, &failure);
+                return Err(failure);
             }
         }
         // Logged before it leaves, so a call that ends while it is in flight still has it;

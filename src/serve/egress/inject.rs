@@ -18,6 +18,10 @@ use sha2::{Digest, Sha256};
 use crate::credentials::{Credential, Injection};
 use crate::whitelist::CanonicalHost;
 
+/// The request headers that carry credentials, whoever set them: dropped when a redirect leaves
+/// the origin, and part of a hop's [`CredentialIdentity`].
+pub const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie", "proxy-authorization"];
+
 /// Which credentials a hop carried, as a digest of their names and values: those the egress
 /// added, and the `Authorization`, `Cookie` and `Proxy-Authorization` headers it sent (which a
 /// handler may have set from its arguments). Two hops have the same identity exactly when the
@@ -33,7 +37,7 @@ impl CredentialIdentity {
     pub fn of_hop(credentials: &[Credential], applied: &[String], headers: &HeaderMap) -> CredentialIdentity {
         let added =
             credentials.iter().filter(|c| applied.contains(&c.name)).map(|c| (c.name.as_str(), c.value.as_bytes()));
-        let sent = super::policy::CREDENTIAL_HEADERS
+        let sent = CREDENTIAL_HEADERS
             .iter()
             .flat_map(|name| headers.get_all(*name).iter().map(move |value| (*name, value.as_bytes())));
         Self::digest(added.chain(sent))

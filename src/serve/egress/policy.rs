@@ -61,8 +61,6 @@ pub const MAX_REQUEST_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 const FORBIDDEN_HEADERS: &[&str] =
     &["host", "connection", "content-length", "transfer-encoding", "te", "upgrade", "keep-alive", "trailer", "expect"];
-/// Dropped when a redirect leaves the origin.
-pub const CREDENTIAL_HEADERS: &[&str] = &["authorization", "cookie", "proxy-authorization"];
 
 /// What one server's handlers may do.
 #[derive(Debug, Clone)]

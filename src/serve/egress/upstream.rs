@@ -42,7 +42,6 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota};
 
 use super::inject::CredentialIdentity;
-use super::policy::Failure;
 use crate::config::EgressConfig;
 use crate::states::UpstreamDecision;
 
@@ -74,12 +73,14 @@ pub struct Admitted {
     pub waited: Duration,
 }
 
-/// A hop the protection refused, with the failure the handler and the call log see.
+/// A hop the protection refused, with the reason the handler and the call log see (the egress
+/// reports it as a held request, `Failure::Held`).
 #[derive(Debug)]
 pub struct Held {
     pub decision: UpstreamDecision,
     pub waited: Duration,
-    pub failure: Failure,
+    /// Why, and when to try again.
+    pub reason: String,
 }
 
 /// How an upstream answered a hop, as far as its protection is concerned.
@@ -151,7 +152,7 @@ impl Upstreams {
     ) -> Result<Admitted, Held> {
         let started = Instant::now();
         let mut decision = None;
-        let held = |decision, failure| Held { decision, waited: started.elapsed(), failure };
+        let held = |decision, reason| Held { decision, waited: started.elapsed(), reason };
         if let Some((until, status)) = self.retry_after(origin, identity) {
             let left = until.saturating_duration_since(Instant::now());
             if until >= deadline {
@@ -159,7 +160,7 @@ impl Upstreams {
                     "{origin} answered {status}; retry after {} s (the call's deadline comes sooner)",
                     whole_seconds(left)
                 );
-                return Err(held(UpstreamDecision::RetryAfterRefused, Failure::Held(reason)));
+                return Err(held(UpstreamDecision::RetryAfterRefused, reason));
             }
             tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
             decision = Some(UpstreamDecision::RetryAfterWait);
@@ -174,7 +175,7 @@ impl Upstreams {
                         limit.per_minute,
                         whole_seconds(wait)
                     );
-                    return Err(held(UpstreamDecision::UpstreamLimitRefused, Failure::Held(reason)));
+                    return Err(held(UpstreamDecision::UpstreamLimitRefused, reason));
                 }
                 tokio::time::sleep(wait).await;
                 decision = Some(UpstreamDecision::UpstreamLimitWait);
@@ -190,7 +191,7 @@ impl Upstreams {
                     self.breaker_failures,
                     whole_seconds(until.saturating_duration_since(Instant::now()))
                 );
-                return Err(held(UpstreamDecision::BreakerOpen, Failure::Held(reason)));
+                return Err(held(UpstreamDecision::BreakerOpen, reason));
             }
         }
         Ok(Admitted { decision, waited: started.elapsed() })
@@ -479,10 +480,7 @@ mod tests {
         let soon = Instant::now() + Duration::from_secs(5);
         let held = upstreams.admit(origin, &alice, None, soon).await.unwrap_err();
         assert_eq!(held.decision, UpstreamDecision::RetryAfterRefused);
-        assert!(
-            held.failure.reason().starts_with("https://api.example.test answered 429; retry after 30 s"),
-            "{held:?}"
-        );
+        assert!(held.reason.starts_with("https://api.example.test answered 429; retry after 30 s"), "{held:?}");
         let admitted = upstreams.admit(origin, &bob, None, soon).await.unwrap();
         assert_eq!(admitted.decision, None, "another credential is not held");
         assert!(upstreams.admit("https://other.example.test", &alice, None, soon).await.is_ok());
@@ -505,7 +503,7 @@ mod tests {
         let held = upstreams.admit(origin, &none, Some(&limits), Instant::now() + Duration::from_millis(100)).await;
         let held = held.unwrap_err();
         assert_eq!(held.decision, UpstreamDecision::UpstreamLimitRefused);
-        assert!(held.failure.reason().contains("(60 requests per minute) allows the next request in 1 s"), "{held:?}");
+        assert!(held.reason.contains("(60 requests per minute) allows the next request in 1 s"), "{held:?}");
         assert!(upstreams.admit("https://unlimited.example.test", &none, Some(&limits), far).await.is_ok());
     }
 
@@ -524,6 +522,6 @@ mod tests {
         upstreams.answered(origin, &none, Answer::Response { status: 503, retry_after: None });
         let held = upstreams.admit(origin, &none, None, far).await.unwrap_err();
         assert_eq!(held.decision, UpstreamDecision::BreakerOpen);
-        assert!(held.failure.reason().contains("requests to it are refused for 60 s more"), "{held:?}");
+        assert!(held.reason.contains("requests to it are refused for 60 s more"), "{held:?}");
     }
 }

@@ -162,7 +162,7 @@ impl fmt::Display for Busy {
 
 /// Why [`Admission::acquire`] failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(in crate::serve) enum Refused {
+pub enum Refused {
     Busy(Busy),
     Closed,
 }
@@ -183,7 +183,7 @@ struct State {
     closed: bool,
 }
 
-pub(in crate::serve) struct Admission {
+pub struct Admission {
     limits: AdmissionLimits,
     /// The isolate memory new calls need room in; `None` admits by slots alone.
     memory: Option<Arc<IsolateMemory>>,
@@ -191,7 +191,7 @@ pub(in crate::serve) struct Admission {
 }
 
 /// An admitted call's slot; dropping it lets the next waiting call start.
-pub(in crate::serve) struct Permit {
+pub struct Permit {
     admission: Arc<Admission>,
     tenant: Arc<str>,
 }

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use futures_util::future::LocalBoxFuture;
 
-use super::{CompileError, Completion, Invocation, IsolateMemory};
+use super::admission::IsolateMemory;
+use super::invocation::{CompileError, Completion, Invocation};
 
 /// What the pool gives an engine for one call.
 pub struct HostContext {
@@ -16,7 +17,7 @@ pub struct HostContext {
 
 /// A JavaScript engine able to run tool handlers.
 ///
-/// Implementations must honour every field of [`super::SandboxLimits`] and must not panic on
+/// Implementations must honour every field of [`SandboxLimits`](super::invocation::SandboxLimits) and must not panic on
 /// anything the handler does. [`Engine::execute`] returns a future that the pool polls on
 /// one worker thread, never moving it to another: JavaScript may run only inside its polls,
 /// each poll must return within a few milliseconds (a computing call yields, and ends at its

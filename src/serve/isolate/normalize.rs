@@ -16,12 +16,12 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::ToolResult;
+use super::invocation::ToolResult;
 
 /// Keys an MCP `CallToolResult` may have.
 const MCP_KEYS: &[&str] = &["content", "isError", "structuredContent", "_meta"];
 
-pub(super) struct Normalised {
+pub struct Normalised {
     pub result: ToolResult,
     /// Set when the handler's result was unusable or declared itself an error; the
     /// message for the call log.
@@ -29,7 +29,7 @@ pub(super) struct Normalised {
 }
 
 /// `json` is the output of `JSON.stringify(result)`, `None` for `undefined`.
-pub(super) fn normalise(json: Option<&str>, max_result_bytes: usize) -> Normalised {
+pub fn normalise(json: Option<&str>, max_result_bytes: usize) -> Normalised {
     let Some(json) = json else {
         return ok(ToolResult::text("", false));
     };
@@ -165,7 +165,7 @@ fn invalid(why: String) -> Normalised {
 }
 
 /// First line-ish of a message, for the call log.
-pub(super) fn preview(text: &str) -> String {
+pub fn preview(text: &str) -> String {
     const MAX: usize = 200;
     if text.len() <= MAX {
         return text.to_owned();

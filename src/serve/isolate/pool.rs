@@ -30,8 +30,8 @@ use tracing::Instrument;
 
 use super::admission::{Admission, AdmissionLimits, Busy, IsolateMemory, Permit, Refused};
 use super::engine::{Engine, HostContext};
+use super::invocation::{Completion, Invocation, Outcome};
 use super::wasm::WasmEngine;
-use super::{Completion, Invocation, Outcome};
 
 /// How often freed isolate memory is handed back to the operating system, and how much must
 /// have been freed since the last time for it to be worth the walk over the heap.

@@ -8,7 +8,7 @@
 //! and the line. It is a usability check, not a security boundary: whatever slips past it
 //! fails at run time inside the sandbox (there is no module loader and no `require`).
 
-use super::CompileError;
+use super::invocation::CompileError;
 
 pub(super) fn check_source(source: &str) -> Result<(), CompileError> {
     Scanner::new(source).run()

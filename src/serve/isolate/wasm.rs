@@ -27,18 +27,17 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::future::LocalBoxFuture;
-use wasmtime::{
-    Config, Enabled, Engine as Wasmtime, InstanceAllocationStrategy, InstancePre, Linker, Module,
-    PoolingAllocationConfig, Result, Store,
-};
+use wasmtime::{Engine as Wasmtime, InstancePre, Linker, Module, Result, Store};
 
 use super::engine::{Engine, HostContext};
-use super::{CompileError, Completion, Invocation};
+use super::invocation::{CompileError, Completion, Invocation};
 
 mod bytecode;
 mod cache;
 mod call;
+mod engine_config;
 mod guest;
+mod host;
 mod image;
 mod memory;
 mod natives;
@@ -47,8 +46,10 @@ mod state;
 mod web;
 
 pub use cache::{CacheUse, CompileCache};
-use call::Host;
-use guest::{EVAL_COMPILE_ONLY, EVAL_GLOBAL, EVAL_STRICT, Guest, JsValue, is_exception};
+use engine_config::config;
+use guest::{EVAL_GLOBAL, EVAL_STRICT, Guest, is_exception};
+use host::Host;
+use image::Image;
 use source::{HANDLER_FILE, PRELUDE_SOURCE, WRAPPER_HEAD, handler_line, wrap};
 
 /// The QuickJS module, built from source by vendor/quickjs-wasm/build.sh.
@@ -56,11 +57,6 @@ const QUICKJS_WASM: &[u8] = include_bytes!("wasm/vendor/quickjs.wasm");
 
 /// How often the epoch advances: the granularity of CPU and wall checks inside a turn.
 const TICK: Duration = Duration::from_millis(2);
-/// Ticks between two checks of a running turn; also the longest it runs before yielding.
-const SLICE_TICKS: u64 = 5;
-/// Native stack for compiled WebAssembly frames (QuickJS's C recursion lives there and in the
-/// module's shadow stack); past it the call traps with a stack overflow.
-const MAX_WASM_STACK: usize = 1024 * 1024;
 /// QuickJS's intrinsics, as `qjs_init2`'s mask: all but `performance` (bit 10).
 const INTRINSICS: i32 = 0x1fff & !(1 << 10);
 /// Instance slots beyond the calls in flight, for syntax checks, which are not admitted: they run
@@ -71,35 +67,6 @@ const CHECK_SLOTS: usize = 1_024;
 /// rest of its reservation). Everything else in the daemon needs far fewer than the margin.
 const MAPPINGS_PER_SLOT: u64 = 5;
 const MAPPINGS_MARGIN: u64 = 2_048;
-/// Largest linear memory an instance may reach (its call's limit is lower; see `call.rs`).
-const MAX_MEMORY: usize = 1 << 32;
-
-/// What every instance of the image holds at the same addresses.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub(super) struct Image {
-    pub ctx: i32,
-    /// The prelude's hooks: `[fetchDone, fetchFail, timerFire, describe, fetch, runScript]`.
-    pub hooks: [JsValue; 6],
-    /// The private bindings object the prelude reads `maxElements` from.
-    pub bindings: JsValue,
-    pub type_error: JsValue,
-    pub range_error: JsValue,
-    /// NUL-terminated names: `"handler"`, `"arguments"`, `"maxElements"`.
-    pub handler_file: i32,
-    pub arguments_file: i32,
-    pub max_elements_name: i32,
-    /// Two 64-byte scratch areas: one for the event loop, one for natives (they never run at
-    /// the same time as each other's use of it: natives only run inside the loop's calls and
-    /// use theirs only between their own guest calls).
-    pub loop_scratch: i32,
-    pub native_scratch: i32,
-    /// Size of the image's linear memory; a call's memory limit is counted above it.
-    pub memory_bytes: usize,
-    /// The shadow stack's top (`__stack_pointer` at rest). The module puts the stack first, at
-    /// the bottom of memory, so a call that lowers its top to its stack limit traps (the stack
-    /// runs below address 0) instead of running into data (checked when the image is built).
-    pub stack_top: i32,
-}
 
 /// The engine: the compiled image and how to instantiate it.
 pub struct WasmEngine {
@@ -170,41 +137,6 @@ impl WasmEngine {
     pub fn cache_use(&self) -> CacheUse {
         self.cache_use
     }
-
-    pub(super) fn image(&self) -> &Arc<Image> {
-        &self.image
-    }
-
-    pub(super) fn pre(&self) -> &InstancePre<Host> {
-        &self.pre
-    }
-
-    pub(super) fn wasmtime(&self) -> &Wasmtime {
-        &self.wasmtime
-    }
-}
-
-fn config(slots: u32) -> Config {
-    let mut config = Config::new();
-    config.epoch_interruption(true);
-    config.max_wasm_stack(MAX_WASM_STACK);
-    config.async_stack_size(MAX_WASM_STACK + 512 * 1024);
-    config.memory_init_cow(true);
-    let mut pool = PoolingAllocationConfig::new();
-    // Slots cost address space, not memory, until used.
-    // A store keeps the fiber stack of its last call into the guest until it is dropped, so a
-    // parked call holds a stack too: one per slot.
-    pool.total_core_instances(slots).total_memories(slots).total_tables(slots).total_stacks(slots);
-    pool.max_memory_size(MAX_MEMORY);
-    // Resetting a slot by rewriting the pages it dirtied is cheaper than unmapping them, for
-    // the first few MiB (the image and a small call's heap).
-    pool.linear_memory_keep_resident(4 << 20).table_keep_resident(64 << 10);
-    pool.max_unused_warm_slots(256);
-    // Where the kernel can say which pages a call dirtied (Linux 6.7 and later), reset only
-    // those: without it every reset rewrites the whole resident part of the slot.
-    pool.pagemap_scan(Enabled::Auto);
-    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    config
 }
 
 /// Refuses a slot count the kernel's limit on memory mappings (`vm.max_map_count`) cannot hold
@@ -386,7 +318,12 @@ impl std::fmt::Debug for WasmEngine {
 
 /// Compiles `source` as a handler body in a fresh instance without running it.
 fn check_syntax(engine: &WasmEngine, source: &str) -> Result<(), CompileError> {
-    let checked = futures_util::FutureExt::now_or_never(call::check(engine, &wrap(WRAPPER_HEAD, source)));
+    let checked = futures_util::FutureExt::now_or_never(call::check(
+        &engine.wasmtime,
+        &engine.pre,
+        &engine.image,
+        &wrap(WRAPPER_HEAD, source),
+    ));
     match checked {
         Some(Ok(None)) => Ok(()),
         Some(Ok(Some((message, stack)))) => Err(CompileError { line: handler_line(&stack, source), message }),
@@ -394,6 +331,3 @@ fn check_syntax(engine: &WasmEngine, source: &str) -> Result<(), CompileError> {
         None => Err(CompileError { line: None, message: "the syntax check had to wait".to_owned() }),
     }
 }
-
-/// Flags for compile-only evaluation.
-pub(super) const COMPILE_ONLY: i32 = EVAL_GLOBAL | EVAL_COMPILE_ONLY;

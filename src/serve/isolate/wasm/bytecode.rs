@@ -25,13 +25,13 @@ struct Entries {
 static ENTRIES: Mutex<Option<Entries>> = Mutex::new(None);
 
 /// The bytecode of `source`, if a call compiled it before.
-pub(super) fn get(source: &str) -> Option<Arc<[u8]>> {
+pub fn get(source: &str) -> Option<Arc<[u8]>> {
     let entries = ENTRIES.lock().unwrap_or_else(|p| p.into_inner());
     entries.as_ref()?.by_source.get(source).cloned()
 }
 
 /// Keeps the bytecode of `source`.
-pub(super) fn insert(source: &str, bytecode: Vec<u8>) {
+pub fn insert(source: &str, bytecode: Vec<u8>) {
     if bytecode.len() > MAX_BYTES {
         return;
     }

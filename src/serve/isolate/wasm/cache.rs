@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wasmtime::{Engine as Wasmtime, Module};
 
-use super::Image;
+use super::image::Image;
 
 const MODULE_FILE: &str = "quickjs.cwasm";
 const INDEX_FILE: &str = "quickjs.json";

@@ -19,15 +19,21 @@ use std::time::{Duration, Instant};
 use wasmtime::{Caller, Engine as Wasmtime, InstancePre, Linker, Result, Store, Trap, UpdateDeadline};
 
 use super::super::engine::HostContext;
-use super::super::{Completion, FetchError, Invocation, MAX_HANDLER_BYTES, Program};
-use super::guest::{self, Guest, JobRan, JsValue, OutOfMemory, is_exception};
+use super::super::invocation::{Completion, FetchError, Invocation, Program};
+use super::guest::{self, EVAL_COMPILE_ONLY, EVAL_GLOBAL, Guest, JobRan, JsValue, OutOfMemory, is_exception};
+use super::host::Host;
+use super::image::Image;
 use super::memory::Budget;
 use super::source::{SCRIPT_WRAPPER_HEAD, WRAPPER_HEAD, handler_line, wrap};
 use super::state::{CallState, CpuMeter, FetchDone, FetchInbox, LimitHit, RunEnd};
 use super::web::wtf8_lossy;
-use super::{COMPILE_ONLY, Image, SLICE_TICKS, WasmEngine};
 use super::{bytecode, natives};
+use crate::toolset::MAX_HANDLER_BYTES;
 
+/// Epoch ticks between two checks of a running turn; also the longest it runs before yielding.
+const SLICE_TICKS: u64 = 5;
+/// Flags for compile-only evaluation.
+const COMPILE_ONLY: i32 = EVAL_GLOBAL | EVAL_COMPILE_ONLY;
 /// Pending promise jobs run between two explicit limit checks (the epoch deadline also stops a
 /// long job; this only bounds how late a limit latched by a native is noticed).
 const JOBS_PER_CHECK: u32 = 256;
@@ -38,21 +44,6 @@ const MIN_WALKABLE_ELEMENTS: usize = 1 << 20;
 const CHECK_TIME: Duration = Duration::from_secs(2);
 /// Smallest stack a call gets, whatever its limit says.
 const MIN_STACK: usize = 64 * 1024;
-
-/// The store's data: one call's state, reachable from the natives and the epoch callback.
-pub(in crate::serve::isolate) struct Host {
-    pub(super) guest: Option<Arc<Guest>>,
-    pub(super) image: Option<Arc<Image>>,
-    pub(super) call: Option<CallState>,
-    pub(super) memory: Budget,
-}
-
-impl Host {
-    /// The data of the one store the image is built in, and of syntax checks: no call.
-    pub(super) fn for_image() -> Host {
-        Host { guest: None, image: None, call: None, memory: Budget::unlimited() }
-    }
-}
 
 /// A future whose polls are charged to a call's CPU time.
 struct Metered<F> {
@@ -76,7 +67,7 @@ fn metered<F: Future>(meter: &Arc<CpuMeter>, future: F) -> Metered<F> {
 }
 
 /// The imports: the natives, and what the C library asks the host for.
-pub(super) fn linker(engine: &Wasmtime) -> Result<Linker<Host>> {
+pub fn linker(engine: &Wasmtime) -> Result<Linker<Host>> {
     let mut linker = Linker::new(engine);
     natives::define(&mut linker)?;
     // The C library's view of the world: a clock, a random source, and output that goes
@@ -195,7 +186,7 @@ enum Next {
 ///
 /// Dropping the returned future (the caller went away) drops the instance and aborts the
 /// call's fetches; its timers go with it.
-pub(super) async fn execute(
+pub async fn execute(
     pre: InstancePre<Host>,
     image: Arc<Image>,
     invocation: Invocation,
@@ -584,9 +575,13 @@ async fn describe(
 
 /// Compiles `source` without running it: `Ok(None)` if it compiles, else the error's text and
 /// stack. A fresh instance with no call: nothing it compiles can run.
-pub(super) async fn check(engine: &WasmEngine, source: &str) -> Result<Option<(String, String)>> {
-    let image = engine.image();
-    let mut store = Store::new(engine.wasmtime(), Host::for_image());
+pub async fn check(
+    wasmtime: &Wasmtime,
+    pre: &InstancePre<Host>,
+    image: &Image,
+    source: &str,
+) -> Result<Option<(String, String)>> {
+    let mut store = Store::new(wasmtime, Host::for_image());
     store.set_epoch_deadline(SLICE_TICKS);
     let deadline = Instant::now() + CHECK_TIME;
     store.epoch_deadline_callback(move |_| {
@@ -596,7 +591,7 @@ pub(super) async fn check(engine: &WasmEngine, source: &str) -> Result<Option<(S
             Ok(UpdateDeadline::Continue(SLICE_TICKS))
         }
     });
-    let instance = engine.pre().instantiate_async(&mut store).await?;
+    let instance = pre.instantiate_async(&mut store).await?;
     let guest = Guest::new(&mut store, &instance, image.ctx)?;
     let compiled = match guest.eval(&mut store, source, image.handler_file, COMPILE_ONLY).await {
         Ok(value) => value,
@@ -631,6 +626,7 @@ mod tests {
     use wasmtime::{Engine as Wasmtime, Module, Store};
 
     use super::{EFAULT, Host, linker};
+    use crate::serve::isolate::wasm::engine_config::config;
 
     /// A module with one page of memory whose `attack` export calls `module.name`, of type
     /// `params -> i32`, with `args` (each an i32, or an i64 where the parameter is one).
@@ -676,7 +672,7 @@ mod tests {
     }
 
     fn engine() -> Wasmtime {
-        Wasmtime::new(&super::super::config(4)).expect("engine")
+        Wasmtime::new(&config(4)).expect("engine")
     }
 
     /// Runs `attack` of a module made by [`hostile`] in a store outside any call.

@@ -12,10 +12,10 @@
 use wasmtime::{AsContext, AsContextMut, Instance, Memory, Result, TypedFunc, bail};
 
 /// A QuickJS `JSValue` (NaN-boxed on wasm32).
-pub(super) type JsValue = i64;
+pub type JsValue = i64;
 
 /// Tags of `JSValue`s (quickjs.h, `JS_VALUE_GET_TAG`: the high 32 bits).
-pub(super) mod tag {
+pub mod tag {
     pub const OBJECT: i32 = -1;
     pub const STRING: i32 = -7;
     pub const STRING_ROPE: i32 = -6;
@@ -26,54 +26,54 @@ pub(super) mod tag {
     pub const EXCEPTION: i32 = 6;
 }
 
-pub(super) const fn make(tag: i32, payload: u32) -> JsValue {
+pub const fn make(tag: i32, payload: u32) -> JsValue {
     (((tag as u32 as u64) << 32) | payload as u64) as i64
 }
 
-pub(super) const UNDEFINED: JsValue = make(tag::UNDEFINED, 0);
-pub(super) const NULL: JsValue = make(tag::NULL, 0);
+pub const UNDEFINED: JsValue = make(tag::UNDEFINED, 0);
+pub const NULL: JsValue = make(tag::NULL, 0);
 
-pub(super) fn tag_of(value: JsValue) -> i32 {
+pub fn tag_of(value: JsValue) -> i32 {
     (value as u64 >> 32) as u32 as i32
 }
 
-pub(super) fn is_exception(value: JsValue) -> bool {
+pub fn is_exception(value: JsValue) -> bool {
     tag_of(value) == tag::EXCEPTION
 }
 
-pub(super) fn is_string(value: JsValue) -> bool {
+pub fn is_string(value: JsValue) -> bool {
     matches!(tag_of(value), tag::STRING | tag::STRING_ROPE)
 }
 
-pub(super) fn is_object(value: JsValue) -> bool {
+pub fn is_object(value: JsValue) -> bool {
     tag_of(value) == tag::OBJECT
 }
 
-pub(super) fn as_bool(value: JsValue) -> Option<bool> {
+pub fn as_bool(value: JsValue) -> Option<bool> {
     (tag_of(value) == tag::BOOL).then_some(value as u32 != 0)
 }
 
-pub(super) fn as_int(value: JsValue) -> Option<i32> {
+pub fn as_int(value: JsValue) -> Option<i32> {
     (tag_of(value) == tag::INT).then_some(value as u32 as i32)
 }
 
 /// `JS_EVAL_TYPE_GLOBAL`, `JS_EVAL_FLAG_STRICT`, `JS_EVAL_FLAG_COMPILE_ONLY` (quickjs.h).
-pub(super) const EVAL_GLOBAL: i32 = 0;
-pub(super) const EVAL_STRICT: i32 = 1 << 3;
-pub(super) const EVAL_COMPILE_ONLY: i32 = 1 << 5;
+pub const EVAL_GLOBAL: i32 = 0;
+pub const EVAL_STRICT: i32 = 1 << 3;
+pub const EVAL_COMPILE_ONLY: i32 = 1 << 5;
 
 /// `JS_WRITE_OBJ_BYTECODE` and `JS_READ_OBJ_BYTECODE` (quickjs.h): functions as bytecode.
 const WRITE_OBJ_BYTECODE: i32 = 1;
 const READ_OBJ_BYTECODE: i32 = 1;
 
 /// `JSPromiseStateEnum`.
-pub(super) const PROMISE_PENDING: i32 = 0;
-pub(super) const PROMISE_FULFILLED: i32 = 1;
+pub const PROMISE_PENDING: i32 = 0;
+pub const PROMISE_FULFILLED: i32 = 1;
 
 /// The exports of one instance the daemon uses. `TypedFunc`s are handles into the store, so
 /// this is cheap to copy into a host function.
 #[derive(Clone)]
-pub(super) struct Guest {
+pub struct Guest {
     pub memory: Memory,
     /// The `JSContext *` (the image's one context).
     pub ctx: i32,
@@ -605,7 +605,7 @@ impl Guest {
 
 /// What [`Guest::run_job`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum JobRan {
+pub enum JobRan {
     None,
     Ran,
     Threw,
@@ -613,7 +613,7 @@ pub(super) enum JobRan {
 
 /// The guest's `malloc` failed: the call is out of memory.
 #[derive(Debug)]
-pub(super) struct OutOfMemory;
+pub struct OutOfMemory;
 
 impl std::fmt::Display for OutOfMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

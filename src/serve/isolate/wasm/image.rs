@@ -37,17 +37,46 @@ use wasm_encoder::{ConstExpr, DataCountSection, DataSection, GlobalSection, Memo
 use wasmparser::{Operator, Parser, Payload};
 use wasmtime::{Result, bail};
 
+use super::guest::JsValue;
+
 /// Granularity of the data segments written for the image.
 const PAGE: usize = 4096;
 
+/// What every instance of the image holds at the same addresses.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Image {
+    pub ctx: i32,
+    /// The prelude's hooks: `[fetchDone, fetchFail, timerFire, describe, fetch, runScript]`.
+    pub hooks: [JsValue; 6],
+    /// The private bindings object the prelude reads `maxElements` from.
+    pub bindings: JsValue,
+    pub type_error: JsValue,
+    pub range_error: JsValue,
+    /// NUL-terminated names: `"handler"`, `"arguments"`, `"maxElements"`.
+    pub handler_file: i32,
+    pub arguments_file: i32,
+    pub max_elements_name: i32,
+    /// Two 64-byte scratch areas: one for the event loop, one for natives (they never run at
+    /// the same time as each other's use of it: natives only run inside the loop's calls and
+    /// use theirs only between their own guest calls).
+    pub loop_scratch: i32,
+    pub native_scratch: i32,
+    /// Size of the image's linear memory; a call's memory limit is counted above it.
+    pub memory_bytes: usize,
+    /// The shadow stack's top (`__stack_pointer` at rest). The module puts the stack first, at
+    /// the bottom of memory, so a call that lowers its top to its stack limit traps (the stack
+    /// runs below address 0) instead of running into data (checked when the image is built).
+    pub stack_top: i32,
+}
+
 /// A mutable global's value at snapshot time, by global index.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum GlobalValue {
+pub enum GlobalValue {
     I32(i32),
 }
 
 /// A copy of `module` whose initial state is `memory` and `globals`.
-pub(super) fn snapshot(module: &[u8], memory: &[u8], globals: &[(u32, GlobalValue)]) -> Result<Vec<u8>> {
+pub fn snapshot(module: &[u8], memory: &[u8], globals: &[(u32, GlobalValue)]) -> Result<Vec<u8>> {
     let mut out = wasm_encoder::Module::new();
     let segments = page_runs(memory);
     for payload in Parser::new(0).parse_all(module) {
@@ -113,7 +142,7 @@ pub(super) fn snapshot(module: &[u8], memory: &[u8], globals: &[(u32, GlobalValu
 }
 
 /// The lowest address any active data segment of `module` initialises (`None`: none does).
-pub(super) fn lowest_data_address(module: &[u8]) -> Result<Option<u32>> {
+pub fn lowest_data_address(module: &[u8]) -> Result<Option<u32>> {
     let mut lowest: Option<u32> = None;
     for payload in Parser::new(0).parse_all(module) {
         if let Payload::DataSection(reader) = payload? {

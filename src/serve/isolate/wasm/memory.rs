@@ -2,23 +2,18 @@
 //! natives hold outside it, both within the call's limit and drawn from the daemon-wide
 //! [`IsolateMemory`].
 //!
-//! Growth is asked for by the guest (`memory.grow`) and answered by the store's
-//! [`ResourceLimiter`], so a refusal is known to Rust the moment it happens and the call ends
-//! over its limit even if JavaScript catches QuickJS's "out of memory" error.
+//! Growth is asked for by the guest (`memory.grow`) and answered by the store's resource
+//! limiter (`host.rs`) from the call's [`Budget`], so a refusal is known to Rust the moment it
+//! happens and the call ends over its limit even if JavaScript catches QuickJS's "out of
+//! memory" error.
 
 use std::sync::Arc;
 
-use wasmtime::{ResourceLimiter, Result};
-
-use super::super::IsolateMemory;
-use super::call::Host;
+use super::super::admission::IsolateMemory;
 use super::state::LimitHit;
 
-/// Table growth an instance may ask for; QuickJS's own table never grows near it.
-const MAX_TABLE_ELEMENTS: usize = 100_000;
-
 /// What one call may take, and has taken.
-pub(super) struct Budget {
+pub struct Budget {
     limit: usize,
     /// Linear memory the image starts with (not charged: the pages are shared copy-on-write).
     base: usize,
@@ -37,6 +32,13 @@ impl Budget {
     /// No limit and no daemon-wide budget: for building the image and for syntax checks.
     pub(super) fn unlimited() -> Budget {
         Budget { limit: usize::MAX, base: 0, used: 0, daemon: None, refused: None }
+    }
+
+    /// Whether linear memory of `current` bytes may grow to `desired`, taking what it grows past
+    /// the image.
+    pub fn grow(&mut self, current: usize, desired: usize) -> bool {
+        let grow = desired.saturating_sub(current.max(self.base));
+        grow == 0 || self.take(grow)
     }
 
     /// Takes `bytes` for the call, or refuses (remembering why).
@@ -80,22 +82,5 @@ impl Drop for Budget {
         if let Some(daemon) = &self.daemon {
             daemon.give_back(self.used);
         }
-    }
-}
-
-impl ResourceLimiter for Host {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
-        let grow = desired.saturating_sub(current.max(self.memory.base));
-        if grow == 0 || self.memory.take(grow) {
-            return Ok(true);
-        }
-        if let (Some(call), Some(limit)) = (&mut self.call, self.memory.refusal()) {
-            call.hit(limit);
-        }
-        Ok(false)
-    }
-
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
     }
 }

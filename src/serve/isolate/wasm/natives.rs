@@ -15,13 +15,13 @@
 use bytes::Bytes;
 use wasmtime::{Caller, Linker, Result};
 
-use super::super::{FetchRequest, RedirectMode};
-use super::call::Host;
+use super::super::invocation::{FetchRequest, RedirectMode};
 use super::guest::{self, Guest, JsValue};
+use super::host::Host;
 use super::web::{FORM_COPIES, URL_COPIES, form_parse, form_serialize, is_token, url_parse, url_set, wtf8_lossy};
 
 /// The natives and their arities.
-pub(super) const NAMES: &[(&str, i32)] = &[
+pub const NAMES: &[(&str, i32)] = &[
     ("fetchStart", 5),
     ("timerSet", 1),
     ("timerClear", 1),
@@ -34,7 +34,7 @@ pub(super) const NAMES: &[(&str, i32)] = &[
     ("utf8Decode", 2),
 ];
 
-pub(super) fn define(linker: &mut Linker<Host>) -> Result<()> {
+pub fn define(linker: &mut Linker<Host>) -> Result<()> {
     linker.func_wrap_async(
         "env",
         "host_call",
@@ -236,7 +236,7 @@ fn with_charge<R>(caller: &mut Caller<'_, Host>, bytes: usize, f: impl FnOnce() 
 async fn strings(
     caller: &mut Caller<'_, Host>,
     guest: &Guest,
-    image: &super::Image,
+    image: &super::image::Image,
     parts: Option<Vec<String>>,
 ) -> Result<Answer> {
     {

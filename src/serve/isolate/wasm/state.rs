@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::super::normalize::{normalise, preview};
-use super::super::{
-    Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Outcome, SandboxLimits, ToolResult, thread_cpu_time,
+use super::super::cpu_time::thread_cpu_time;
+use super::super::invocation::{
+    Completion, FetchError, FetchHost, FetchRequest, FetchResponse, Outcome, SandboxLimits, ToolResult,
 };
+use super::super::normalize::{normalise, preview};
 
 /// Largest `setTimeout` delay honoured (the web's 2^31-1 ms).
 const MAX_TIMER_DELAY: Duration = Duration::from_millis(i32::MAX as u64);
@@ -25,7 +26,7 @@ const CONSOLE_TRUNCATED: &str = "[console output truncated: max_console_bytes re
 
 /// The first limit a call ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum LimitHit {
+pub enum LimitHit {
     Wall,
     Cpu,
     Memory,
@@ -84,7 +85,7 @@ impl LimitHit {
 }
 
 /// How the JS part of a call ended (limits are latched separately and take precedence).
-pub(super) enum RunEnd {
+pub enum RunEnd {
     /// The handler's promise fulfilled; `JSON.stringify` of the value (`None`: undefined).
     Returned(Option<String>),
     /// An exception escaped the handler (or a timer callback, or the compiler).
@@ -106,18 +107,18 @@ pub(super) enum RunEnd {
 /// It travels boxed ([`FetchEvents`]): tokio allocates a channel's first block of 32 slots when
 /// the channel is made, so with the completion inline every call paid about 2.4 KB for its
 /// channel, whether it fetched or not; with boxes the block is a quarter of a KB.
-pub(super) struct FetchDone {
+pub struct FetchDone {
     pub(super) id: u32,
     pub(super) result: Result<FetchResponse, FetchError>,
 }
 
 /// The sending end of a call's fetch completions.
-pub(super) type FetchEvents = mpsc::UnboundedSender<Box<FetchDone>>;
+pub type FetchEvents = mpsc::UnboundedSender<Box<FetchDone>>;
 /// The receiving end, read by the worker's event loop.
-pub(super) type FetchInbox = mpsc::UnboundedReceiver<Box<FetchDone>>;
+pub type FetchInbox = mpsc::UnboundedReceiver<Box<FetchDone>>;
 
 /// Captured console output.
-pub(super) struct Console {
+pub struct Console {
     pub(super) text: String,
     cap: usize,
     full: bool,
@@ -163,7 +164,7 @@ impl Console {
 /// The call's `fetch()`es: running, queued behind `max_concurrent_fetches`, and what each
 /// unfinished one's request holds.
 #[derive(Default)]
-pub(super) struct Fetches {
+pub struct Fetches {
     /// fetch() calls accepted, started or queued.
     pub(super) accepted: u32,
     next_id: u32,
@@ -186,7 +187,7 @@ impl Drop for Fetches {
 }
 
 #[derive(Default)]
-pub(super) struct Timers {
+pub struct Timers {
     pub(super) created: u32,
     next_id: u32,
     queue: BTreeSet<(Instant, u32)>,
@@ -237,7 +238,7 @@ impl Timers {
 
 /// Delivers a fetch result to the worker, or a failure if the task is dropped first
 /// (aborted, runtime shutting down, or the host's future panicked).
-pub(super) struct Reply {
+pub struct Reply {
     pub(super) id: u32,
     pub(super) events: Option<FetchEvents>,
 }
@@ -259,7 +260,7 @@ impl Drop for Reply {
 
 /// CPU time of a call: the sum of its future's polls (see `Metered` in `call.rs`).
 #[derive(Debug, Default)]
-pub(super) struct CpuMeter {
+pub struct CpuMeter {
     total_ns: AtomicU64,
     /// The thread's CPU clock when the current poll started (0: not in a poll).
     poll_started_ns: AtomicU64,
@@ -289,7 +290,7 @@ fn thread_cpu_nanos() -> u64 {
 }
 
 /// One call's state.
-pub(super) struct CallState {
+pub struct CallState {
     pub(super) limits: SandboxLimits,
     started: Instant,
     pub(super) deadline: Instant,

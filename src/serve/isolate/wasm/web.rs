@@ -10,15 +10,15 @@ use url::Url;
 /// What a URL operation may build from an input of `n` bytes at most: the parsed URL and its
 /// eleven components, each at most the href, which percent-encoding makes at most three times
 /// the input. Charged while the operation runs; the strings handed to JS are QuickJS's.
-pub(super) const URL_COPIES: usize = 3 * 13;
+pub const URL_COPIES: usize = 3 * 13;
 /// Form encoding at most triples its input; parsing never grows it.
-pub(super) const FORM_COPIES: usize = 3 + 1;
+pub const FORM_COPIES: usize = 3 + 1;
 
 /// Decodes QuickJS's WTF-8 (UTF-8 that may encode lone surrogates as `ED A0..BF xx`),
 /// turning each lone surrogate — or any other invalid sequence — into one U+FFFD, which is
 /// what `String.prototype.toWellFormed` and `TextEncoder` would produce. For WTF-8 input the
 /// output has the input's length (a surrogate and U+FFFD both take three bytes).
-pub(super) fn wtf8_lossy(mut bytes: &[u8]) -> String {
+pub fn wtf8_lossy(mut bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     loop {
         match std::str::from_utf8(bytes) {
@@ -42,7 +42,7 @@ pub(super) fn wtf8_lossy(mut bytes: &[u8]) -> String {
 }
 
 /// An HTTP token (RFC 9110): what a method or a header name must be.
-pub(super) fn is_token(s: &str) -> bool {
+pub fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
@@ -66,7 +66,7 @@ fn url_components(url: &Url) -> Vec<String> {
 }
 
 /// `new URL(input, base)`: the components, or `None` when it does not parse.
-pub(super) fn url_parse(input: &str, base: Option<&str>) -> Option<Vec<String>> {
+pub fn url_parse(input: &str, base: Option<&str>) -> Option<Vec<String>> {
     let url = match base {
         Some(base) => Url::parse(base).ok()?.join(input).ok()?,
         None => Url::parse(input).ok()?,
@@ -76,7 +76,7 @@ pub(super) fn url_parse(input: &str, base: Option<&str>) -> Option<Vec<String>> 
 
 /// Applies a WHATWG setter. Invalid values leave the URL unchanged, as in browsers, except
 /// for `href`, where the caller gets `None` (the prelude throws a `TypeError`).
-pub(super) fn url_set(href: &str, field: &str, value: &str) -> Option<Vec<String>> {
+pub fn url_set(href: &str, field: &str, value: &str) -> Option<Vec<String>> {
     use url::quirks as q;
     let mut url = Url::parse(href).ok()?;
     // The setters report failure by leaving the URL untouched, which is the behaviour we
@@ -98,12 +98,12 @@ pub(super) fn url_set(href: &str, field: &str, value: &str) -> Option<Vec<String
 }
 
 /// `application/x-www-form-urlencoded` parsing, flattened to `[k1, v1, k2, v2, ...]`.
-pub(super) fn form_parse(query: &str) -> Vec<String> {
+pub fn form_parse(query: &str) -> Vec<String> {
     url::form_urlencoded::parse(query.as_bytes()).flat_map(|(k, v)| [k.into_owned(), v.into_owned()]).collect()
 }
 
 /// The inverse of [`form_parse`]: `[k1, v1, k2, v2, ...]` as a query string.
-pub(super) fn form_serialize(flat: &[String]) -> String {
+pub fn form_serialize(flat: &[String]) -> String {
     let mut out = url::form_urlencoded::Serializer::new(String::new());
     for pair in flat.chunks_exact(2) {
         out.append_pair(&pair[0], &pair[1]);

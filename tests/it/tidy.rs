@@ -290,92 +290,38 @@ fn the_dockerfile_stubs_every_cargo_target() {
 /// to the parent. Two rules hold for every room:
 ///
 /// 1. **No cycle among a room's files.** A cycle fails the test, printed as the path that
-///    closes it. Rooms still being untangled list their current knots (strongly connected
-///    components) in [`ALLOWED_ROOM_KNOTS`], and the test fails if a listed knot changes or
-///    disappears, so the list only ever shrinks.
+///    closes it.
 /// 2. **No sibling's private helper.** A child may name another child's items only if they are
 ///    `pub`: an item declared `pub(crate)`, `pub(super)` or `pub(in …)` at the top of a module
 ///    file of `b` is lent to the crate or to the parent, not to `b`'s siblings. The exception is
 ///    the room's declared shared module ([`SHARED_MODULES`]), which exists to be shared inside
-///    the room. The parent may name any child's items. Rooms not yet following the rule list
-///    each import in [`ALLOWED_PRIVATE_IMPORTS`], kept exact the same way.
+///    the room. The parent may name any child's items.
+///
+/// There is no allow-list: a room that breaks a rule is fixed, not listed.
 ///
 /// `cargo test --test it tidy::rooms -- --nocapture` prints every room's import graph.
 #[test]
 fn rooms_are_dags_one_level_down() {
     let mut failures = Vec::new();
-    let mut knots_seen = std::collections::BTreeSet::new();
-    let mut private_seen = std::collections::BTreeSet::new();
-    let rooms = rooms();
-    for room in rooms.iter().cloned() {
+    for room in rooms() {
         let graph = room_graph(&room);
         println!("{}", graph.render());
-        if NESTED_ROOMS_NOT_YET_CHECKED.contains(&room.as_str()) {
-            println!("  (not yet checked: NESTED_ROOMS_NOT_YET_CHECKED)\n");
-            continue;
-        }
         for knot in graph.knots() {
-            let entry = (room.clone(), knot.clone());
-            let allowed = ALLOWED_ROOM_KNOTS
-                .iter()
-                .any(|(r, members)| *r == room && members.iter().map(|m| m.to_string()).eq(knot.iter().cloned()));
-            if allowed {
-                knots_seen.insert(entry);
-            } else {
-                failures.push(format!("import cycle in {room}/: {}", graph.cycle_through(&knot).join(" -> ")));
-            }
+            failures.push(format!("import cycle in {room}/: {}", graph.cycle_through(&knot).join(" -> ")));
         }
         for (from, path) in &graph.private_imports {
-            let entry = (room.clone(), from.clone(), path.clone());
-            if ALLOWED_PRIVATE_IMPORTS.iter().any(|(r, f, p)| *r == room && f == from && p == path) {
-                private_seen.insert(entry);
-            } else {
-                failures.push(format!(
-                    "{room}/{from} names {}::{path}, a sibling's private helper: make it `pub` if it is \
-                     that module's interface, or move it to the room's shared module",
-                    room.replace('/', "::")
-                ));
-            }
-        }
-    }
-    for room in NESTED_ROOMS_NOT_YET_CHECKED {
-        if !rooms.iter().any(|r| r == room) {
-            failures.push(format!("NESTED_ROOMS_NOT_YET_CHECKED lists {room}/, which is not a room: remove the entry"));
-        }
-    }
-    for (room, members) in ALLOWED_ROOM_KNOTS {
-        let knot: Vec<String> = members.iter().map(|m| m.to_string()).collect();
-        if !knots_seen.contains(&(room.to_string(), knot.clone())) {
             failures.push(format!(
-                "ALLOWED_ROOM_KNOTS lists {room}/ {{{}}}, which is no longer a knot: shrink or remove the entry",
-                knot.join(", ")
-            ));
-        }
-    }
-    for (room, from, path) in ALLOWED_PRIVATE_IMPORTS {
-        if !private_seen.contains(&(room.to_string(), from.to_string(), path.to_string())) {
-            failures.push(format!(
-                "ALLOWED_PRIVATE_IMPORTS lists {room}/{from} -> {path}, which is gone: remove the entry"
+                "{room}/{from} names {}::{path}, a sibling's private helper: make it `pub` if it is \
+                 that module's interface, or move it to the room's shared module",
+                room.replace('/', "::")
             ));
         }
     }
     assert!(failures.is_empty(), "rooms are not DAGs (see the rule in tests/it/tidy.rs):\n{}", failures.join("\n"));
 }
 
-/// Nested rooms that predate the check of nested rooms: their graphs are printed, but neither
-/// rule holds them yet. Every other room, and every new one, is checked. To take a room off
-/// this list, untangle it or list what remains of its knots and private imports below.
-const NESTED_ROOMS_NOT_YET_CHECKED: &[&str] = &["generate/openapi"];
-
 /// Each room's shared module: the child whose restricted items its siblings may name.
 const SHARED_MODULES: &[(&str, &str)] = &[("api", "extract")];
-
-/// Knots (strongly connected components, members sorted) of rooms not yet untangled. Each entry
-/// must match a knot exactly; remove it when the room is fixed.
-const ALLOWED_ROOM_KNOTS: &[(&str, &[&str])] = &[];
-
-/// Sibling private-helper imports not yet removed: (room, importing child, room-relative path).
-const ALLOWED_PRIVATE_IMPORTS: &[(&str, &str, &str)] = &[];
 
 /// The directory modules of `src/` that have a parent file beside them, at any depth, each as
 /// its path below `src/` (`api`, `api/model`).

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::Operation;
+use super::spec::Operation;
 use crate::generate::extract;
 use crate::llm::{LlmClient, Message, Usage};
 

@@ -62,6 +62,27 @@ pub struct Operation {
     pub security: Vec<Vec<String>>,
 }
 
+#[cfg(test)]
+impl Operation {
+    /// An operation with a method and a path and nothing else, for tests.
+    pub fn bare(method: &str, path: &str) -> Operation {
+        Operation {
+            method: method.into(),
+            path: path.into(),
+            operation_id: None,
+            summary: None,
+            description: None,
+            tags: vec![],
+            deprecated: false,
+            parameters: vec![],
+            body: None,
+            response: None,
+            accept: None,
+            security: vec![],
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Parameter {
     pub name: String,

@@ -51,23 +51,17 @@ pub const MAX_OPERATOR_DOMAINS: usize = 256;
 
 impl Whitelist {
     /// Builds a whitelist from operator-supplied domains, refusing entries that would allow too much.
-    pub fn from_operator_domains(domains: &[String]) -> Result<Whitelist, String> {
+    pub fn from_operator_domains(domains: &[String]) -> Result<Whitelist, AllowDomainsError> {
         if domains.len() > MAX_OPERATOR_DOMAINS {
-            return Err(format!(
-                "allow_domains has {} entries; at most {MAX_OPERATOR_DOMAINS} are allowed (each entry also allows \
-                 its subdomains, so list the parent domain once)",
-                domains.len()
-            ));
+            return Err(AllowDomainsError::TooMany { count: domains.len() });
         }
         let mut whitelist = Whitelist::default();
         let mut seen = std::collections::HashSet::new();
         for raw in domains {
-            let entry = admit(raw, Provenance::Operator, None).map_err(|refused| match refused.reason.as_str() {
-                r if r.starts_with("allow_domains entry") => refused.reason,
-                r => format!("allow_domains entry {raw:?} is refused: {r}"),
-            })?;
-            if seen.insert(entry.domain.clone()) {
-                whitelist.entries.push(entry);
+            let domain = judge(raw, Provenance::Operator)
+                .map_err(|refusal| AllowDomainsError::Refused { raw: raw.clone(), refusal })?;
+            if seen.insert(domain.clone()) {
+                whitelist.entries.push(WhitelistEntry { domain, source: Provenance::Operator, detail: None });
             }
         }
         Ok(whitelist)
@@ -157,67 +151,153 @@ pub struct RefusedDomain {
 /// [`canonical_whitelist_domain`], public suffixes (`co.uk`, `github.io`) are refused since they
 /// would admit every site under them, and documents may not contribute IP addresses.
 pub fn admit(raw: &str, source: Provenance, detail: Option<String>) -> Result<WhitelistEntry, RefusedDomain> {
-    let refuse = |reason: String| RefusedDomain {
-        domain: raw.trim().to_ascii_lowercase(),
-        source,
-        detail: detail.clone(),
-        reason,
-    };
-    let domain = canonical_whitelist_domain(raw).map_err(refuse)?;
+    match judge(raw, source) {
+        Ok(domain) => Ok(WhitelistEntry { domain, source, detail }),
+        Err(refusal) => {
+            Err(RefusedDomain { domain: raw.trim().to_ascii_lowercase(), source, detail, reason: refusal.to_string() })
+        }
+    }
+}
+
+/// Why a candidate was not admitted: its text is not a specific host, or it is one the whitelist
+/// will not hold for where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdmitRefusal {
+    #[error(transparent)]
+    Malformed(#[from] DomainRefusal),
+    #[error("IP addresses found in documents are not admitted; list it in allow_domains")]
+    IpFromDocument,
+    #[error("a public suffix would admit every site registered under it")]
+    PublicSuffix,
+}
+
+/// Why an operator's `allow_domains` list was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowDomainsError {
+    TooMany { count: usize },
+    Refused { raw: String, refusal: AdmitRefusal },
+}
+
+impl std::fmt::Display for AllowDomainsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllowDomainsError::TooMany { count } => write!(
+                f,
+                "allow_domains has {count} entries; at most {MAX_OPERATOR_DOMAINS} are allowed (each entry also allows \
+                 its subdomains, so list the parent domain once)"
+            ),
+            // A malformed entry's message names the entry already; the empty entry's does not.
+            AllowDomainsError::Refused { refusal: AdmitRefusal::Malformed(refusal), .. }
+                if !matches!(refusal, DomainRefusal::Empty) =>
+            {
+                write!(f, "{refusal}")
+            }
+            AllowDomainsError::Refused { raw, refusal } => {
+                write!(f, "allow_domains entry {raw:?} is refused: {refusal}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AllowDomainsError {}
+
+/// Why a candidate is not a specific host. The message names the candidate as an `allow_domains`
+/// entry; [`DomainRefusal::message`] names it otherwise for other fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DomainRefusal {
+    Empty,
+    Wildcard { raw: String },
+    Url { raw: String },
+    Port { raw: String },
+    Invalid { raw: String, cause: url::ParseError },
+    Localhost { raw: String },
+    SingleLabel { raw: String },
+    NoHost { raw: String },
+}
+
+impl DomainRefusal {
+    /// The message with the candidate called `what` (such as "domain") instead of
+    /// "allow_domains entry".
+    pub fn message(&self, what: &str) -> String {
+        match self {
+            DomainRefusal::Empty => "allow_domains entries must not be empty".into(),
+            DomainRefusal::Wildcard { raw } => format!(
+                "{what} {raw:?} is a wildcard; list the domain itself (\"example.com\" already allows its subdomains)"
+            ),
+            DomainRefusal::Url { raw } => {
+                format!("{what} {raw:?} must be a bare domain such as \"api.example.com\", not a URL")
+            }
+            DomainRefusal::Port { raw } => format!("{what} {raw:?} must not carry a port"),
+            DomainRefusal::Invalid { raw, cause } => format!("{what} {raw:?} is not a valid domain: {cause}"),
+            DomainRefusal::Localhost { raw } => {
+                format!("{what} {raw:?} names localhost; handlers may not reach the daemon's own machine by name")
+            }
+            DomainRefusal::SingleLabel { raw } => {
+                format!("{what} {raw:?} is a single label; it would allow a whole top-level domain")
+            }
+            DomainRefusal::NoHost { raw } => format!("{what} {raw:?} has no host"),
+        }
+    }
+}
+
+impl std::fmt::Display for DomainRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message("allow_domains entry"))
+    }
+}
+
+impl std::error::Error for DomainRefusal {}
+
+/// The canonical domain of a candidate the whitelist may hold for its source.
+fn judge(raw: &str, source: Provenance) -> Result<String, AdmitRefusal> {
+    let domain = canonical_whitelist_domain(raw)?;
     if domain.parse::<IpAddr>().is_ok() {
         if matches!(source, Provenance::Discovered | Provenance::Openapi) {
-            return Err(refuse("IP addresses found in documents are not admitted; list it in allow_domains".into()));
+            return Err(AdmitRefusal::IpFromDocument);
         }
     } else if psl::suffix_str(&domain) == Some(domain.as_str()) {
-        return Err(refuse("a public suffix would admit every site registered under it".into()));
+        return Err(AdmitRefusal::PublicSuffix);
     }
-    Ok(WhitelistEntry { domain, source, detail })
+    Ok(domain)
 }
 
 /// Canonicalises one whitelist candidate (`Example.COM.`, `bücher.de`, `10.0.0.5`), refusing
 /// anything that is not a specific host: wildcards, URLs with paths, single labels, `localhost`.
-pub fn canonical_whitelist_domain(raw: &str) -> Result<String, String> {
+pub fn canonical_whitelist_domain(raw: &str) -> Result<String, DomainRefusal> {
     let trimmed = raw.trim();
+    let raw = || raw.to_string();
     if trimmed.is_empty() {
-        return Err("allow_domains entries must not be empty".into());
+        return Err(DomainRefusal::Empty);
     }
     if trimmed.contains('*') {
-        return Err(format!(
-            "allow_domains entry {raw:?} is a wildcard; list the domain itself (\"example.com\" already allows its subdomains)"
-        ));
+        return Err(DomainRefusal::Wildcard { raw: raw() });
     }
     if trimmed.contains("://") || trimmed.contains('/') || trimmed.contains('@') {
-        return Err(format!(
-            "allow_domains entry {raw:?} must be a bare domain such as \"api.example.com\", not a URL"
-        ));
+        return Err(DomainRefusal::Url { raw: raw() });
     }
     if let Ok(ip) = trimmed.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
         return Ok(ip.to_string());
     }
     if trimmed.contains(':') {
-        return Err(format!("allow_domains entry {raw:?} must not carry a port"));
+        return Err(DomainRefusal::Port { raw: raw() });
     }
-    let url = url::Url::parse(&format!("http://{trimmed}/"))
-        .map_err(|e| format!("allow_domains entry {raw:?} is not a valid domain: {e}"))?;
+    let url =
+        url::Url::parse(&format!("http://{trimmed}/")).map_err(|cause| DomainRefusal::Invalid { raw: raw(), cause })?;
     if url.port().is_some() {
-        return Err(format!("allow_domains entry {raw:?} must not carry a port"));
+        return Err(DomainRefusal::Port { raw: raw() });
     }
     match CanonicalHost::of_url(&url) {
         Some(CanonicalHost::Ip(ip)) => Ok(ip.to_string()),
         Some(CanonicalHost::Domain(domain)) => {
             if domain == "localhost" || domain.ends_with(".localhost") {
-                return Err(format!(
-                    "allow_domains entry {raw:?} names localhost; handlers may not reach the daemon's own machine by name"
-                ));
+                return Err(DomainRefusal::Localhost { raw: raw() });
             }
             if !domain.contains('.') {
-                return Err(format!(
-                    "allow_domains entry {raw:?} is a single label; it would allow a whole top-level domain"
-                ));
+                return Err(DomainRefusal::SingleLabel { raw: raw() });
             }
             Ok(domain)
         }
-        None => Err(format!("allow_domains entry {raw:?} has no host")),
+        None => Err(DomainRefusal::NoHost { raw: raw() }),
     }
 }
 
@@ -282,7 +362,7 @@ mod tests {
         }
         let refused = admit("co.uk", Prompt, Some("x".into())).unwrap_err();
         assert!(refused.reason.contains("public suffix"));
-        assert!(Whitelist::from_operator_domains(&["co.uk".into()]).unwrap_err().contains("public suffix"));
+        assert!(Whitelist::from_operator_domains(&["co.uk".into()]).unwrap_err().to_string().contains("public suffix"));
     }
 
     #[test]
@@ -300,5 +380,49 @@ mod tests {
             assert!(canonical_whitelist_domain(bad).is_err(), "{bad:?} should be refused");
         }
         assert_eq!(canonical_whitelist_domain(" Example.COM. ").unwrap(), "example.com");
+    }
+
+    /// Admin API clients read these messages, so they are pinned word for word.
+    #[test]
+    fn operator_refusals_read_as_before() {
+        let refusal = |raw: &str| Whitelist::from_operator_domains(&[raw.to_string()]).unwrap_err().to_string();
+        let cases = [
+            (
+                "*.a.com",
+                r#"allow_domains entry "*.a.com" is a wildcard; list the domain itself ("example.com" already allows its subdomains)"#,
+            ),
+            (
+                "http://a.com",
+                r#"allow_domains entry "http://a.com" must be a bare domain such as "api.example.com", not a URL"#,
+            ),
+            ("a.com:80", r#"allow_domains entry "a.com:80" must not carry a port"#),
+            ("a b.com", r#"allow_domains entry "a b.com" is not a valid domain: invalid international domain name"#),
+            (
+                "localhost",
+                r#"allow_domains entry "localhost" names localhost; handlers may not reach the daemon's own machine by name"#,
+            ),
+            ("com", r#"allow_domains entry "com" is a single label; it would allow a whole top-level domain"#),
+            ("", r#"allow_domains entry "" is refused: allow_domains entries must not be empty"#),
+            (
+                "co.uk",
+                r#"allow_domains entry "co.uk" is refused: a public suffix would admit every site registered under it"#,
+            ),
+        ];
+        for (raw, message) in cases {
+            assert_eq!(refusal(raw), message, "{raw:?}");
+        }
+        let many = vec!["a.com".to_string(); MAX_OPERATOR_DOMAINS + 1];
+        assert_eq!(
+            Whitelist::from_operator_domains(&many).unwrap_err(),
+            AllowDomainsError::TooMany { count: MAX_OPERATOR_DOMAINS + 1 }
+        );
+        assert_eq!(
+            canonical_whitelist_domain("a.com:80").unwrap_err().message("domain"),
+            r#"domain "a.com:80" must not carry a port"#
+        );
+        assert_eq!(
+            admit("10.0.0.1", Provenance::Discovered, None).unwrap_err().reason,
+            AdmitRefusal::IpFromDocument.to_string()
+        );
     }
 }

@@ -172,8 +172,8 @@ pub async fn delete_connection(
     Ok(StatusCode::NO_CONTENT)
 }
 
-fn invalid(message: String) -> ApiError {
-    ApiError::new(ErrorCode::InvalidCredential, message)
+fn invalid(message: impl std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::InvalidCredential, message.to_string())
 }
 
 /// Checks a credential for server `id` (name, value, injection rule, domains within

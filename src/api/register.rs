@@ -471,8 +471,8 @@ impl Checked {
             ));
         }
         let auth = auth.map(|auth| crate::api::door::check_auth(oauth, auth)).transpose()?;
-        let whitelist =
-            Whitelist::from_operator_domains(allow_domains).map_err(|m| ApiError::new(ErrorCode::InvalidDomain, m))?;
+        let whitelist = Whitelist::from_operator_domains(allow_domains)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidDomain, e.to_string()))?;
         Ok(Checked { id, name, description, access_token_sha256, auth, whitelist })
     }
 }

@@ -132,7 +132,7 @@ impl Binding {
         }
         let mut canonical = Vec::with_capacity(domains.len());
         for domain in domains {
-            let host = canonical_whitelist_domain(domain).map_err(|e| e.replace("allow_domains entry", "domain"))?;
+            let host = canonical_whitelist_domain(domain).map_err(|e| e.message("domain"))?;
             let parsed = match host.parse::<std::net::IpAddr>() {
                 Ok(ip) => CanonicalHost::Ip(ip),
                 Err(_) => CanonicalHost::Domain(host.clone()),

@@ -215,24 +215,25 @@ impl fmt::Debug for ServerId {
     }
 }
 
+/// A server id that [`ServerId::parse`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("server id {raw:?} is invalid: use 1-63 characters from a-z, 0-9 and '-', starting with a letter or digit")]
+pub struct InvalidServerId {
+    pub raw: String,
+}
+
 impl ServerId {
     /// What [`ServerId::parse`] accepts, as a regular expression.
     pub const PATTERN: &str = "^[a-z0-9][a-z0-9-]{0,62}$";
 
-    pub fn parse(raw: &str) -> Result<ServerId, String> {
+    pub fn parse(raw: &str) -> Result<ServerId, InvalidServerId> {
         let valid = !raw.is_empty()
             && raw.len() <= 63
             && raw
                 .bytes()
                 .enumerate()
                 .all(|(i, b)| b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && b == b'-'));
-        if valid {
-            Ok(ServerId(raw.to_string()))
-        } else {
-            Err(format!(
-                "server id {raw:?} is invalid: use 1-63 characters from a-z, 0-9 and '-', starting with a letter or digit"
-            ))
-        }
+        if valid { Ok(ServerId(raw.to_string())) } else { Err(InvalidServerId { raw: raw.to_string() }) }
     }
 
     /// A fresh id derived from a display name: its slug plus a short random suffix.
@@ -506,6 +507,10 @@ mod tests {
         for bad in ["", "-a", "A", "a_b", "a/b", &"a".repeat(64), "ü"] {
             assert!(ServerId::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            ServerId::parse("A").unwrap_err().to_string(),
+            r#"server id "A" is invalid: use 1-63 characters from a-z, 0-9 and '-', starting with a letter or digit"#
+        );
         let generated = ServerId::generate(Some("Hacker News API!"));
         assert!(generated.as_str().starts_with("hacker-news-api-"), "{generated}");
         assert!(ServerId::parse(generated.as_str()).is_ok());

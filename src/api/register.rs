@@ -456,7 +456,7 @@ impl Checked {
             }
         }
         let id = match id {
-            Some(raw) => ServerId::parse(&raw).map_err(|m| ApiError::new(ErrorCode::InvalidId, m))?,
+            Some(raw) => ServerId::parse(&raw).map_err(|e| ApiError::new(ErrorCode::InvalidId, e.to_string()))?,
             None => ServerId::generate(name.as_deref()),
         };
         let name = name.unwrap_or_else(|| id.to_string());

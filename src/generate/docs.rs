@@ -360,7 +360,7 @@ async fn fetch_page(egress: &Egress, url: &Url, limits: &DocsLimits) -> Result<P
     let fetch = egress.fetch_document(url.as_str(), headers, limits.max_page_bytes, deadline);
     let response = match tokio::time::timeout(timeout + Duration::from_secs(1), fetch).await {
         Err(_) => return Err(format!("timed out after {} ms", timeout.as_millis())),
-        Ok(result) => result?,
+        Ok(result) => result.map_err(|failure| failure.to_string())?,
     };
     if !(200..300).contains(&response.status) {
         let text = if response.status_text.is_empty() { String::new() } else { format!(" {}", response.status_text) };

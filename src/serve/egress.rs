@@ -42,8 +42,9 @@ use tracing::Instrument;
 use self::cache::{CacheKey, CacheRequest, Lookup, ResponseCache};
 use self::inject::{CREDENTIAL_HEADERS, CredentialIdentity};
 use self::log::{EgressLog, Hop, Sent};
-use self::policy::Failure;
-pub use self::policy::{HostRule, MAX_REQUEST_BODY_BYTES, MAX_URL_BYTES, ServerPolicy, is_forbidden_header, is_global};
+pub use self::policy::{
+    Failure, HostRule, MAX_REQUEST_BODY_BYTES, MAX_URL_BYTES, ServerPolicy, is_forbidden_header, is_global,
+};
 use self::transport::{RawResponse, Transport};
 use self::upstream::{Answer, Upstreams};
 use crate::catalog::EgressRecord;
@@ -111,14 +112,14 @@ impl Egress {
 
     /// Fetches a documentation page for generation: any host, under every other rule of the
     /// policy (address vetting, `[egress.resolve]`, redirects re-checked, size cap, deadline).
-    /// The error is the operator-facing reason.
+    /// The failure displays as the operator-facing reason.
     pub async fn fetch_document(
         &self,
         url: &str,
         headers: Vec<(String, String)>,
         max_bytes: u64,
         deadline: Instant,
-    ) -> Result<FetchResponse, String> {
+    ) -> Result<FetchResponse, Failure> {
         let policy = ServerPolicy {
             hosts: HostRule::AnyHost,
             max_response_bytes: max_bytes,
@@ -135,10 +136,7 @@ impl Egress {
             body: None,
             redirect: RedirectMode::Follow,
         };
-        self.fetch(&policy, request, false, deadline, &EgressLog::default()).await.map_err(|failure| match failure {
-            Failure::Denied { host, reason } => format!("{host}: {reason}"),
-            other => other.reason().to_string(),
-        })
+        self.fetch(&policy, request, false, deadline, &EgressLog::default()).await
     }
 
     /// Runs one fetch under the policy, following redirects hop by hop.

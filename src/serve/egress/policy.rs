@@ -175,6 +175,19 @@ impl Failure {
     }
 }
 
+/// The reason, prefixed with the host when the host itself was denied, as operators read it
+/// about a fetched document.
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Denied { host, reason } => write!(f, "{host}: {reason}"),
+            other => f.write_str(other.reason()),
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
+
 /// Checks one hop's URL against everything that can be decided before connecting: scheme,
 /// credentials, port, the host rule, and IP literals (names are vetted by the resolver).
 pub fn check_url(

@@ -97,11 +97,13 @@ async fn three_replicas_follow_each_others_changes_within_a_second() {
         .unwrap();
     assert_eq!(response.status(), 200);
     for (name, app) in [("A", a), ("C", c)] {
-        within(FOLLOW_WITHIN, &format!("token set on B, enforced on {name}"), || async {
-            mcp_list_status(app, "shared", None).await == 401
+        // Wait for the token to be accepted: a call without it was already refused under OAuth,
+        // so a refusal alone does not show that the change has arrived.
+        within(FOLLOW_WITHIN, &format!("token set on B, accepted on {name}"), || async {
+            mcp_list_status(app, "shared", Some("shared-token-0123456789")).await == 200
         })
         .await;
-        assert_eq!(mcp_list_status(app, "shared", Some("shared-token-0123456789")).await, 200);
+        assert_eq!(mcp_list_status(app, "shared", None).await, 401, "no token on {name}");
     }
 
     // Deleted on C: 404 on A and B.

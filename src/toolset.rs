@@ -78,31 +78,41 @@ pub struct UpstreamLimit {
 impl ServerLimits {
     /// Checks the upstream origins (serialised as `scheme://host:port`) and rates; returns the
     /// settings with each origin in canonical form.
-    pub fn checked(mut self) -> Result<ServerLimits, String> {
+    pub fn checked(mut self) -> Result<ServerLimits, LimitsError> {
         let mut upstream = std::collections::BTreeMap::new();
         for (origin, limit) in std::mem::take(&mut self.upstream) {
-            let url = url::Url::parse(&origin).map_err(|e| {
-                format!("upstream origin {origin:?} is not a URL ({e}); write it as scheme://host:port")
-            })?;
+            let url = match url::Url::parse(&origin) {
+                Ok(url) => url,
+                Err(error) => return Err(LimitsError::NotAUrl { origin, error }),
+            };
             if !matches!(url.scheme(), "http" | "https")
                 || url.host_str().is_none()
                 || url.path() != "/"
                 || url.query().is_some()
             {
-                return Err(format!(
-                    "upstream origin {origin:?} must be scheme://host:port (http or https, no path), e.g. https://api.example.com:443"
-                ));
+                return Err(LimitsError::NotAnOrigin(origin));
             }
             if limit.per_minute == 0 {
-                return Err(format!(
-                    "upstream.{origin}.per_minute must be at least 1 (leave the origin out for no limit)"
-                ));
+                return Err(LimitsError::ZeroRate(origin));
             }
             upstream.insert(url.origin().ascii_serialization(), limit);
         }
         self.upstream = upstream;
         Ok(self)
     }
+}
+
+/// Why a server's traffic limits were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitsError {
+    #[error("upstream origin {origin:?} is not a URL ({error}); write it as scheme://host:port")]
+    NotAUrl { origin: String, error: url::ParseError },
+    #[error(
+        "upstream origin {0:?} must be scheme://host:port (http or https, no path), e.g. https://api.example.com:443"
+    )]
+    NotAnOrigin(String),
+    #[error("upstream.{0}.per_minute must be at least 1 (leave the origin out for no limit)")]
+    ZeroRate(String),
 }
 
 /// Who may use a server's MCP mount, when set per server: `"auth"` at registration,
@@ -166,23 +176,37 @@ pub const MAX_SCRIPT_TIMEOUT_MS: u64 = 15 * 60 * 1000;
 
 impl CodeModeSettings {
     /// Refuses settings no script could run under, naming the field.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), CodeModeError> {
         if let Some(ms) = self.timeout_ms
             && !(1..=MAX_SCRIPT_TIMEOUT_MS).contains(&ms)
         {
-            return Err(format!("code_mode.timeout_ms must be between 1 and {MAX_SCRIPT_TIMEOUT_MS}, not {ms}"));
+            return Err(CodeModeError::Timeout(ms));
         }
         if self.max_concurrent_tool_calls == Some(0) {
-            return Err("code_mode.max_concurrent_tool_calls must be at least 1".into());
+            return Err(CodeModeError::Zero("max_concurrent_tool_calls"));
         }
         if self.max_tool_result_bytes == Some(0) {
-            return Err("code_mode.max_tool_result_bytes must be at least 1".into());
+            return Err(CodeModeError::Zero("max_tool_result_bytes"));
         }
-        if self.allowed_servers.len() > 64 {
-            return Err("code_mode.allowed_servers lists more than 64 servers".into());
+        if self.allowed_servers.len() > MAX_ALLOWED_SERVERS {
+            return Err(CodeModeError::TooManyServers);
         }
         Ok(())
     }
+}
+
+/// Most servers one server's scripts may be allowed to call.
+const MAX_ALLOWED_SERVERS: usize = 64;
+
+/// Why a server's code-mode settings were refused; each names its field.
+#[derive(Debug, thiserror::Error)]
+pub enum CodeModeError {
+    #[error("code_mode.timeout_ms must be between 1 and {MAX_SCRIPT_TIMEOUT_MS}, not {0}")]
+    Timeout(u64),
+    #[error("code_mode.{0} must be at least 1")]
+    Zero(&'static str),
+    #[error("code_mode.allowed_servers lists more than {MAX_ALLOWED_SERVERS} servers")]
+    TooManyServers,
 }
 
 /// A server id: `[a-z0-9][a-z0-9-]{0,62}`, used in the mount path `/servers/<id>/mcp`.
@@ -310,16 +334,68 @@ pub struct Toolset {
 }
 
 /// Why a toolset was refused; `field` points at the offending part of the request body.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, thiserror::Error)]
+#[error("{field}: {problem}")]
 pub struct ToolsetError {
     pub field: String,
-    pub message: String,
+    pub problem: FieldProblem,
 }
 
-impl fmt::Display for ToolsetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
+/// What is wrong with one field of a toolset, worded to follow the field's path
+/// (`tools[0].title: must not be empty; ...`). [`ToolsetError`] says which field; the generator
+/// lists the same problems in its repair prompts.
+#[derive(Debug, thiserror::Error)]
+pub enum FieldProblem {
+    #[error("must contain at least one tool")]
+    NoTools,
+    #[error("has {0} tools; at most {MAX_TOOLS} are allowed")]
+    TooManyTools(usize),
+    #[error("duplicate tool name {0:?}")]
+    DuplicateName(String),
+    #[error("tool name {0:?} is invalid: use 1-64 characters from a-z, 0-9 and '_', starting with a letter")]
+    InvalidName(String),
+    #[error("must not be empty{0}")]
+    Empty(&'static str),
+    #[error("is longer than {0} characters")]
+    TooLong(usize),
+    #[error("is larger than {MAX_HANDLER_BYTES} bytes")]
+    HandlerTooLarge,
+    #[error("{NUL_REFUSED}")]
+    Nul,
+    #[error(
+        "contains a NUL character, which the catalog cannot store; in a string literal write it as the \
+         escape \\0 or \\u0000 instead"
+    )]
+    NulInHandler,
+    /// A tool's arguments or results (`what`) are not described as an object; `found` is the
+    /// `type` given instead, if any.
+    #[error("must have \"type\": \"object\" (tool {what} are an object){}", found.as_ref().map(|t| format!(", found {t}")).unwrap_or_default())]
+    NotAnObject { what: &'static str, found: Option<Value> },
+    /// The schema does not follow the JSON Schema meta-schema; `at` is the JSON pointer inside it.
+    #[error("is not a valid JSON Schema{}: {message}", if at.is_empty() { String::new() } else { format!(" at {at}") })]
+    NotAJsonSchema { at: String, message: String },
+    #[error("cannot be used for validation: {0}")]
+    Unusable(SchemaError),
+    #[error("{0} must be true or false")]
+    AnnotationNotABool(String),
+    #[error("title must be a string")]
+    AnnotationTitleNotAString,
+    #[error("unknown annotation {0:?}; use title, readOnlyHint, destructiveHint, idempotentHint or openWorldHint")]
+    UnknownAnnotation(String),
+}
+
+/// Why a JSON Schema cannot be compiled into a validator.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// A `pattern` the linear-time engine cannot run (a backreference, lookaround, or a
+    /// malformed expression).
+    #[error(
+        "{0} (patterns run on a linear-time regex engine without backreferences or lookaround; \
+         rewrite the pattern without them)"
+    )]
+    Pattern(jsonschema::ValidationError<'static>),
+    #[error("{0}")]
+    Invalid(jsonschema::ValidationError<'static>),
 }
 
 impl Toolset {
@@ -333,16 +409,16 @@ impl Toolset {
     /// What [`Toolset::new`] checks, for tools that are not made into a toolset here.
     pub fn check(tools: &[ToolSpec]) -> Result<(), ToolsetError> {
         if tools.is_empty() {
-            return Err(err("tools", "must contain at least one tool"));
+            return Err(err("tools", FieldProblem::NoTools));
         }
         if tools.len() > MAX_TOOLS {
-            return Err(err("tools", &format!("has {} tools; at most {MAX_TOOLS} are allowed", tools.len())));
+            return Err(err("tools", FieldProblem::TooManyTools(tools.len())));
         }
         for (index, tool) in tools.iter().enumerate() {
             let at = format!("tools[{index}]");
             check_tool(tool, &at)?;
             if tools[..index].iter().any(|t| t.name == tool.name) {
-                return Err(err(&format!("{at}.name"), &format!("duplicate tool name {:?}", tool.name)));
+                return Err(err(&format!("{at}.name"), FieldProblem::DuplicateName(tool.name.clone())));
             }
         }
         Ok(())
@@ -358,48 +434,45 @@ impl Toolset {
     }
 }
 
-fn err(field: &str, message: &str) -> ToolsetError {
-    ToolsetError { field: field.to_string(), message: message.to_string() }
+fn err(field: &str, problem: FieldProblem) -> ToolsetError {
+    ToolsetError { field: field.to_string(), problem }
 }
 
 fn check_tool(tool: &ToolSpec, at: &str) -> Result<(), ToolsetError> {
-    check_tool_name(&tool.name).map_err(|m| err(&format!("{at}.name"), &m))?;
+    let field = |name: &str| format!("{at}.{name}");
+    check_tool_name(&tool.name).map_err(|p| err(&field("name"), p))?;
     if tool.description.trim().is_empty() {
-        return Err(err(&format!("{at}.description"), "must not be empty; MCP hosts show it to the model"));
+        return Err(err(&field("description"), FieldProblem::Empty("; MCP hosts show it to the model")));
     }
     if tool.description.chars().count() > MAX_DESCRIPTION_CHARS {
-        return Err(err(&format!("{at}.description"), &format!("is longer than {MAX_DESCRIPTION_CHARS} characters")));
+        return Err(err(&field("description"), FieldProblem::TooLong(MAX_DESCRIPTION_CHARS)));
     }
     if tool.description.contains('\0') {
-        return Err(err(&format!("{at}.description"), NUL_REFUSED));
+        return Err(err(&field("description"), FieldProblem::Nul));
     }
     if tool.handler.trim().is_empty() {
-        return Err(err(&format!("{at}.handler"), "must not be empty"));
+        return Err(err(&field("handler"), FieldProblem::Empty("")));
     }
     if tool.handler.len() > MAX_HANDLER_BYTES {
-        return Err(err(&format!("{at}.handler"), &format!("is larger than {MAX_HANDLER_BYTES} bytes")));
+        return Err(err(&field("handler"), FieldProblem::HandlerTooLarge));
     }
     if tool.handler.contains('\0') {
-        return Err(err(
-            &format!("{at}.handler"),
-            "contains a NUL character, which the catalog cannot store; in a string literal write it as the \
-             escape \\0 or \\u0000 instead",
-        ));
+        return Err(err(&field("handler"), FieldProblem::NulInHandler));
     }
     if let Some(title) = &tool.title {
-        check_title(title).map_err(|m| err(&format!("{at}.title"), &m))?;
+        check_title(title).map_err(|p| err(&field("title"), p))?;
     }
-    check_input_schema(&tool.input_schema).map_err(|m| err(&format!("{at}.input_schema"), &m))?;
+    check_input_schema(&tool.input_schema).map_err(|p| err(&field("input_schema"), p))?;
     if let Some(schema) = &tool.output_schema {
-        check_output_schema(schema).map_err(|m| err(&format!("{at}.output_schema"), &m))?;
+        check_output_schema(schema).map_err(|p| err(&field("output_schema"), p))?;
     }
     if let Some(annotations) = &tool.annotations {
-        check_annotations(annotations).map_err(|m| err(&format!("{at}.annotations"), &m))?;
+        check_annotations(annotations).map_err(|p| err(&field("annotations"), p))?;
     }
     Ok(())
 }
 
-pub fn check_tool_name(name: &str) -> Result<(), String> {
+pub fn check_tool_name(name: &str) -> Result<(), FieldProblem> {
     let bytes = name.as_bytes();
     let valid = !bytes.is_empty()
         && bytes.len() <= 64
@@ -408,83 +481,76 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!("tool name {name:?} is invalid: use 1-64 characters from a-z, 0-9 and '_', starting with a letter"))
+        Err(FieldProblem::InvalidName(name.to_string()))
     }
 }
 
-pub fn check_title(title: &str) -> Result<(), String> {
+pub fn check_title(title: &str) -> Result<(), FieldProblem> {
     if title.trim().is_empty() {
-        return Err("must not be empty; leave it out to show the name".into());
+        return Err(FieldProblem::Empty("; leave it out to show the name"));
     }
     if title.chars().count() > MAX_TITLE_CHARS {
-        return Err(format!("is longer than {MAX_TITLE_CHARS} characters"));
+        return Err(FieldProblem::TooLong(MAX_TITLE_CHARS));
     }
     if title.contains('\0') {
-        return Err(NUL_REFUSED.into());
+        return Err(FieldProblem::Nul);
     }
     Ok(())
 }
 
 /// An output schema, like an input schema, must describe an object (MCP requires it).
-pub fn check_output_schema(schema: &Map<String, Value>) -> Result<(), String> {
+pub fn check_output_schema(schema: &Map<String, Value>) -> Result<(), FieldProblem> {
     check_object_schema(schema, "results")
 }
 
 /// The validator for a tool's schema. `pattern`s run on the linear-time `regex` engine: a
 /// backtracking engine lets one argument hold a thread for seconds (`^(a*)*\1b$` against a
 /// string of `a`s), so backreferences and lookaround are refused when the schema is registered.
-pub fn validator(schema: &Value) -> Result<jsonschema::Validator, String> {
+pub fn validator(schema: &Value) -> Result<jsonschema::Validator, SchemaError> {
     jsonschema::options().with_pattern_options(jsonschema::PatternOptions::regex()).build(schema).map_err(|error| {
-        let message = error.to_string();
-        if message.contains("regex") || message.contains("backreference") || message.contains("look-around") {
-            format!(
-                "{message} (patterns run on a linear-time regex engine without backreferences or lookaround; \
-                     rewrite the pattern without them)"
-            )
-        } else {
-            message
+        // A pattern the engine cannot compile is reported as the format `regex` (jsonschema's
+        // `pattern` and `patternProperties` keywords), whatever made it fail.
+        match error.kind() {
+            jsonschema::error::ValidationErrorKind::Format { format } if format == "regex" => {
+                SchemaError::Pattern(error)
+            }
+            _ => SchemaError::Invalid(error),
         }
     })
 }
 
 /// An input schema must describe an object (MCP requires it) and be a valid JSON Schema.
-pub fn check_input_schema(schema: &Map<String, Value>) -> Result<(), String> {
+pub fn check_input_schema(schema: &Map<String, Value>) -> Result<(), FieldProblem> {
     check_object_schema(schema, "arguments")
 }
 
 /// A schema of tool `what` (arguments or results): MCP requires both to be objects.
-fn check_object_schema(schema: &Map<String, Value>, what: &str) -> Result<(), String> {
+fn check_object_schema(schema: &Map<String, Value>, what: &'static str) -> Result<(), FieldProblem> {
     match schema.get("type") {
         Some(Value::String(t)) if t == "object" => {}
-        Some(other) => {
-            return Err(format!("must have \"type\": \"object\" (tool {what} are an object), found {other}"));
-        }
-        None => return Err(format!("must have \"type\": \"object\" (tool {what} are an object)")),
+        found => return Err(FieldProblem::NotAnObject { what, found: found.cloned() }),
     }
     let value = Value::Object(schema.clone());
-    jsonschema::meta::validate(&value).map_err(|e| {
-        let path = e.instance_path().to_string();
-        let at = if path.is_empty() { String::new() } else { format!(" at {path}") };
-        format!("is not a valid JSON Schema{at}: {e}")
+    jsonschema::meta::validate(&value).map_err(|e| FieldProblem::NotAJsonSchema {
+        at: e.instance_path().to_string(),
+        message: e.to_string(),
     })?;
-    validator(&value).map_err(|e| format!("cannot be used for validation: {e}"))?;
+    validator(&value).map_err(FieldProblem::Unusable)?;
     Ok(())
 }
 
-fn check_annotations(annotations: &Map<String, Value>) -> Result<(), String> {
+fn check_annotations(annotations: &Map<String, Value>) -> Result<(), FieldProblem> {
     for (key, value) in annotations {
         if ANNOTATION_BOOL_KEYS.contains(&key.as_str()) {
             if !value.is_boolean() {
-                return Err(format!("{key} must be true or false"));
+                return Err(FieldProblem::AnnotationNotABool(key.clone()));
             }
         } else if key == "title" {
             if !value.is_string() {
-                return Err("title must be a string".into());
+                return Err(FieldProblem::AnnotationTitleNotAString);
             }
         } else {
-            return Err(format!(
-                "unknown annotation {key:?}; use title, readOnlyHint, destructiveHint, idempotentHint or openWorldHint"
-            ));
+            return Err(FieldProblem::UnknownAnnotation(key.clone()));
         }
     }
     Ok(())
@@ -586,7 +652,11 @@ mod tests {
         };
         for refused in [r"^(a*)*\1b$", r"^(?=a)a$", r"^(?<!b)a$"] {
             let error = check_input_schema(&schema(refused)).unwrap_err();
-            assert!(error.contains("linear-time regex engine"), "{refused}: {error}");
+            assert!(
+                matches!(error, FieldProblem::Unusable(SchemaError::Pattern(_))),
+                "{refused}: {error:?}"
+            );
+            assert!(error.to_string().contains("linear-time regex engine"), "{refused}: {error}");
         }
         check_input_schema(&schema(r"^[a-z]+(-[a-z]+)*$")).unwrap();
         // Nested quantifiers that backtrack exponentially elsewhere are linear here: this input
@@ -626,7 +696,7 @@ mod tests {
             (serde_json::json!({"enabled": true, "max_tool_result_bytes": 0}), "max_tool_result_bytes"),
         ] {
             let problem = parse(settings).unwrap().check().unwrap_err();
-            assert!(problem.contains(needle), "{problem}");
+            assert!(problem.to_string().contains(needle), "{problem}");
         }
     }
 }

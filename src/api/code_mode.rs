@@ -81,7 +81,7 @@ pub async fn run_code(
 /// registration's `code_mode`.
 pub fn check_code_mode(settings: Option<&CodeModeSettings>) -> Result<(), ApiError> {
     match settings.map(CodeModeSettings::check) {
-        Some(Err(problem)) => Err(ApiError::new(ErrorCode::InvalidField, problem)),
+        Some(Err(problem)) => Err(ApiError::new(ErrorCode::InvalidField, problem.to_string())),
         _ => Ok(()),
     }
 }

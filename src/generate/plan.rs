@@ -224,7 +224,7 @@ pub fn validate_plan(plan: &Plan, candidate_domains: &[String]) -> Result<(), St
         let label = tool_label(index, Some(&tool.name));
         let mut problem = |message: String| problems.push(format!("- {label}: {message}"));
         if let Err(e) = crate::toolset::check_tool_name(&tool.name) {
-            problem(e);
+            problem(e.to_string());
         } else if !names.insert(tool.name.as_str()) {
             problem(format!("the name {:?} is used by another tool; names must be unique", tool.name));
         }

@@ -422,9 +422,8 @@ pub async fn call_tool(
             ErrorCode::ToolNotFound,
             format!("server {id:?} has no tool {name:?}; GET /admin/servers/{id} lists its tools"),
         ),
-        CallError::InvalidArguments(m) | CallError::UnknownOperation(m) => {
-            ApiError::new(ErrorCode::InvalidArguments, m)
-        }
+        CallError::InvalidArguments(refused) => ApiError::new(ErrorCode::InvalidArguments, refused.to_string()),
+        CallError::UnknownOperation(m) => ApiError::new(ErrorCode::InvalidArguments, m),
         CallError::Unavailable(m) => ApiError::new(ErrorCode::ServerUnavailable, m),
         CallError::Busy(_) => ApiError::new(ErrorCode::Busy, e.to_string()),
         CallError::ShuttingDown => ApiError::new(ErrorCode::ShuttingDown, e.to_string()),

@@ -52,7 +52,7 @@ pub enum CallError {
     #[error("{0}")]
     Unavailable(String),
     #[error("invalid arguments: {0}")]
-    InvalidArguments(String),
+    InvalidArguments(ArgumentsRefused),
     /// Admission refused the call; the text says which limit and which setting.
     #[error("busy: {0}")]
     Busy(String),
@@ -117,18 +117,77 @@ pub struct Caller {
     traces: Traces,
 }
 
+/// Why a call's arguments were refused before anything ran.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgumentsRefused {
+    #[error("arguments are {bytes} bytes; the limit is {limit} ([sandbox] max_argument_bytes)")]
+    TooLarge { bytes: usize, limit: usize },
+    #[error("arguments must be a JSON object")]
+    NotAnObject,
+    /// The tool's input schema does not accept them.
+    #[error("{0}")]
+    Schema(SchemaMismatch),
+    /// A discovery tool's text argument (`query`, `operation`) is missing.
+    #[error("{0} is required")]
+    Missing(&'static str),
+    #[error("{0} must not be empty")]
+    Empty(&'static str),
+    #[error("{0} must be a string")]
+    NotAString(&'static str),
+    /// `search_operations`' `limit` is out of range.
+    #[error("limit must be an integer from 1 to {0}")]
+    HitLimit(usize),
+    /// `call_operation` was routed to the tools that answer without a call.
+    #[error("call_operation is called, not answered")]
+    CalledNotAnswered,
+}
+
+/// What a schema finds wrong with a value: the first few problems, each with its path
+/// (`items.0.id: "x" is not of type "integer"`), joined by `; `.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct SchemaMismatch(Vec<String>);
+
+/// A stored tool whose schema cannot be compiled: the catalog holds only checked schemas, so
+/// the mount is unusable until the server is regenerated.
+#[derive(Debug, thiserror::Error)]
+#[error("{which} schema of tool {tool:?} cannot be used: {error}")]
+pub struct UnusableSchema {
+    tool: String,
+    /// `input` or `output`.
+    which: &'static str,
+    error: crate::toolset::SchemaError,
+}
+
+/// A successful result that its tool's output schema does not accept.
+#[derive(Debug, thiserror::Error)]
+#[error("the result of tool {tool:?} does not match its output_schema: {problem}")]
+struct OutputMismatch {
+    tool: String,
+    problem: OutputProblem,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum OutputProblem {
+    #[error("it is not a JSON object")]
+    NotAnObject,
+    #[error("{0}")]
+    Schema(SchemaMismatch),
+}
+
 impl CallableTool {
     /// A tool from its spec, counted under `series` (see [`Metrics::tool_series`]), its health
     /// judged from `health` on.
-    pub fn new(spec: &ToolSpec, series: ToolSeries, health: ToolHealth) -> Result<CallableTool, String> {
+    pub fn new(spec: &ToolSpec, series: ToolSeries, health: ToolHealth) -> Result<CallableTool, UnusableSchema> {
+        let unusable = |which, error| UnusableSchema { tool: spec.name.clone(), which, error };
         let validator = crate::toolset::validator(&Value::Object(spec.input_schema.clone()))
-            .map_err(|e| format!("input schema of tool {:?} cannot be used: {e}", spec.name))?;
+            .map_err(|e| unusable("input", e))?;
         let output_validator = spec
             .output_schema
             .as_ref()
             .map(|schema| crate::toolset::validator(&Value::Object(schema.clone())))
             .transpose()
-            .map_err(|e| format!("output schema of tool {:?} cannot be used: {e}", spec.name))?;
+            .map_err(|e| unusable("output", e))?;
         let read_only = spec.annotations.as_ref().and_then(|a| a.get("readOnlyHint")) == Some(&Value::Bool(true));
         Ok(CallableTool {
             name: spec.name.clone(),
@@ -156,16 +215,16 @@ impl CallableTool {
     }
 
     /// Checks arguments against the input schema; the message names the offending field.
-    pub fn check_arguments(&self, arguments: &Value) -> Result<(), String> {
+    pub fn check_arguments(&self, arguments: &Value) -> Result<(), ArgumentsRefused> {
         if !arguments.is_object() {
-            return Err("arguments must be a JSON object".into());
+            return Err(ArgumentsRefused::NotAnObject);
         }
-        schema_errors(&self.validator, arguments)
+        schema_errors(&self.validator, arguments).map_err(ArgumentsRefused::Schema)
     }
 
     /// Checks a successful result against the output schema, if the tool has one, and says what
     /// does not match.
-    fn check_result(&self, result: &ToolResult) -> Result<(), String> {
+    fn check_result(&self, result: &ToolResult) -> Result<(), OutputMismatch> {
         let Some(validator) = &self.output_validator else { return Ok(()) };
         if result.is_error {
             return Ok(());
@@ -173,11 +232,11 @@ impl CallableTool {
         let problem = match &result.structured_content {
             Some(structured @ Value::Object(_)) => match schema_errors(validator, structured) {
                 Ok(()) => return Ok(()),
-                Err(problems) => problems,
+                Err(mismatch) => OutputProblem::Schema(mismatch),
             },
-            _ => "it is not a JSON object".to_string(),
+            _ => OutputProblem::NotAnObject,
         };
-        Err(format!("the result of tool {:?} does not match its output_schema: {problem}", self.name))
+        Err(OutputMismatch { tool: self.name.clone(), problem })
     }
 }
 
@@ -188,7 +247,7 @@ impl CallableTool {
 /// result that has an output schema but no `structuredContent`; only an error result is passed
 /// to the host unchecked. So the result is marked `isError`, and the call log keeps the mismatch
 /// as a warning: the call itself worked.
-fn unchecked_result(result: &ToolResult, problem: &str) -> ToolResult {
+fn unchecked_result(result: &ToolResult, problem: &OutputMismatch) -> ToolResult {
     let text = result_text_full(result);
     let note =
         format!("The API's answer does not match this tool's output schema ({problem}), so it is given as text only:");
@@ -205,7 +264,7 @@ fn result_text_full(result: &ToolResult) -> String {
 }
 
 /// What `validator` finds wrong with `value`, the first few problems each with its path.
-fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(), SchemaMismatch> {
     let messages: Vec<String> = validator
         .iter_errors(value)
         .take(5)
@@ -218,7 +277,7 @@ fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Result<(),
             }
         })
         .collect();
-    if messages.is_empty() { Ok(()) } else { Err(messages.join("; ")) }
+    if messages.is_empty() { Ok(()) } else { Err(SchemaMismatch(messages)) }
 }
 
 impl Caller {
@@ -279,10 +338,10 @@ impl Caller {
         }
         let encoded_len = encoded_len(&arguments);
         if encoded_len > self.limits.max_argument_bytes {
-            return Err(CallError::InvalidArguments(format!(
-                "arguments are {encoded_len} bytes; the limit is {} ([sandbox] max_argument_bytes)",
-                self.limits.max_argument_bytes
-            )));
+            return Err(CallError::InvalidArguments(ArgumentsRefused::TooLarge {
+                bytes: encoded_len,
+                limit: self.limits.max_argument_bytes,
+            }));
         }
         tool.check_arguments(&arguments).map_err(CallError::InvalidArguments)?;
         // Kept for the log in case the call fails: repairing a tool starts from its failures.

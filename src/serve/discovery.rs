@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::OnceCell;
 
 use crate::catalog::{Catalog, CatalogError, DiscoveryIndex, OperationEntry, OperationRecord};
-use crate::serve::call::{CallError, CallableTool};
+use crate::serve::call::{ArgumentsRefused, CallError, CallableTool};
 use crate::serve::health::{HealthRule, ToolHealth};
 use crate::serve::isolate::ToolResult;
 use crate::serve::typescript;
@@ -190,7 +190,7 @@ impl Discovery {
                     None | Some(Value::Null) => DEFAULT_HITS,
                     Some(value) => {
                         value.as_u64().filter(|n| (1..=MAX_HITS as u64).contains(n)).map(|n| n as usize).ok_or_else(
-                            || CallError::InvalidArguments(format!("limit must be an integer from 1 to {MAX_HITS}")),
+                            || CallError::InvalidArguments(ArgumentsRefused::HitLimit(MAX_HITS)),
                         )?
                     }
                 };
@@ -223,7 +223,7 @@ impl Discovery {
                     "declaration": declaration,
                 })))
             }
-            StandardTool::Call => Err(CallError::InvalidArguments("call_operation is called, not answered".into())),
+            StandardTool::Call => Err(CallError::InvalidArguments(ArgumentsRefused::CalledNotAnswered)),
         }
     }
 
@@ -234,7 +234,7 @@ impl Discovery {
         let operation_arguments = match arguments.get("arguments") {
             None | Some(Value::Null) => json!({}),
             Some(value @ Value::Object(_)) => value.clone(),
-            Some(_) => return Err(CallError::InvalidArguments("arguments must be a JSON object".into())),
+            Some(_) => return Err(CallError::InvalidArguments(ArgumentsRefused::NotAnObject)),
         };
         if let Some(callable) = self.callables().get(name) {
             return Ok((callable.clone(), operation_arguments));
@@ -324,12 +324,12 @@ impl Directory {
 }
 
 /// A non-empty string argument, or an error naming it.
-fn text_argument<'a>(arguments: &'a Value, name: &str) -> Result<&'a str, CallError> {
+fn text_argument<'a>(arguments: &'a Value, name: &'static str) -> Result<&'a str, CallError> {
     match arguments.get(name) {
         Some(Value::String(text)) if !text.trim().is_empty() => Ok(text),
-        Some(Value::String(_)) => Err(CallError::InvalidArguments(format!("{name} must not be empty"))),
-        None | Some(Value::Null) => Err(CallError::InvalidArguments(format!("{name} is required"))),
-        Some(_) => Err(CallError::InvalidArguments(format!("{name} must be a string"))),
+        Some(Value::String(_)) => Err(CallError::InvalidArguments(ArgumentsRefused::Empty(name))),
+        None | Some(Value::Null) => Err(CallError::InvalidArguments(ArgumentsRefused::Missing(name))),
+        Some(_) => Err(CallError::InvalidArguments(ArgumentsRefused::NotAString(name))),
     }
 }
 

@@ -133,7 +133,7 @@ pub use invocation::{
     RedirectMode, SandboxLimits, ToolResult,
 };
 pub use pool::{IsolatePool, OVERRUN_GRACE, PoolError, PoolSettings, PoolStats};
-pub use wasm::{CacheUse, CompileCache, WasmEngine};
+pub use wasm::{CacheUse, CompileCache, EngineUnavailable, WasmEngine};
 
 /// Largest handler source accepted by [`check_handler`] (and by the engine at run time): the
 /// toolset limit, so a handler that registered always runs.

@@ -30,12 +30,13 @@ use tokio::sync::OnceCell;
 use crate::accounts::{Accounts, PerUserCredential};
 use crate::catalog::{Catalog, CatalogError, CredentialRecord, MountRecord, ServedGeneration};
 use crate::config::{Config, LimitsConfig};
-use crate::credentials::vault::Vault;
+use crate::credentials::vault::{OpenError, Vault};
 use crate::credentials::{Credential, PerUser};
-use crate::serve::call::{CallableTool, Caller};
+use crate::serve::call::{CallableTool, Caller, UnusableSchema};
 use crate::serve::code_mode::CodeMode;
 use crate::serve::discovery::{Discovery, STANDARD_TOOLS, standard_tools};
 use crate::serve::egress::ServerPolicy;
+use crate::serve::egress::upstream::UpstreamLimitError;
 use crate::serve::health::{Health, HealthRule, ToolHealth};
 use crate::serve::mount::{self, McpEndpoint, McpSettings, Unmounted, Unmounting};
 use crate::serve::per_user::PerUserCredentials;
@@ -83,15 +84,27 @@ pub struct Mount {
     unmounting: Unmounting,
     /// The built server's MCP endpoint, which holds the [`Server`]. Build errors are kept (they
     /// repeat until the server is remounted); catalog errors are not.
-    built: OnceCell<Result<Arc<McpEndpoint>, String>>,
+    built: OnceCell<Result<Arc<McpEndpoint>, Arc<Unmountable>>>,
+}
+
+/// Why a stored server cannot be mounted as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum Unmountable {
+    /// A credential's value does not open with the vault's key.
+    #[error("{0}")]
+    Credential(#[from] OpenError),
+    #[error("{0}")]
+    Schema(#[from] UnusableSchema),
+    #[error("{0}")]
+    UpstreamLimit(#[from] UpstreamLimitError),
 }
 
 /// Why a mount could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
     /// The stored server cannot be served as it is; stays until the server is remounted.
-    #[error("server {id:?} cannot be served: {message}")]
-    Broken { id: ServerId, message: String },
+    #[error("server {id:?} cannot be served: {reason}")]
+    Broken { id: ServerId, reason: Arc<Unmountable> },
     /// The catalog could not be read; the next request tries again.
     #[error("server {id:?} could not be loaded from the catalog; retry shortly")]
     Catalog { id: ServerId },
@@ -308,16 +321,17 @@ impl Registry {
                     });
                 let built = self
                     .open_credentials(mount, credentials)
+                    .map_err(Unmountable::from)
                     .and_then(|(shared, per_user)| self.assemble(mount, generation, shared, per_user, &recent));
-                if let Err(message) = &built {
-                    tracing::error!(server_id = %mount.id, generation_id = mount.generation_id, error = %message, "cannot mount server");
+                if let Err(reason) = &built {
+                    tracing::error!(server_id = %mount.id, generation_id = mount.generation_id, error = %reason, "cannot mount server");
                 }
-                Ok(built)
+                Ok(built.map_err(Arc::new))
             })
             .await?;
         match built {
             Ok(endpoint) => Ok(endpoint.clone()),
-            Err(message) => Err(MountError::Broken { id: mount.id.clone(), message: message.clone() }),
+            Err(reason) => Err(MountError::Broken { id: mount.id.clone(), reason: reason.clone() }),
         }
     }
 
@@ -328,12 +342,11 @@ impl Registry {
         &self,
         mount: &Mount,
         records: Vec<CredentialRecord>,
-    ) -> Result<(Vec<Credential>, Vec<PerUserCredential>), String> {
+    ) -> Result<(Vec<Credential>, Vec<PerUserCredential>), OpenError> {
         let mut shared = Vec::new();
         let mut per_user = Vec::new();
         for record in records {
-            let value =
-                self.vault.open_value(mount.id.as_str(), &record.name, &record.sealed).map_err(|e| e.to_string())?;
+            let value = self.vault.open_value(mount.id.as_str(), &record.name, &record.sealed)?;
             match record.binding.per_user.clone() {
                 None => shared.push(Credential { name: record.name, binding: record.binding, value }),
                 Some(kind) => {
@@ -357,7 +370,7 @@ impl Registry {
         credentials: Vec<Credential>,
         per_user: Vec<PerUserCredential>,
         recent: &std::collections::BTreeMap<String, Vec<bool>>,
-    ) -> Result<Arc<McpEndpoint>, String> {
+    ) -> Result<Arc<McpEndpoint>, Unmountable> {
         let tools = generation.tools.iter().map(|spec| {
             let health = ToolHealth::new(self.health, recent.get(&spec.name).map_or(&[][..], Vec::as_slice));
             let series = self.metrics.tool_series(mount.id.as_str(), &spec.name);

@@ -48,7 +48,7 @@ use std::sync::Arc;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::upstream::UpstreamLimits;
+use super::upstream::{UpstreamLimitError, UpstreamLimits};
 use crate::credentials::{Credential, Redactor};
 use crate::serve::isolate::FetchRequest;
 use crate::toolset::ServerId;
@@ -129,7 +129,7 @@ impl ServerPolicy {
     pub fn with_upstream_limits(
         mut self,
         per_minute: &std::collections::BTreeMap<String, u32>,
-    ) -> Result<ServerPolicy, String> {
+    ) -> Result<ServerPolicy, UpstreamLimitError> {
         let limits = UpstreamLimits::new(per_minute)?;
         self.upstream_limits = (!limits.is_empty()).then(|| Arc::new(limits));
         Ok(self)

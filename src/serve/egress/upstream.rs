@@ -267,18 +267,15 @@ impl Upstreams {
 impl UpstreamLimits {
     /// Limits from origin → requests per minute, as the operator wrote them
     /// (`"https://api.example.com": 60`); the error names the entry that is wrong and why.
-    pub fn new(per_minute: &BTreeMap<String, u32>) -> Result<UpstreamLimits, String> {
+    pub fn new(per_minute: &BTreeMap<String, u32>) -> Result<UpstreamLimits, UpstreamLimitError> {
         let mut by_origin = HashMap::new();
         for (written, &limit) in per_minute {
-            let origin = origin_of(written)?;
-            let per_minute = NonZeroU32::new(limit).ok_or_else(|| {
-                format!(
-                    "upstream limit for {written:?}: per_minute must be at least 1 (leave the origin out for no limit)"
-                )
-            })?;
+            let refused = |problem| UpstreamLimitError { written: written.clone(), problem };
+            let origin = origin_of(written).map_err(refused)?;
+            let per_minute = NonZeroU32::new(limit).ok_or_else(|| refused(OriginProblem::ZeroRate))?;
             let limiter = DefaultDirectRateLimiter::direct(Quota::per_minute(per_minute));
             if by_origin.insert(origin.clone(), UpstreamLimit { per_minute, limiter }).is_some() {
-                return Err(format!("upstream limit for {written:?}: {origin} is named twice"));
+                return Err(refused(OriginProblem::NamedTwice(origin)));
             }
         }
         Ok(UpstreamLimits { by_origin })
@@ -289,25 +286,50 @@ impl UpstreamLimits {
     }
 }
 
+/// Why an entry of a server's upstream limits was refused; `written` is the entry's key as the
+/// operator wrote it.
+#[derive(Debug, thiserror::Error)]
+#[error("upstream limit for {written:?}: {problem}")]
+pub struct UpstreamLimitError {
+    written: String,
+    problem: OriginProblem,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum OriginProblem {
+    #[error("not a URL ({0}){WRITE_AN_ORIGIN}")]
+    NotAUrl(url::ParseError),
+    #[error("only http and https origins can be limited{WRITE_AN_ORIGIN}")]
+    NotHttp,
+    #[error("no host{WRITE_AN_ORIGIN}")]
+    NoHost,
+    #[error("an origin has no user, query or fragment{WRITE_AN_ORIGIN}")]
+    NotOnlyAnOrigin,
+    #[error("an origin has no path{WRITE_AN_ORIGIN}")]
+    HasPath,
+    #[error("per_minute must be at least 1 (leave the origin out for no limit)")]
+    ZeroRate,
+    /// Two keys name the same origin (`https://a.test` and `https://a.test:443`).
+    #[error("{0} is named twice")]
+    NamedTwice(String),
+}
+
+const WRITE_AN_ORIGIN: &str = "; write an origin such as \"https://api.example.com\" or \"http://10.0.0.5:8080\"";
+
 /// `written` as an origin key (`scheme://host[:port]`), if it is only an origin.
-pub fn origin_of(written: &str) -> Result<String, String> {
-    let wrong = |why: &str| {
-        format!(
-            "upstream limit for {written:?}: {why}; write an origin such as \"https://api.example.com\" or \"http://10.0.0.5:8080\""
-        )
-    };
-    let url = url::Url::parse(written).map_err(|e| wrong(&format!("not a URL ({e})")))?;
+fn origin_of(written: &str) -> Result<String, OriginProblem> {
+    let url = url::Url::parse(written).map_err(OriginProblem::NotAUrl)?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(wrong("only http and https origins can be limited"));
+        return Err(OriginProblem::NotHttp);
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(wrong("no host"));
+        return Err(OriginProblem::NoHost);
     }
     if !url.username().is_empty() || url.password().is_some() || url.query().is_some() || url.fragment().is_some() {
-        return Err(wrong("an origin has no user, query or fragment"));
+        return Err(OriginProblem::NotOnlyAnOrigin);
     }
     if url.path() != "/" {
-        return Err(wrong("an origin has no path"));
+        return Err(OriginProblem::HasPath);
     }
     Ok(url.origin().ascii_serialization())
 }
@@ -451,16 +473,35 @@ mod tests {
         let mut origins: Vec<&str> = ok.by_origin.keys().map(String::as_str).collect();
         origins.sort();
         assert_eq!(origins, ["http://10.0.0.5:8080", "https://api.example.com"]);
+        let write = r#"write an origin such as "https://api.example.com" or "http://10.0.0.5:8080""#;
         for (entries, expected) in [
-            (vec![("https://api.example.com/v1", 5)], "an origin has no path"),
-            (vec![("api.example.com", 5)], "not a URL"),
-            (vec![("ftp://api.example.com", 5)], "only http and https"),
-            (vec![("https://api.example.com?a=1", 5)], "no user, query or fragment"),
-            (vec![("https://api.example.com", 0)], "per_minute must be at least 1"),
-            (vec![("https://api.example.com", 5), ("https://api.example.com:443", 6)], "named twice"),
+            (
+                vec![("https://api.example.com/v1", 5)],
+                format!(r#"upstream limit for "https://api.example.com/v1": an origin has no path; {write}"#),
+            ),
+            (
+                vec![("api.example.com", 5)],
+                format!(r#"upstream limit for "api.example.com": not a URL (relative URL without a base); {write}"#),
+            ),
+            (
+                vec![("ftp://api.example.com", 5)],
+                format!(r#"upstream limit for "ftp://api.example.com": only http and https origins can be limited; {write}"#),
+            ),
+            (
+                vec![("https://api.example.com?a=1", 5)],
+                format!(r#"upstream limit for "https://api.example.com?a=1": an origin has no user, query or fragment; {write}"#),
+            ),
+            (
+                vec![("https://api.example.com", 0)],
+                r#"upstream limit for "https://api.example.com": per_minute must be at least 1 (leave the origin out for no limit)"#.to_string(),
+            ),
+            (
+                vec![("https://api.example.com", 5), ("https://api.example.com:443", 6)],
+                r#"upstream limit for "https://api.example.com:443": https://api.example.com is named twice"#.to_string(),
+            ),
         ] {
             let error = limits(&entries).unwrap_err();
-            assert!(error.contains(expected), "{entries:?}: {error}");
+            assert_eq!(error.to_string(), expected, "{entries:?}");
         }
     }
 

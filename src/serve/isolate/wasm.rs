@@ -76,25 +76,31 @@ pub struct WasmEngine {
     cache_use: CacheUse,
 }
 
-static SHARED: OnceLock<Result<Arc<WasmEngine>, String>> = OnceLock::new();
+static SHARED: OnceLock<Result<Arc<WasmEngine>, EngineUnavailable>> = OnceLock::new();
+
+/// Why the process-wide engine could not be built, with its causes. It is kept: every later
+/// caller gets the same answer, since nothing changes between attempts in one process.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0:#}")]
+pub struct EngineUnavailable(Arc<wasmtime::Error>);
 
 impl WasmEngine {
     /// The process-wide engine, built on first use with room for `max_in_flight` calls (and
     /// syntax checks beside them): from `cache` when it holds this build's compiled image, else
     /// compiled (about a second: the module twice and the prelude once) and stored there. The
     /// first caller's settings are the ones used.
-    pub fn shared(cache: &CompileCache, max_in_flight: usize) -> Result<Arc<WasmEngine>, String> {
+    pub fn shared(cache: &CompileCache, max_in_flight: usize) -> Result<Arc<WasmEngine>, EngineUnavailable> {
         SHARED
             .get_or_init(|| {
                 let slots = u32::try_from(max_in_flight.saturating_add(CHECK_SLOTS)).unwrap_or(u32::MAX);
-                WasmEngine::build(cache, slots).map(Arc::new).map_err(|e| format!("{e:#}"))
+                WasmEngine::build(cache, slots).map(Arc::new).map_err(|e| EngineUnavailable(Arc::new(e)))
             })
             .clone()
     }
 
     /// The engine this process built, or (in tests and tools that start no daemon) one built now
     /// for the default settings without a cache.
-    pub fn process_wide() -> Result<Arc<WasmEngine>, String> {
+    pub fn process_wide() -> Result<Arc<WasmEngine>, EngineUnavailable> {
         Self::shared(&CompileCache::off(), crate::config::SandboxConfig::default().max_in_flight)
     }
 

@@ -79,9 +79,10 @@ async fn dispatch(caller: &mut Caller<'_, Host>, name: i32, name_len: i32, argc:
         "fetchStart" => fetch_start(caller, &guest, scratch, [arg(0), arg(1), arg(2), arg(3), arg(4)]).await?,
         "timerSet" => {
             let delay = guest.to_number(&mut *caller, arg(0), scratch).await?.unwrap_or(0.0);
-            match caller.data_mut().call.as_mut().expect("natives run inside a call").set_timer(delay) {
+            let call = caller.data_mut().call.as_mut().expect("natives run inside a call");
+            match call.set_timer(delay) {
                 Ok(id) => Answer::Value(guest.new_number(&mut *caller, f64::from(id)).await?),
-                Err(message) => Answer::RangeError(message),
+                Err(hit) => Answer::RangeError(hit.message(&call.limits)),
             }
         }
         "timerClear" => {
@@ -327,8 +328,9 @@ async fn utf8_decode(
 /// starts or queues the fetch. Returns its id.
 async fn fetch_start(caller: &mut Caller<'_, Host>, guest: &Guest, scratch: i32, args: [JsValue; 5]) -> Result<Answer> {
     let [url, method, headers, body, redirect] = args;
-    if let Err(message) = caller.data_mut().call.as_mut().expect("natives run inside a call").may_fetch() {
-        return Ok(Answer::RangeError(message));
+    let call = caller.data_mut().call.as_mut().expect("natives run inside a call");
+    if let Err(hit) = call.may_fetch() {
+        return Ok(Answer::RangeError(hit.message(&call.limits)));
     }
     let mut charged = 0usize;
     let answer = async {

@@ -366,22 +366,22 @@ impl CallState {
         (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// `setTimeout(…, delay_ms)`: the new timer's id, or the `RangeError` message once the call
-    /// has made `max_timers` (the limit is latched).
-    pub(super) fn set_timer(&mut self, delay_ms: f64) -> Result<u32, String> {
+    /// `setTimeout(…, delay_ms)`: the new timer's id, or the limit once the call has made
+    /// `max_timers` (the limit is latched; its message is the guest's `RangeError`).
+    pub(super) fn set_timer(&mut self, delay_ms: f64) -> Result<u32, LimitHit> {
         if self.timers.created >= self.limits.max_timers {
             self.hit(LimitHit::Timers);
-            return Err(LimitHit::Timers.message(&self.limits));
+            return Err(LimitHit::Timers);
         }
         Ok(self.timers.add(Timers::delay(delay_ms)))
     }
 
-    /// Whether another `fetch()` may be made; the `RangeError` message once the call has made
-    /// `max_fetches` (the limit is latched).
-    pub(super) fn may_fetch(&mut self) -> Result<(), String> {
+    /// Whether another `fetch()` may be made; the limit once the call has made `max_fetches`
+    /// (the limit is latched; its message is the guest's `RangeError`).
+    pub(super) fn may_fetch(&mut self) -> Result<(), LimitHit> {
         if self.fetches.accepted >= self.limits.max_fetches {
             self.hit(LimitHit::Fetches);
-            return Err(LimitHit::Fetches.message(&self.limits));
+            return Err(LimitHit::Fetches);
         }
         Ok(())
     }

@@ -478,11 +478,7 @@ pub fn check_tool_name(name: &str) -> Result<(), FieldProblem> {
         && bytes.len() <= 64
         && bytes[0].is_ascii_lowercase()
         && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_');
-    if valid {
-        Ok(())
-    } else {
-        Err(FieldProblem::InvalidName(name.to_string()))
-    }
+    if valid { Ok(()) } else { Err(FieldProblem::InvalidName(name.to_string())) }
 }
 
 pub fn check_title(title: &str) -> Result<(), FieldProblem> {
@@ -531,10 +527,8 @@ fn check_object_schema(schema: &Map<String, Value>, what: &'static str) -> Resul
         found => return Err(FieldProblem::NotAnObject { what, found: found.cloned() }),
     }
     let value = Value::Object(schema.clone());
-    jsonschema::meta::validate(&value).map_err(|e| FieldProblem::NotAJsonSchema {
-        at: e.instance_path().to_string(),
-        message: e.to_string(),
-    })?;
+    jsonschema::meta::validate(&value)
+        .map_err(|e| FieldProblem::NotAJsonSchema { at: e.instance_path().to_string(), message: e.to_string() })?;
     validator(&value).map_err(FieldProblem::Unusable)?;
     Ok(())
 }
@@ -652,10 +646,7 @@ mod tests {
         };
         for refused in [r"^(a*)*\1b$", r"^(?=a)a$", r"^(?<!b)a$"] {
             let error = check_input_schema(&schema(refused)).unwrap_err();
-            assert!(
-                matches!(error, FieldProblem::Unusable(SchemaError::Pattern(_))),
-                "{refused}: {error:?}"
-            );
+            assert!(matches!(error, FieldProblem::Unusable(SchemaError::Pattern(_))), "{refused}: {error:?}");
             assert!(error.to_string().contains("linear-time regex engine"), "{refused}: {error}");
         }
         check_input_schema(&schema(r"^[a-z]+(-[a-z]+)*$")).unwrap();

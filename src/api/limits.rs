@@ -57,9 +57,9 @@ pub async fn put_limits(
     body: Result<Json<ServerLimits>, JsonRejection>,
 ) -> Result<Json<LimitsView>, ApiError> {
     let Json(limits) = body?;
-    let limits = limits
-        .checked()
-        .map_err(|m| ApiError::with_status(axum::http::StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidField, m.to_string()))?;
+    let limits = limits.checked().map_err(|m| {
+        ApiError::with_status(axum::http::StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidField, m.to_string())
+    })?;
     let _change = state.registry.serialize(&id).await;
     let stored = (limits != ServerLimits::default()).then_some(&limits);
     if !state.catalog.set_limits(&id, stored).await? {

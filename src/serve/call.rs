@@ -180,8 +180,8 @@ impl CallableTool {
     /// judged from `health` on.
     pub fn new(spec: &ToolSpec, series: ToolSeries, health: ToolHealth) -> Result<CallableTool, UnusableSchema> {
         let unusable = |which, error| UnusableSchema { tool: spec.name.clone(), which, error };
-        let validator = crate::toolset::validator(&Value::Object(spec.input_schema.clone()))
-            .map_err(|e| unusable("input", e))?;
+        let validator =
+            crate::toolset::validator(&Value::Object(spec.input_schema.clone())).map_err(|e| unusable("input", e))?;
         let output_validator = spec
             .output_schema
             .as_ref()

@@ -188,11 +188,11 @@ impl Discovery {
                 let query = text_argument(arguments, "query")?;
                 let limit = match arguments.get("limit") {
                     None | Some(Value::Null) => DEFAULT_HITS,
-                    Some(value) => {
-                        value.as_u64().filter(|n| (1..=MAX_HITS as u64).contains(n)).map(|n| n as usize).ok_or_else(
-                            || CallError::InvalidArguments(ArgumentsRefused::HitLimit(MAX_HITS)),
-                        )?
-                    }
+                    Some(value) => value
+                        .as_u64()
+                        .filter(|n| (1..=MAX_HITS as u64).contains(n))
+                        .map(|n| n as usize)
+                        .ok_or(CallError::InvalidArguments(ArgumentsRefused::HitLimit(MAX_HITS)))?,
                 };
                 let directory = self.directory().await?;
                 let hits: Vec<Value> = directory

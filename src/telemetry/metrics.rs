@@ -17,26 +17,26 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+pub use self::labels::{AccountEvent, ClientMistake, EgressOutcome};
+use self::labels::{
+    AccountEventLabels, BuildLabels, CacheLabels, CallLabels, ClientErrorLabels, DriftCheckLabels, EgressLabels,
+    GenerationLabels, OAuthRefusalLabels, QuotaLabels, RejectionLabels, ReplicaChangeLabels, ReplicaLabels,
+    ScriptLabels, ScriptToolCallLabels, SeriesLabels, ServerLabels, StageLabels, TokenLabels, UpstreamDecisionLabels,
+    VersionChangeLabels,
+};
 use super::CALL_BUCKETS;
 use crate::states::{CacheUse, CallOutcome, DriftStatus, GenerationOutcome, Stage, UpstreamDecision, VersionChange};
 
+mod labels;
+
 /// Upper bounds (seconds) of the generation-stage histogram buckets.
 const STAGE_BUCKETS: [f64; 11] = [0.01, 0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0];
-
-/// Egress request outcomes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EgressOutcome {
-    Allowed,
-    Denied,
-    Error,
-}
 
 /// The label value for servers (and their tools) past `max_labelled_servers`.
 const OTHER: &str = "other";
@@ -54,126 +54,10 @@ pub struct ToolSeries {
     duration: Histogram,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct SeriesLabels {
-    server: Arc<str>,
-    tool: Arc<str>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct RejectionLabels {
-    server: Arc<str>,
-    status: u16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ClientErrorLabels {
-    server: Arc<str>,
-    kind: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct BuildLabels {
-    version: &'static str,
-}
-
-/// What a client got wrong, for `mcpbootd_mcp_client_errors_total{kind}`: the daemon's error
-/// code of a refusal (a fixed set), or a protocol error a mounted server answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientMistake {
-    /// An `ErrorCode`'s spelling (`malformed_json`, `host_not_allowed`, …).
-    Refused(&'static str),
-    UnknownTool,
-    UnsupportedMethod,
-}
-
-impl ClientMistake {
-    fn kind(self) -> &'static str {
-        match self {
-            ClientMistake::Refused(code) => code,
-            ClientMistake::UnknownTool => "unknown_tool",
-            ClientMistake::UnsupportedMethod => "unsupported_method",
-        }
-    }
-}
-
 /// The servers with labels of their own, up to the configured number.
 struct LabelledServers {
     servers: HashSet<Arc<str>>,
     max: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct CallLabels {
-    server: Arc<str>,
-    tool: Arc<str>,
-    outcome: CallOutcome,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct EgressLabels {
-    outcome: EgressOutcome,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct UpstreamDecisionLabels {
-    decision: UpstreamDecision,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct CacheLabels {
-    result: CacheUse,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ServerLabels {
-    server: Arc<str>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ReplicaLabels {
-    replica: String,
-    catalog: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ReplicaChangeLabels {
-    kind: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct DriftCheckLabels {
-    result: DriftStatus,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct VersionChangeLabels {
-    result: VersionChange,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct GenerationLabels {
-    outcome: GenerationOutcome,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct StageLabels {
-    stage: Stage,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ScriptLabels {
-    outcome: CallOutcome,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ScriptToolCallLabels {
-    result: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct TokenLabels {
-    direction: &'static str,
 }
 
 type HistogramFamily<S> = Family<S, Histogram, fn() -> Histogram>;
@@ -222,53 +106,6 @@ pub struct Metrics {
 /// The limits a refusal can name (`serve::quota`).
 const QUOTA_LIMITS: [&str; 4] =
     ["per_caller_per_minute", "per_server_per_minute", "per_tool_per_minute", "per_caller_concurrency"];
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct QuotaLabels {
-    server: Arc<str>,
-    limit: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct AccountEventLabels {
-    event: &'static str,
-}
-
-/// What happened to a connected account (per-user credentials), counted by event only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AccountEvent {
-    /// A call needed a connection the caller had not made: a connect link was sent.
-    Elicitation,
-    Connected,
-    Refreshed,
-    RefreshFailed,
-    Revoked,
-}
-
-impl AccountEvent {
-    const ALL: [AccountEvent; 5] = [
-        AccountEvent::Elicitation,
-        AccountEvent::Connected,
-        AccountEvent::Refreshed,
-        AccountEvent::RefreshFailed,
-        AccountEvent::Revoked,
-    ];
-
-    fn label(self) -> &'static str {
-        match self {
-            AccountEvent::Elicitation => "elicitation",
-            AccountEvent::Connected => "connected",
-            AccountEvent::Refreshed => "refreshed",
-            AccountEvent::RefreshFailed => "refresh_failed",
-            AccountEvent::Revoked => "revoked",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct OAuthRefusalLabels {
-    reason: &'static str,
-}
 
 /// Point-in-time values read at scrape time.
 pub struct Gauges {
@@ -775,30 +612,6 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
         out
-    }
-}
-
-/// The label values of the fixed sets are their catalog spellings.
-macro_rules! label_value_as_str {
-    ($($type:ty),+) => {$(
-        impl EncodeLabelValue for $type {
-            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-                EncodeLabelValue::encode(&self.as_str(), encoder)
-            }
-        }
-    )+};
-}
-
-label_value_as_str!(CallOutcome, GenerationOutcome, Stage, DriftStatus, VersionChange, UpstreamDecision, CacheUse);
-
-impl EncodeLabelValue for EgressOutcome {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        let label = match self {
-            EgressOutcome::Allowed => "allowed",
-            EgressOutcome::Denied => "denied",
-            EgressOutcome::Error => "error",
-        };
-        EncodeLabelValue::encode(&label, encoder)
     }
 }
 

@@ -251,6 +251,22 @@ mod tests {
     const WHOLE_DISCOVERY: &str =
         "INSERT INTO discovery (generation_id, operations, search_index, executor) VALUES (7, $1, '{}', 'run()')";
 
+    /// Runs `migrator`'s migrations up to `last` on `pool` and stores a version whole, as it was
+    /// before operations had rows. A macro, as sqlx's pools and migrators differ by backend.
+    macro_rules! store_whole_api_before {
+        ($pool:expr, $migrator:expr, $last:expr) => {{
+            let mut before = $migrator;
+            let earlier: Vec<_> = before.migrations.iter().filter(|m| m.version <= $last).cloned().collect();
+            before.migrations = std::borrow::Cow::Owned(earlier);
+            before.run(&$pool).await.unwrap();
+            for statement in WHOLE_ROWS {
+                sqlx::query(statement).execute(&$pool).await.unwrap();
+            }
+            sqlx::query(WHOLE_DISCOVERY).bind(to_json(&whole_api())).execute(&$pool).await.unwrap();
+            $pool.close().await;
+        }};
+    }
+
     /// A version stored before operations had rows of their own (the whole API in one JSON
     /// column) is carried over by the SQLite migration.
     #[tokio::test]
@@ -259,15 +275,7 @@ mod tests {
         let path = dir.path().join("catalog.db");
         let url = format!("sqlite://{}?mode=rwc", path.display());
         let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect(&url).await.unwrap();
-        let mut before = sqlx::migrate!("./migrations/sqlite");
-        let earlier: Vec<_> = before.migrations.iter().filter(|m| m.version <= 17).cloned().collect();
-        before.migrations = std::borrow::Cow::Owned(earlier);
-        before.run(&pool).await.unwrap();
-        for statement in WHOLE_ROWS {
-            sqlx::query(statement).execute(&pool).await.unwrap();
-        }
-        sqlx::query(WHOLE_DISCOVERY).bind(to_json(&whole_api())).execute(&pool).await.unwrap();
-        pool.close().await;
+        store_whole_api_before!(pool, sqlx::migrate!("./migrations/sqlite"), 17);
 
         let catalog = Catalog::open_file(&path).await.unwrap();
         assert_carried_over(&catalog).await;
@@ -279,15 +287,7 @@ mod tests {
     async fn a_whole_api_stored_in_one_row_is_carried_into_one_row_per_operation_on_postgres() {
         let Some(url) = crate::catalog::db::postgres_support::fresh_database().await else { return };
         let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&url).await.unwrap();
-        let mut before = sqlx::migrate!("./migrations/postgres");
-        let earlier: Vec<_> = before.migrations.iter().filter(|m| m.version <= 8).cloned().collect();
-        before.migrations = std::borrow::Cow::Owned(earlier);
-        before.run(&pool).await.unwrap();
-        for statement in WHOLE_ROWS {
-            sqlx::query(statement).execute(&pool).await.unwrap();
-        }
-        sqlx::query(WHOLE_DISCOVERY).bind(to_json(&whole_api())).execute(&pool).await.unwrap();
-        pool.close().await;
+        store_whole_api_before!(pool, sqlx::migrate!("./migrations/postgres"), 8);
 
         let location = crate::config::CatalogLocation::Postgres { url, password_file: None, max_connections: 2 };
         let catalog =

@@ -188,6 +188,28 @@ pub struct NewPromptServer<'a> {
     pub inline_spec: Option<&'a str>,
 }
 
+#[cfg(test)]
+impl<'a> NewPromptServer<'a> {
+    /// A prompt server named after its id, for the catalog's tests to adjust.
+    pub fn for_test(id: &'a ServerId) -> NewPromptServer<'a> {
+        NewPromptServer {
+            id,
+            name: id.as_str(),
+            description: None,
+            prompt: "the API at https://docs.example.com/api",
+            allow_domains: &[],
+            dry_run: false,
+            require_approval: None,
+            access_token_sha256: None,
+            auth: None,
+            credentials: &[],
+            code_mode: None,
+            openapi: None,
+            inline_spec: None,
+        }
+    }
+}
+
 impl Catalog {
     /// Stores a new prompt or API-description server and its first generation (`pending`).
     /// Returns the generation id.
@@ -817,19 +839,10 @@ mod tests {
             for (id, require_approval) in [(&held, Some(true)), (&open, None)] {
                 let generation = catalog
                     .create_prompt_server(NewPromptServer {
-                        id,
-                        name: id.as_str(),
-                        description: None,
-                        prompt: "the API at https://docs.example.com/api",
                         allow_domains: &allow_domains,
                         dry_run: true,
                         require_approval,
-                        access_token_sha256: None,
-                        auth: None,
-                        credentials: &[],
-                        code_mode: None,
-                        openapi: None,
-                        inline_spec: None,
+                        ..NewPromptServer::for_test(id)
                     })
                     .await
                     .unwrap();

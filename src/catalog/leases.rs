@@ -218,24 +218,7 @@ mod tests {
         let slow = Catalog::open(&location, replica("slow"), &Tasks::new()).await.unwrap();
         let other = Catalog::open(&location, replica("other"), &Tasks::new()).await.unwrap();
         let id = ServerId::parse("docs").unwrap();
-        let generation = slow
-            .create_prompt_server(NewPromptServer {
-                id: &id,
-                name: "docs",
-                description: None,
-                prompt: "the API at https://docs.example.com/api",
-                allow_domains: &[],
-                dry_run: false,
-                require_approval: None,
-                access_token_sha256: None,
-                auth: None,
-                credentials: &[],
-                code_mode: None,
-                openapi: None,
-                inline_spec: None,
-            })
-            .await
-            .unwrap();
+        let generation = slow.create_prompt_server(NewPromptServer::for_test(&id)).await.unwrap();
         slow.record_documents(generation, &[document("while the lease is held")]).await.unwrap();
 
         // The lease runs out (released here, as an expired one would be) and the other replica

@@ -259,14 +259,14 @@ async fn register_openapi(state: &AppState, body: OpenApiRegistration) -> Result
         let (filter, base_url, max_tools, discovery) =
             (body.operations.clone(), base_url.clone(), state.config.generation.max_tools, body.discovery);
         let title = tokio::task::spawn_blocking(move || {
-            let spec = openapi::Spec::from_value(root)?;
+            let spec = openapi::Spec::from_value(root).map_err(|e| invalid(format!("openapi_spec: {e}")))?;
             let selection = openapi::Selection { filter: &filter, max_tools, discovery, chosen: None };
-            openapi::derive(&spec, None, base_url.as_deref(), &selection)?;
-            Ok::<_, String>(spec.title().map(str::to_owned))
+            openapi::derive(&spec, None, base_url.as_deref(), &selection)
+                .map_err(|e| invalid(format!("openapi_spec: {e}")))?;
+            Ok::<_, ApiError>(spec.title().map(str::to_owned))
         })
         .await
-        .map_err(ApiError::internal)?
-        .map_err(|e| invalid(format!("openapi_spec: {e}")))?;
+        .map_err(ApiError::internal)??;
         if name.is_none() {
             name = title.map(|t| t.chars().filter(|c| !c.is_control()).take(MAX_NAME_CHARS).collect());
         }

@@ -26,7 +26,7 @@ use super::stage::{StageClock, StageError, add_usage};
 use crate::catalog::{DiscoveryRecord, FinishedGeneration, NewDocument, OperationRecord, ToolExtras};
 use crate::credentials::Credential;
 use crate::generate::docs::FetchedDocument;
-use crate::serve::egress::ServerPolicy;
+use crate::serve::egress::{Failure, ServerPolicy};
 use crate::states::{GenerationOutcome, Stage};
 use crate::toolset::{OpenApiSettings, ToolSpec, Toolset};
 use crate::whitelist::{Provenance, Whitelist, admit};
@@ -67,7 +67,6 @@ impl Inner {
         mut clock: StageClock,
         finished: &mut FinishedGeneration,
     ) -> Result<GenerationOutcome, StageError> {
-        let planning = |e: String| StageError::new(Stage::Planning, e);
         self.enter(job, Stage::Planning).await?;
         let spec = Arc::new(described.spec);
         let max_tools = self.settings.max_tools;
@@ -81,8 +80,8 @@ impl Inner {
             openapi::derive(&derive_spec, source.as_ref(), base_url.as_deref(), &selection)
         })
         .await
-        .map_err(|e| planning(e.to_string()))?
-        .map_err(planning)?;
+        .map_err(|e| StageError::new(Stage::Planning, e))?
+        .map_err(|e| StageError::new(Stage::Planning, e))?;
         derived.apply(choices.as_deref().unwrap_or_default());
         let configured: Vec<String> = credentials.iter().map(|c| c.name.clone()).collect();
         finished.whitelist = whitelist(job, &derived, described.url.as_ref())?;
@@ -113,20 +112,18 @@ impl Inner {
     ) -> Option<Described> {
         for document in documents.iter().filter(|d| openapi::looks_like_spec(&d.text)) {
             let read = match self.fetch_description(&document.final_url).await {
-                Ok((text, url, _)) => openapi::document::read(text)
-                    .await
-                    .and_then(Spec::from_value)
-                    .map(|spec| Described { spec, url: Some(url) }),
-                Err(error) => Err(error),
+                Ok((text, url, _)) => match openapi::document::read(text).await.map(Spec::from_value) {
+                    Ok(Ok(spec)) => return Some(Described { spec, url: Some(url) }),
+                    Ok(Err(error)) => error.to_string(),
+                    Err(error) => error.to_string(),
+                },
+                Err(error) => error.to_string(),
             };
-            match read {
-                Ok(described) => return Some(described),
-                Err(error) => finished.warnings.push(format!(
-                    "{} looks like an API description but could not be read ({error}); the tools are written from \
-                     its text instead",
-                    document.final_url
-                )),
-            }
+            finished.warnings.push(format!(
+                "{} looks like an API description but could not be read ({read}); the tools are written from its \
+                 text instead",
+                document.final_url
+            ));
         }
         None
     }
@@ -186,10 +183,10 @@ impl Inner {
         settings: &OpenApiSettings,
         finished: &mut FinishedGeneration,
     ) -> Result<Described, StageError> {
-        let fail = |message: String| StageError::new(Stage::Fetching, message);
+        let fail = |message: &dyn std::fmt::Display| StageError::new(Stage::Fetching, message);
         let (text, url, bytes) = match (&settings.url, &settings.sha256) {
             (Some(url), _) => {
-                let (text, final_url, bytes) = self.fetch_description(url).await.map_err(fail)?;
+                let (text, final_url, bytes) = self.fetch_description(url).await.map_err(|e| fail(&e))?;
                 (text, Some(final_url), bytes)
             }
             (None, Some(sha256)) => {
@@ -198,12 +195,12 @@ impl Inner {
                     .document_text(sha256)
                     .await
                     .map_err(|e| StageError::internal(Stage::Fetching, e))?
-                    .ok_or_else(|| fail("the inline API description is no longer in the catalog".into()))?;
+                    .ok_or_else(|| fail(&"the inline API description is no longer in the catalog"))?;
                 let bytes = text.len();
                 (text, None, bytes)
             }
             (None, None) => {
-                return Err(fail("the server has no API description (neither a URL nor an inline one)".into()));
+                return Err(fail(&"the server has no API description (neither a URL nor an inline one)"));
             }
         };
         let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
@@ -225,11 +222,11 @@ impl Inner {
             .await
             .map_err(|e| StageError::internal(Stage::Fetching, e))?;
         finished.content_hash = Some(sha256);
-        let mut root = openapi::document::read(text).await.map_err(|e| fail(format!("{shown_url}: {e}")))?;
+        let mut root = openapi::document::read(text).await.map_err(|e| fail(&format!("{shown_url}: {e}")))?;
         if let Some(source) = &url {
             finished.warnings.extend(self.inline_external_refs(job, &mut root, source).await);
         }
-        let spec = Spec::from_value(root).map_err(|e| fail(format!("{shown_url}: {e}")))?;
+        let spec = Spec::from_value(root).map_err(|e| fail(&format!("{shown_url}: {e}")))?;
         Ok(Described { spec, url })
     }
 
@@ -245,8 +242,9 @@ impl Inner {
 
     /// The description at `url` (GitHub pages are read raw), through the egress's document
     /// rules, up to [`openapi::MAX_SPEC_BYTES`]. Returns its text, final URL and size.
-    async fn fetch_description(&self, url: &str) -> Result<(String, url::Url, usize), String> {
-        let parsed = url::Url::parse(url).map_err(|e| format!("the API description URL {url:?} is not a URL: {e}"))?;
+    async fn fetch_description(&self, url: &str) -> Result<(String, url::Url, usize), DescriptionFetchError> {
+        let parsed =
+            url::Url::parse(url).map_err(|cause| DescriptionFetchError::NotAUrl { url: url.to_string(), cause })?;
         let target = super::docs::rewrite_github(&parsed).unwrap_or(parsed);
         let deadline = Instant::now() + Duration::from_millis(self.settings.fetch_timeout_ms.max(30_000));
         let accept = "application/json, application/yaml, application/x-yaml, text/yaml, */*;q=0.5";
@@ -259,16 +257,18 @@ impl Inner {
                 deadline,
             )
             .await
-            .map_err(|e| format!("the API description at {target} could not be fetched: {e}"))?;
+            .map_err(|cause| DescriptionFetchError::Unfetched { target: target.clone(), cause })?;
         if !(200..300).contains(&response.status) {
-            return Err(format!(
-                "the API description at {target} answered {} {}",
-                response.status, response.status_text
-            ));
+            return Err(DescriptionFetchError::Status {
+                target,
+                status: response.status,
+                status_text: response.status_text,
+            });
         }
         let bytes = response.body.len();
-        let text = String::from_utf8(response.body.to_vec())
-            .map_err(|_| format!("the API description at {target} is not UTF-8 text"))?;
+        let Ok(text) = String::from_utf8(response.body.to_vec()) else {
+            return Err(DescriptionFetchError::NotUtf8 { target });
+        };
         let final_url = url::Url::parse(&response.url).unwrap_or(target);
         Ok((text, final_url, bytes))
     }
@@ -295,7 +295,7 @@ impl Inner {
             } else if !tool.satisfied_by(configured) {
                 Some(format!("it needs {}, which is not configured", needed_credentials(&tool.security)))
             } else {
-                tool.example.as_ref().err().cloned()
+                tool.example.as_ref().err().map(ToString::to_string)
             };
             let outcome = match (skipped, &tool.example) {
                 (Some(reason), _) => SelfTestOutcome::Skipped { reason },
@@ -315,19 +315,32 @@ impl Inner {
                         Err(error) => SelfTestOutcome::Failed {
                             arguments: arguments.clone(),
                             attempts: 1,
-                            error,
+                            error: error.to_string(),
                             first_error: None,
                             repair_error: None,
                         },
                     }
                 }
-                (None, Err(reason)) => SelfTestOutcome::Skipped { reason: reason.clone() },
+                (None, Err(reason)) => SelfTestOutcome::Skipped { reason: reason.to_string() },
             };
             let extras = ToolExtras { needs_network: Some(true), self_test: Some(outcome.to_json()) };
             tools.push((tool.spec.clone(), extras));
         }
         tools
     }
+}
+
+/// Why an API description could not be fetched.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DescriptionFetchError {
+    #[error("the API description URL {url:?} is not a URL: {cause}")]
+    NotAUrl { url: String, cause: url::ParseError },
+    #[error("the API description at {target} could not be fetched: {cause}")]
+    Unfetched { target: url::Url, cause: Failure },
+    #[error("the API description at {target} answered {status} {status_text}")]
+    Status { target: url::Url, status: u16, status_text: String },
+    #[error("the API description at {target} is not UTF-8 text")]
+    NotUtf8 { target: url::Url },
 }
 
 /// The operator's domains, plus the host of the API's base URL unless they cover it already.
@@ -454,4 +467,41 @@ fn needed_credentials(alternatives: &[Vec<String>]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" or ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fetch_failures_read_as_before() {
+        let target = url::Url::parse("https://api.example.test/openapi.json").unwrap();
+        let cases = [
+            (
+                DescriptionFetchError::NotAUrl {
+                    url: "openapi.json".into(),
+                    cause: url::ParseError::RelativeUrlWithoutBase,
+                },
+                "the API description URL \"openapi.json\" is not a URL: relative URL without a base",
+            ),
+            (
+                DescriptionFetchError::Unfetched {
+                    target: target.clone(),
+                    cause: Failure::Network("connection refused".into()),
+                },
+                "the API description at https://api.example.test/openapi.json could not be fetched: connection refused",
+            ),
+            (
+                DescriptionFetchError::Status { target: target.clone(), status: 404, status_text: "Not Found".into() },
+                "the API description at https://api.example.test/openapi.json answered 404 Not Found",
+            ),
+            (
+                DescriptionFetchError::NotUtf8 { target },
+                "the API description at https://api.example.test/openapi.json is not UTF-8 text",
+            ),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(error.to_string(), expected);
+        }
+    }
 }

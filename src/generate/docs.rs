@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use crate::generate::html;
-use crate::serve::egress::Egress;
+use crate::serve::egress::{Egress, Failure};
 
 /// Most URLs taken from one prompt.
 pub const MAX_PROMPT_URLS: usize = 20;
@@ -213,7 +213,7 @@ pub async fn fetch_documents(egress: &Egress, urls: &[String], limits: &DocsLimi
         }
     }
 
-    let results: Vec<Result<(FetchedDocument, Vec<String>), String>> = futures_util::stream::iter(jobs)
+    let results: Vec<Result<(FetchedDocument, Vec<String>), Unfetched>> = futures_util::stream::iter(jobs)
         .map(|(source, parsed, rewritten)| fetch_one(egress, source, parsed, rewritten, limits))
         .buffered(CONCURRENCY)
         .collect()
@@ -225,7 +225,7 @@ pub async fn fetch_documents(egress: &Egress, urls: &[String], limits: &DocsLimi
                 warnings.extend(page_warnings);
                 documents.push(document);
             }
-            Err(warning) => warnings.push(warning),
+            Err(unfetched) => warnings.push(unfetched.to_string()),
         }
     }
 
@@ -273,7 +273,7 @@ async fn fetch_one(
     parsed: Url,
     rewritten: Option<Url>,
     limits: &DocsLimits,
-) -> Result<(FetchedDocument, Vec<String>), String> {
+) -> Result<(FetchedDocument, Vec<String>), Unfetched> {
     let mut warnings = Vec::new();
     let page = match rewritten {
         Some(raw) => match fetch_page(egress, &raw, limits).await {
@@ -289,7 +289,7 @@ async fn fetch_one(
         Ok(found) => found,
         Err(reason) => {
             tracing::warn!(url = %source, %reason, "documentation fetch failed");
-            return Err(format!("could not fetch {source}: {reason}"));
+            return Err(Unfetched { url: source, reason });
         }
     };
 
@@ -349,8 +349,37 @@ struct Page {
     body: bytes::Bytes,
 }
 
+/// A prompt URL whose page could not be fetched, as the generation's warnings say it.
+#[derive(Debug, thiserror::Error)]
+#[error("could not fetch {url}: {reason}")]
+struct Unfetched {
+    /// The URL as the prompt gave it.
+    url: String,
+    reason: PageError,
+}
+
+/// Why a page is not a usable document.
+#[derive(Debug, thiserror::Error)]
+enum PageError {
+    #[error("timed out after {} ms", .0.as_millis())]
+    TimedOut(Duration),
+    #[error(transparent)]
+    Egress(#[from] Failure),
+    #[error("HTTP status {status}{}", after_space(.status_text))]
+    Status { status: u16, status_text: String },
+    #[error("unsupported content type {media_type}")]
+    UnsupportedType { media_type: String },
+    #[error("no content type, and the body is neither HTML nor text")]
+    NoContentType,
+}
+
+/// `text` after a space, or nothing when it is empty.
+fn after_space(text: &str) -> String {
+    if text.is_empty() { String::new() } else { format!(" {text}") }
+}
+
 /// Fetches one URL and checks that the response is a usable document; the error is the reason.
-async fn fetch_page(egress: &Egress, url: &Url, limits: &DocsLimits) -> Result<Page, String> {
+async fn fetch_page(egress: &Egress, url: &Url, limits: &DocsLimits) -> Result<Page, PageError> {
     // Clamped: the timeout comes from configuration, and an absurd one must not overflow.
     let timeout = limits.timeout.min(Duration::from_secs(86_400));
     let deadline = Instant::now() + timeout;
@@ -359,12 +388,11 @@ async fn fetch_page(egress: &Egress, url: &Url, limits: &DocsLimits) -> Result<P
     // backstop so that no path can hold the stage longer.
     let fetch = egress.fetch_document(url.as_str(), headers, limits.max_page_bytes, deadline);
     let response = match tokio::time::timeout(timeout + Duration::from_secs(1), fetch).await {
-        Err(_) => return Err(format!("timed out after {} ms", timeout.as_millis())),
-        Ok(result) => result.map_err(|failure| failure.to_string())?,
+        Err(_) => return Err(PageError::TimedOut(timeout)),
+        Ok(result) => result?,
     };
     if !(200..300).contains(&response.status) {
-        let text = if response.status_text.is_empty() { String::new() } else { format!(" {}", response.status_text) };
-        return Err(format!("HTTP status {}{text}", response.status));
+        return Err(PageError::Status { status: response.status, status_text: response.status_text });
     }
     let content_type = response
         .headers
@@ -373,9 +401,9 @@ async fn fetch_page(egress: &Egress, url: &Url, limits: &DocsLimits) -> Result<P
         .map(|(_, value)| value.clone())
         .unwrap_or_default();
     let media_type = essence(&content_type);
-    let kind = classify(media_type.as_deref(), &response.body).ok_or_else(|| match &media_type {
-        Some(media_type) => format!("unsupported content type {media_type}"),
-        None => "no content type, and the body is neither HTML nor text".to_string(),
+    let kind = classify(media_type.as_deref(), &response.body).ok_or_else(|| match media_type.clone() {
+        Some(media_type) => PageError::UnsupportedType { media_type },
+        None => PageError::NoContentType,
     })?;
     let final_url = Url::parse(&response.url).unwrap_or_else(|_| url.clone());
     Ok(Page { final_url, content_type, kind, body: response.body })
@@ -1165,6 +1193,26 @@ mod tests {
 
         let again = fetch_documents(&egress, &urls, &fast()).await;
         assert_eq!(content_hash(&again.documents), content_hash(docs), "same content, same hash");
+    }
+
+    #[test]
+    fn failure_reasons_read_as_before() {
+        let cases = [
+            (PageError::TimedOut(Duration::from_millis(1500)), "timed out after 1500 ms"),
+            (PageError::Egress(Failure::Network("connection refused".into())), "connection refused"),
+            (PageError::Status { status: 404, status_text: "Not Found".into() }, "HTTP status 404 Not Found"),
+            (PageError::Status { status: 599, status_text: String::new() }, "HTTP status 599"),
+            (PageError::UnsupportedType { media_type: "image/png".into() }, "unsupported content type image/png"),
+            (PageError::NoContentType, "no content type, and the body is neither HTML nor text"),
+        ];
+        for (reason, expected) in cases {
+            assert_eq!(reason.to_string(), expected);
+        }
+        let unfetched = Unfetched { url: "https://docs.example.test/api".into(), reason: PageError::NoContentType };
+        assert_eq!(
+            unfetched.to_string(),
+            "could not fetch https://docs.example.test/api: no content type, and the body is neither HTML nor text"
+        );
     }
 
     #[tokio::test]

@@ -50,6 +50,26 @@ impl Method {
     }
 }
 
+/// Why a text is not a `"METHOD URL"` a tool may use; `text` is the whole endpoint as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("endpoint {text:?} must be \"METHOD URL\", e.g. \"GET https://api.example.com/items/{{id}}\"")]
+    Shape { text: String },
+    #[error("endpoint {text:?} has an unknown HTTP method {method:?}; use one of {}", method_names())]
+    UnknownMethod { text: String, method: String },
+    #[error("endpoint {text:?} does not have an absolute URL ({cause}); write the full https:// URL")]
+    NotAbsolute { text: String, cause: url::ParseError },
+    #[error("endpoint {text:?} must use an http:// or https:// URL")]
+    NotHttp { text: String },
+    #[error("endpoint {text:?} has no host")]
+    NoHost { text: String },
+}
+
+/// The methods an endpoint may name, for messages: `GET, HEAD, …`.
+fn method_names() -> String {
+    METHODS.iter().map(|(_, name)| *name).collect::<Vec<_>>().join(", ")
+}
+
 /// A checked `"METHOD URL"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -62,25 +82,21 @@ pub struct Endpoint {
 impl Endpoint {
     /// Parses `"METHOD URL"`; the error says what is wrong in words meant for the planner's
     /// repair turn.
-    pub fn parse(text: &str) -> Result<Endpoint, String> {
-        let shape =
-            || format!("endpoint {text:?} must be \"METHOD URL\", e.g. \"GET https://api.example.com/items/{{id}}\"");
+    pub fn parse(text: &str) -> Result<Endpoint, EndpointError> {
+        let text_owned = || text.to_owned();
         let mut parts = text.split_whitespace();
         let (Some(method), Some(url), None) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(shape());
+            return Err(EndpointError::Shape { text: text_owned() });
         };
-        let method = Method::parse(method).ok_or_else(|| {
-            let names: Vec<&str> = METHODS.iter().map(|(_, name)| *name).collect();
-            format!("endpoint {text:?} has an unknown HTTP method {method:?}; use one of {}", names.join(", "))
-        })?;
-        let parsed = url::Url::parse(&replace_placeholders(url)).map_err(|e| {
-            format!("endpoint {text:?} does not have an absolute URL ({e}); write the full https:// URL")
-        })?;
+        let method = Method::parse(method)
+            .ok_or_else(|| EndpointError::UnknownMethod { text: text_owned(), method: method.to_owned() })?;
+        let parsed = url::Url::parse(&replace_placeholders(url))
+            .map_err(|cause| EndpointError::NotAbsolute { text: text_owned(), cause })?;
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(format!("endpoint {text:?} must use an http:// or https:// URL"));
+            return Err(EndpointError::NotHttp { text: text_owned() });
         }
-        let host = CanonicalHost::of_url(&parsed).ok_or_else(|| format!("endpoint {text:?} has no host"))?;
-        Ok(Endpoint { text: text.to_owned(), method, host })
+        let host = CanonicalHost::of_url(&parsed).ok_or_else(|| EndpointError::NoHost { text: text_owned() })?;
+        Ok(Endpoint { text: text_owned(), method, host })
     }
 
     pub fn method(&self) -> Method {
@@ -98,9 +114,9 @@ impl Endpoint {
 }
 
 impl TryFrom<String> for Endpoint {
-    type Error = String;
+    type Error = EndpointError;
 
-    fn try_from(text: String) -> Result<Endpoint, String> {
+    fn try_from(text: String) -> Result<Endpoint, EndpointError> {
         Endpoint::parse(&text)
     }
 }
@@ -149,14 +165,26 @@ mod tests {
     #[test]
     fn malformed_endpoints_say_what_is_wrong() {
         for (text, expected) in [
-            ("https://api.example.com/x", "must be \"METHOD URL\""),
-            ("GET https://a.com/x extra", "must be \"METHOD URL\""),
-            ("FETCH https://api.example.com/x", "unknown HTTP method \"FETCH\"; use one of GET, HEAD"),
-            ("GET /items/{id}", "does not have an absolute URL"),
-            ("GET ftp://example.com/x", "http:// or https://"),
+            (
+                "https://api.example.com/x",
+                r#"endpoint "https://api.example.com/x" must be "METHOD URL", e.g. "GET https://api.example.com/items/{id}""#,
+            ),
+            (
+                "GET https://a.com/x extra",
+                r#"endpoint "GET https://a.com/x extra" must be "METHOD URL", e.g. "GET https://api.example.com/items/{id}""#,
+            ),
+            (
+                "FETCH https://api.example.com/x",
+                r#"endpoint "FETCH https://api.example.com/x" has an unknown HTTP method "FETCH"; use one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"#,
+            ),
+            (
+                "GET /items/{id}",
+                r#"endpoint "GET /items/{id}" does not have an absolute URL (relative URL without a base); write the full https:// URL"#,
+            ),
+            ("GET ftp://example.com/x", r#"endpoint "GET ftp://example.com/x" must use an http:// or https:// URL"#),
+            ("GET data:text/plain,x", r#"endpoint "GET data:text/plain,x" must use an http:// or https:// URL"#),
         ] {
-            let error = Endpoint::parse(text).unwrap_err();
-            assert!(error.contains(expected), "{text}: {error}");
+            assert_eq!(Endpoint::parse(text).unwrap_err().to_string(), expected, "{text}");
         }
         let error = serde_json::from_value::<Endpoint>(serde_json::json!("GET nowhere")).unwrap_err();
         assert!(error.to_string().contains("does not have an absolute URL"), "{error}");

@@ -66,35 +66,71 @@ fn fences(text: &str) -> Vec<Fence<'_>> {
     fences
 }
 
+/// Why a reply holds no usable JSON, in words that can go back to the model.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonReplyError {
+    /// The most likely candidate, at `place`, does not parse.
+    #[error("{place} is not valid JSON: {error}{}", cut_off_hint(.error))]
+    Invalid { place: JsonPlace, error: serde_json::Error },
+    #[error("the reply is empty")]
+    Empty,
+    #[error("the reply contains no JSON object")]
+    NoObject,
+}
+
+/// Where in a reply the JSON was looked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonPlace {
+    JsonFence,
+    OtherFence,
+    WholeReply,
+    EmbeddedObject,
+}
+
+impl std::fmt::Display for JsonPlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JsonPlace::JsonFence => "the ```json block",
+            JsonPlace::OtherFence => "the fenced block",
+            JsonPlace::WholeReply => "the reply",
+            JsonPlace::EmbeddedObject => "the JSON object in the reply",
+        })
+    }
+}
+
+/// A reply that stops in the middle of its JSON was most likely cut off at the token limit.
+fn cut_off_hint(error: &serde_json::Error) -> &'static str {
+    if error.is_eof() { " (it ends too early: was the reply cut off? keep it shorter)" } else { "" }
+}
+
 /// The JSON object (or array) in a reply; the error explains what is wrong with the most
 /// likely candidate.
-pub fn json_value(reply: &str) -> Result<Value, String> {
+pub fn json_value(reply: &str) -> Result<Value, JsonReplyError> {
     let fences = fences(reply);
     let (json_fences, other_fences): (Vec<&Fence<'_>>, Vec<&Fence<'_>>) =
         fences.iter().partition(|f| f.language().starts_with("json"));
-    let mut first_error: Option<String> = None;
-    let mut note = |what: &str, error: &serde_json::Error| {
+    let mut first_error: Option<JsonReplyError> = None;
+    let mut note = |place: JsonPlace, error: serde_json::Error| {
         if first_error.is_none() {
-            let hint = if error.is_eof() { " (it ends too early: was the reply cut off? keep it shorter)" } else { "" };
-            first_error = Some(format!("{what} is not valid JSON: {error}{hint}"));
+            first_error = Some(JsonReplyError::Invalid { place, error });
         }
     };
     let candidates = json_fences
         .iter()
-        .map(|f| (f, "the ```json block"))
-        .chain(other_fences.iter().map(|f| (f, "the fenced block")));
-    for (fence, what) in candidates {
+        .map(|f| (f, JsonPlace::JsonFence))
+        .chain(other_fences.iter().map(|f| (f, JsonPlace::OtherFence)));
+    for (fence, place) in candidates {
         match serde_json::from_str::<Value>(fence.body.trim()) {
             Ok(value) if is_container(&value) => return Ok(value),
             Ok(_) => {}
-            Err(error) => note(what, &error),
+            Err(error) => note(place, error),
         }
     }
     let bare = reply.trim();
     match serde_json::from_str::<Value>(bare) {
         Ok(value) if is_container(&value) => return Ok(value),
         Ok(_) => {}
-        Err(error) if bare.starts_with(['{', '[']) => note("the reply", &error),
+        Err(error) if bare.starts_with(['{', '[']) => note(JsonPlace::WholeReply, error),
         Err(_) => {}
     }
     // Prose around one object: parse from each `{` and ignore whatever follows the object.
@@ -108,11 +144,9 @@ pub fn json_value(reply: &str) -> Result<Value, String> {
         }
     }
     if let Some(error) = embedded_error {
-        note("the JSON object in the reply", &error);
+        note(JsonPlace::EmbeddedObject, error);
     }
-    Err(first_error.unwrap_or_else(|| {
-        if reply.trim().is_empty() { "the reply is empty".into() } else { "the reply contains no JSON object".into() }
-    }))
+    Err(first_error.unwrap_or(if reply.trim().is_empty() { JsonReplyError::Empty } else { JsonReplyError::NoObject }))
 }
 
 fn is_container(value: &Value) -> bool {
@@ -174,24 +208,42 @@ mod tests {
             ("unclosed fence", "```json\n{\"a\": 1}\n", json!({"a": 1})),
         ];
         for (name, reply, expected) in cases {
-            assert_eq!(json_value(reply).as_ref(), Ok(expected), "{name}");
+            assert_eq!(json_value(reply).unwrap_or_else(|e| panic!("{name}: {e}")), *expected, "{name}");
         }
     }
 
     #[test]
     fn json_errors_say_what_is_wrong() {
         let cases: &[(&str, &str, &str)] = &[
-            ("empty", "  ", "empty"),
-            ("prose only", "I cannot do that.", "no JSON object"),
-            ("scalar", "42", "no JSON object"),
-            ("broken fence", "```json\n{\"a\": 1,,}\n```", "the ```json block is not valid JSON: "),
-            ("broken bare", "{\"a\": }", "the reply is not valid JSON"),
-            ("cut off", "```json\n{\"tools\": [{\"name\": \"x\"", "cut off"),
-            ("cut off in prose", "Plan: {\"tools\": [", "the JSON object in the reply is not valid JSON"),
+            ("empty", "  ", "the reply is empty"),
+            ("prose only", "I cannot do that.", "the reply contains no JSON object"),
+            ("scalar", "42", "the reply contains no JSON object"),
+            (
+                "broken fence",
+                "```json\n{\"a\": 1,,}\n```",
+                "the ```json block is not valid JSON: key must be a string at line 1 column 9",
+            ),
+            (
+                "broken other fence",
+                "```js\n{\"a\": 1,,}\n```",
+                "the fenced block is not valid JSON: key must be a string at line 1 column 9",
+            ),
+            ("broken bare", "{\"a\": }", "the reply is not valid JSON: expected value at line 1 column 7"),
+            (
+                "cut off",
+                "```json\n{\"tools\": [{\"name\": \"x\"",
+                "the ```json block is not valid JSON: EOF while parsing an object at line 1 column 23 (it ends too \
+                 early: was the reply cut off? keep it shorter)",
+            ),
+            (
+                "cut off in prose",
+                "Plan: {\"tools\": [",
+                "the JSON object in the reply is not valid JSON: EOF while parsing a list at line 1 column 11 (it ends \
+                 too early: was the reply cut off? keep it shorter)",
+            ),
         ];
         for (name, reply, expected) in cases {
-            let error = json_value(reply).unwrap_err();
-            assert!(error.contains(expected), "{name}: {error}");
+            assert_eq!(json_value(reply).unwrap_err().to_string(), *expected, "{name}");
         }
     }
 

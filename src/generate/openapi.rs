@@ -35,11 +35,11 @@ pub mod spec;
 mod tool;
 
 pub use auth::{AuthNeed, credential_name};
-pub use body::supported;
+pub use body::{Unsupported, supported};
 pub use document::MAX_SPEC_BYTES;
 pub use selection::{Selection, discovery_mode, filtered, listed_limit, most_useful};
-pub use spec::{Flavour, Operation, Spec, looks_like_spec};
-pub use tool::EXECUTOR;
+pub use spec::{BaseUrlError, Flavour, Operation, Spec, SpecError, looks_like_spec};
+pub use tool::{EXECUTOR, NoExample};
 
 use crate::serve::discovery::STANDARD_TOOLS;
 use crate::serve::discovery::search::{SearchDocument, SearchIndex};
@@ -79,7 +79,27 @@ pub struct DerivedTool {
     pub security: Vec<Vec<String>>,
     /// Arguments for a self-test call, from the description's examples, defaults and enums; or
     /// why there are none.
-    pub example: Result<Value, String>,
+    pub example: Result<Value, NoExample>,
+}
+
+/// Why no tools can be derived from a description.
+#[derive(Debug, thiserror::Error)]
+pub enum DeriveError {
+    #[error("the API description has no operations")]
+    NoOperations,
+    #[error("base_url {raw:?} is not a URL: {cause}")]
+    BaseUrlNotAUrl { raw: String, cause: url::ParseError },
+    #[error(transparent)]
+    BaseUrl(#[from] BaseUrlError),
+    #[error(
+        "the operations filter selects none of the {operations} operations; rules look like \"tag:pets\", \
+         \"GET /pets/{{id}}\" or \"operationId:listPets\""
+    )]
+    NoneSelected { operations: usize },
+    /// Every selected operation was left out; `warnings` says why each was, after any notes on
+    /// the filter's rules.
+    #[error("none of the selected operations can be called: {}", .warnings.join("; "))]
+    NoneCallable { warnings: Vec<String> },
 }
 
 impl DerivedTool {
@@ -96,16 +116,18 @@ pub fn derive(
     source: Option<&url::Url>,
     base_url: Option<&str>,
     selection: &Selection<'_>,
-) -> Result<Derived, String> {
+) -> Result<Derived, DeriveError> {
     let Selection { filter, max_tools, .. } = *selection;
     let mut warnings = Vec::new();
     // Filter on the operations' heads, then resolve the schemas of the selected ones only.
     let heads = spec.operations_where(|_| false);
     if heads.is_empty() {
-        return Err("the API description has no operations".into());
+        return Err(DeriveError::NoOperations);
     }
     let base_url = match base_url {
-        Some(raw) => url::Url::parse(raw).map_err(|e| format!("base_url {raw:?} is not a URL: {e}"))?,
+        Some(raw) => {
+            url::Url::parse(raw).map_err(|cause| DeriveError::BaseUrlNotAUrl { raw: raw.to_string(), cause })?
+        }
         None => spec.base_url(source)?,
     };
     let selected = filtered(&heads, filter);
@@ -115,11 +137,7 @@ pub fn derive(
         }
     }
     if selected.is_empty() {
-        return Err(format!(
-            "the operations filter selects none of the {} operations; rules look like \"tag:pets\", \"GET /pets/{{id}}\" \
-             or \"operationId:listPets\"",
-            heads.len()
-        ));
+        return Err(DeriveError::NoneSelected { operations: heads.len() });
     }
     let keys: HashSet<(&str, &str)> = selected.iter().map(|op| (op.method.as_str(), op.path.as_str())).collect();
     let resolved = spec.operations_where(|op| keys.contains(&(op.method.as_str(), op.path.as_str())));
@@ -131,7 +149,7 @@ pub fn derive(
         }
     }
     if callable.is_empty() {
-        return Err(format!("none of the selected operations can be called: {}", warnings.join("; ")));
+        return Err(DeriveError::NoneCallable { warnings });
     }
     let discovery = discovery_mode(selection.discovery, callable.len(), max_tools);
     let limit = listed_limit(discovery, max_tools);
@@ -386,7 +404,11 @@ mod tests {
         assert_eq!(cut.tools.len(), 2);
         assert!(cut.warnings.iter().any(|w| w.contains("max_tools") && w.contains("getPet")), "{:?}", cut.warnings);
         let none = derive(&spec, None, None, &listing(&pick(&["tag:nothing"], &[]), 64)).unwrap_err();
-        assert!(none.contains("selects none"), "{none}");
+        assert_eq!(
+            none.to_string(),
+            "the operations filter selects none of the 5 operations; rules look like \"tag:pets\", \
+             \"GET /pets/{id}\" or \"operationId:listPets\""
+        );
     }
 
     #[test]
@@ -399,10 +421,9 @@ mod tests {
         assert!(derived.discovery.is_none());
         assert_eq!(derived.tools.len(), 4);
         assert!(!derived.warnings.iter().any(|w| w.contains("max_tools")), "{:?}", derived.warnings);
-        assert!(
-            supported(&petstore_with_an_unsupported_body().operations_where(|_| true)[4])
-                .unwrap_err()
-                .contains("multipart")
+        assert_eq!(
+            supported(&petstore_with_an_unsupported_body().operations_where(|_| true)[4]).unwrap_err().to_string(),
+            "its body is multipart/mixed, and the only multipart body the executor sends is multipart/form-data"
         );
     }
 

@@ -23,6 +23,7 @@ use crate::generate::endpoint::Endpoint;
 use crate::generate::extract;
 use crate::llm::{LlmClient, LlmError, Message, Usage};
 use crate::states::Stage;
+use crate::toolset::{FieldProblem, SchemaError};
 use crate::whitelist::{Provenance, Whitelist, WhitelistEntry};
 
 pub const PLANNER_PROMPT: &str = include_str!("../../config/planner.md");
@@ -111,7 +112,7 @@ pub async fn plan(llm: &dyn LlmClient, request: &PlanRequest<'_>) -> Result<(Pla
                     tracing::info!(tools = plan.tools.len(), attempts = attempt, "plan accepted");
                     return Ok((plan, usage));
                 }
-                Err(problems) => problems,
+                Err(problems) => problems.to_string(),
             },
             Err(problems) => problems,
         };
@@ -175,9 +176,10 @@ fn repair_message(problems: &str) -> String {
     )
 }
 
-/// The plan in a reply; problems are listed one per line.
+/// The plan in a reply; problems are listed one per line ([`plan`] sends them back to the model
+/// or ends with them in [`GenerateError::Invalid`]).
 fn parse_plan(reply: &str) -> Result<Plan, String> {
-    let value = extract::json_value(reply)?;
+    let value = extract::json_value(reply).map_err(|e| e.to_string())?;
     let tools = match value {
         Value::Object(mut object) => match object.remove("tools") {
             Some(Value::Array(tools)) => tools,
@@ -209,63 +211,56 @@ fn tool_label(index: usize, name: Option<&str>) -> String {
 
 /// Checks a plan against the contract; the error lists every problem, one per line, in words
 /// meant for the model's repair turn.
-pub fn validate_plan(plan: &Plan, candidate_domains: &[String]) -> Result<(), String> {
+pub fn validate_plan(plan: &Plan, candidate_domains: &[String]) -> Result<(), PlanProblems> {
     let mut problems = Vec::new();
     if plan.tools.is_empty() {
-        problems.push("- the plan has no tools; plan at least one".to_string());
+        problems.push(PlanProblem::NoTools);
     }
     if plan.tools.len() > MAX_PLANNED_TOOLS {
-        problems.push(format!("- the plan has {} tools; plan at most {MAX_PLANNED_TOOLS}", plan.tools.len()));
+        problems.push(PlanProblem::TooManyTools { count: plan.tools.len() });
     }
     let whitelist = candidate_whitelist(candidate_domains);
     let allowed = if candidate_domains.is_empty() { "none".to_string() } else { candidate_domains.join(", ") };
     let mut names = HashSet::new();
     for (index, tool) in plan.tools.iter().enumerate() {
         let label = tool_label(index, Some(&tool.name));
-        let mut problem = |message: String| problems.push(format!("- {label}: {message}"));
+        let mut problem = |problem: ToolProblem| problems.push(PlanProblem::Tool { label: label.clone(), problem });
         if let Err(e) = crate::toolset::check_tool_name(&tool.name) {
-            problem(e.to_string());
+            problem(ToolProblem::Name(e));
         } else if !names.insert(tool.name.as_str()) {
-            problem(format!("the name {:?} is used by another tool; names must be unique", tool.name));
+            problem(ToolProblem::DuplicateName { name: tool.name.clone() });
         }
         if tool.description.trim().is_empty() {
-            problem("description must not be empty".into());
+            problem(ToolProblem::EmptyDescription);
         } else if tool.description.chars().count() > MAX_DESCRIPTION_CHARS {
-            problem(format!("description is longer than {MAX_DESCRIPTION_CHARS} characters"));
+            problem(ToolProblem::LongDescription);
         }
         if tool.implementation_notes.trim().is_empty() {
-            problem("implementation_notes must not be empty".into());
+            problem(ToolProblem::EmptyImplementationNotes);
         }
         let schema_ok = match crate::toolset::check_input_schema(&tool.input_schema) {
             Ok(()) => true,
             Err(e) => {
-                problem(format!("input_schema {e}"));
+                problem(ToolProblem::InputSchema(e));
                 false
             }
         };
         if let Some(title) = &tool.title
             && let Err(e) = crate::toolset::check_title(title)
         {
-            problem(format!("title {e}"));
+            problem(ToolProblem::Title(e));
         }
         if let Some(schema) = &tool.output_schema
             && let Err(e) = crate::toolset::check_output_schema(schema)
         {
-            problem(format!("output_schema {e}"));
+            problem(ToolProblem::OutputSchema(e));
         }
         if tool.needs_network && tool.endpoints_used.is_empty() {
-            problem(
-                "needs_network is true but endpoints_used is empty; list every \"METHOD URL\" the tool calls".into(),
-            );
+            problem(ToolProblem::NetworkWithoutEndpoints);
         }
         for endpoint in &tool.endpoints_used {
             if tool.needs_network && !whitelist.allows(endpoint.host()) {
-                problem(format!(
-                    "endpoint {:?} is on {}, which is not an allowed domain (allowed: {allowed}); \
-                     use only documented endpoints on the allowed domains",
-                    endpoint.as_str(),
-                    endpoint.host()
-                ));
+                problem(ToolProblem::EndpointNotAllowed { endpoint: endpoint.clone(), allowed: allowed.clone() });
             }
         }
         match &tool.example_args {
@@ -276,10 +271,78 @@ pub fn validate_plan(plan: &Plan, candidate_domains: &[String]) -> Result<(), St
                     problem(e);
                 }
             }
-            Some(_) => problem("example_args must be an object of arguments (or null)".into()),
+            Some(_) => problem(ToolProblem::ExampleArgsNotObject),
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("\n")) }
+    if problems.is_empty() { Ok(()) } else { Err(PlanProblems(problems)) }
+}
+
+/// Every problem [`validate_plan`] found; shown one per line, each after `- `.
+#[derive(Debug)]
+pub struct PlanProblems(pub Vec<PlanProblem>);
+
+impl std::fmt::Display for PlanProblems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (index, problem) in self.0.iter().enumerate() {
+            if index > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "- {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PlanProblems {}
+
+/// One problem of a plan: with the plan as a whole, or with one of its tools.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanProblem {
+    #[error("the plan has no tools; plan at least one")]
+    NoTools,
+    #[error("the plan has {count} tools; plan at most {MAX_PLANNED_TOOLS}")]
+    TooManyTools { count: usize },
+    /// `label` names the tool by its place and name (`tools[1] ("get_item")`).
+    #[error("{label}: {problem}")]
+    Tool { label: String, problem: ToolProblem },
+}
+
+/// What is wrong with one planned tool.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolProblem {
+    #[error(transparent)]
+    Name(FieldProblem),
+    #[error("the name {name:?} is used by another tool; names must be unique")]
+    DuplicateName { name: String },
+    #[error("description must not be empty")]
+    EmptyDescription,
+    #[error("description is longer than {MAX_DESCRIPTION_CHARS} characters")]
+    LongDescription,
+    #[error("implementation_notes must not be empty")]
+    EmptyImplementationNotes,
+    #[error("input_schema {0}")]
+    InputSchema(FieldProblem),
+    #[error("title {0}")]
+    Title(FieldProblem),
+    #[error("output_schema {0}")]
+    OutputSchema(FieldProblem),
+    #[error("needs_network is true but endpoints_used is empty; list every \"METHOD URL\" the tool calls")]
+    NetworkWithoutEndpoints,
+    /// `allowed` lists the candidate domains, or says `none`.
+    #[error(
+        "endpoint {:?} is on {}, which is not an allowed domain (allowed: {allowed}); use only documented endpoints \
+         on the allowed domains",
+        .endpoint.as_str(),
+        .endpoint.host()
+    )]
+    EndpointNotAllowed { endpoint: Endpoint, allowed: String },
+    #[error("input_schema cannot be used for validation: {0}")]
+    UnusableSchema(SchemaError),
+    /// `errors` are the validator's first few, each with the path it is at.
+    #[error("example_args do not match input_schema: {}", .errors.join("; "))]
+    ExampleArgsMismatch { errors: Vec<String> },
+    #[error("example_args must be an object of arguments (or null)")]
+    ExampleArgsNotObject,
 }
 
 /// The candidate domains as a whitelist. Entries are added as given (lower-cased, without a
@@ -297,9 +360,8 @@ fn candidate_whitelist(domains: &[String]) -> Whitelist {
     whitelist
 }
 
-fn check_example_args(schema: &Map<String, Value>, args: &Value) -> Result<(), String> {
-    let validator = crate::toolset::validator(&Value::Object(schema.clone()))
-        .map_err(|e| format!("input_schema cannot be used for validation: {e}"))?;
+fn check_example_args(schema: &Map<String, Value>, args: &Value) -> Result<(), ToolProblem> {
+    let validator = crate::toolset::validator(&Value::Object(schema.clone())).map_err(ToolProblem::UnusableSchema)?;
     let errors: Vec<String> = validator
         .iter_errors(args)
         .take(5)
@@ -308,11 +370,7 @@ fn check_example_args(schema: &Map<String, Value>, args: &Value) -> Result<(), S
             if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
         })
         .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("example_args do not match input_schema: {}", errors.join("; ")))
-    }
+    if errors.is_empty() { Ok(()) } else { Err(ToolProblem::ExampleArgsMismatch { errors }) }
 }
 
 #[cfg(test)]
@@ -344,7 +402,7 @@ mod tests {
 
     /// What the model's reply goes through: parsing (which checks endpoints), then validation.
     fn check(tools: Vec<Value>, domains: &[String]) -> Result<(), String> {
-        validate_plan(&parse_plan(&plan_json(tools))?, domains)
+        validate_plan(&parse_plan(&plan_json(tools))?, domains).map_err(|problems| problems.to_string())
     }
 
     #[tokio::test]
@@ -551,6 +609,66 @@ mod tests {
         assert!(message.contains("allowed: none"), "{message}");
         let many = (0..65).map(|i| tool(&format!("t{i}"), &[])).collect();
         assert!(check(many, &domains).unwrap_err().contains("at most 64"));
+    }
+
+    #[test]
+    fn each_plan_problem_reads_as_before() {
+        let tool = |problem: ToolProblem| PlanProblem::Tool { label: "tools[1] (\"get_item\")".into(), problem };
+        let endpoint = Endpoint::parse("GET https://api.other.com/x").unwrap();
+        let unusable = crate::toolset::validator(&json!({"type": 5})).unwrap_err();
+        let unusable_text = unusable.to_string();
+        let cases = [
+            (PlanProblem::NoTools, "the plan has no tools; plan at least one".to_string()),
+            (PlanProblem::TooManyTools { count: 65 }, "the plan has 65 tools; plan at most 64".into()),
+            (
+                tool(ToolProblem::DuplicateName { name: "get_item".into() }),
+                "tools[1] (\"get_item\"): the name \"get_item\" is used by another tool; names must be unique".into(),
+            ),
+            (tool(ToolProblem::EmptyDescription), "tools[1] (\"get_item\"): description must not be empty".into()),
+            (
+                tool(ToolProblem::LongDescription),
+                "tools[1] (\"get_item\"): description is longer than 8192 characters".into(),
+            ),
+            (
+                tool(ToolProblem::EmptyImplementationNotes),
+                "tools[1] (\"get_item\"): implementation_notes must not be empty".into(),
+            ),
+            (
+                tool(ToolProblem::NetworkWithoutEndpoints),
+                "tools[1] (\"get_item\"): needs_network is true but endpoints_used is empty; list every \"METHOD URL\" \
+                 the tool calls"
+                    .into(),
+            ),
+            (
+                tool(ToolProblem::EndpointNotAllowed { endpoint, allowed: "example.com, example.org".into() }),
+                "tools[1] (\"get_item\"): endpoint \"GET https://api.other.com/x\" is on api.other.com, which is not an \
+                 allowed domain (allowed: example.com, example.org); use only documented endpoints on the allowed domains"
+                    .into(),
+            ),
+            (
+                tool(ToolProblem::UnusableSchema(unusable)),
+                format!("tools[1] (\"get_item\"): input_schema cannot be used for validation: {unusable_text}"),
+            ),
+            (
+                tool(ToolProblem::ExampleArgsMismatch { errors: vec!["/id: a".into(), "b".into()] }),
+                "tools[1] (\"get_item\"): example_args do not match input_schema: /id: a; b".into(),
+            ),
+            (
+                tool(ToolProblem::ExampleArgsNotObject),
+                "tools[1] (\"get_item\"): example_args must be an object of arguments (or null)".into(),
+            ),
+        ];
+        for (problem, expected) in cases {
+            assert_eq!(problem.to_string(), expected);
+        }
+        let name = crate::toolset::check_tool_name("Get").unwrap_err();
+        let name_text = name.to_string();
+        assert_eq!(tool(ToolProblem::Name(name)).to_string(), format!("tools[1] (\"get_item\"): {name_text}"));
+        let listed = PlanProblems(vec![PlanProblem::NoTools, tool(ToolProblem::EmptyDescription)]);
+        assert_eq!(
+            listed.to_string(),
+            "- the plan has no tools; plan at least one\n- tools[1] (\"get_item\"): description must not be empty"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::generate::plan::PlannedTool;
 use crate::llm::{LlmClient, Usage};
 use crate::serve::call::Caller;
 use crate::serve::egress::{Egress, ServerPolicy};
-use crate::serve::isolate::{Invocation, Outcome, Program};
+use crate::serve::isolate::{Invocation, Outcome, PoolError, Program};
 
 /// Self-test calls share one admission tenant (no server id can contain parentheses), so a
 /// burst of generations cannot crowd out the servers being called.
@@ -70,7 +70,7 @@ impl SelfTest<'_> {
             return (handler, SelfTestOutcome::Skipped { reason: reason.to_string() }, Usage::default());
         };
         let first = self.try_tool(&handler, &arguments).await;
-        let Err(failure) = first else {
+        let Err(failure) = first.map_err(|failure| failure.to_string()) else {
             let outcome = SelfTestOutcome::Passed { arguments, attempts: 1, first_error: None };
             return (handler, outcome, Usage::default());
         };
@@ -81,7 +81,7 @@ impl SelfTest<'_> {
                     Err(error) => SelfTestOutcome::Failed {
                         arguments,
                         attempts: 2,
-                        error,
+                        error: error.to_string(),
                         first_error: Some(failure),
                         repair_error: None,
                     },
@@ -102,9 +102,20 @@ impl SelfTest<'_> {
         }
     }
 
-    async fn try_tool(&self, handler: &str, arguments: &Value) -> Result<(), String> {
+    async fn try_tool(&self, handler: &str, arguments: &Value) -> Result<(), SelfTestFailure> {
         try_handler(self.caller, self.egress, &self.policy, handler, arguments).await
     }
+}
+
+/// Why a self-test call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SelfTestFailure {
+    /// The sandbox pool did not run the call (shutting down, overloaded).
+    #[error("the self-test call could not run: {0}")]
+    NotRun(PoolError),
+    /// The handler threw, or returned a tool error: its message, as the handler wrote it.
+    #[error("{0}")]
+    Handler(String),
 }
 
 /// One self-test call of a read-only tool under `policy`; the error is what the handler threw
@@ -115,7 +126,7 @@ pub async fn try_handler(
     policy: &Arc<ServerPolicy>,
     handler: &str,
     arguments: &Value,
-) -> Result<(), String> {
+) -> Result<(), SelfTestFailure> {
     let invocation = Invocation {
         handler: Arc::from(handler),
         arguments: arguments.clone(),
@@ -124,11 +135,7 @@ pub async fn try_handler(
         fetch: Arc::new(egress.for_call(policy.clone(), true)),
         program: Program::Handler,
     };
-    let completion = caller
-        .pool()
-        .run(SELF_TEST_TENANT, invocation)
-        .await
-        .map_err(|e| format!("the self-test call could not run: {e}"))?;
+    let completion = caller.pool().run(SELF_TEST_TENANT, invocation).await.map_err(SelfTestFailure::NotRun)?;
     if completion.outcome == Outcome::Ok && !completion.result.is_error {
         return Ok(());
     }
@@ -140,7 +147,7 @@ pub async fn try_handler(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    Err(completion.error.unwrap_or(text))
+    Err(SelfTestFailure::Handler(completion.error.unwrap_or(text)))
 }
 
 #[cfg(test)]
@@ -148,6 +155,18 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn failures_read_as_before() {
+        assert_eq!(
+            SelfTestFailure::NotRun(PoolError::Closed).to_string(),
+            "the self-test call could not run: the isolate pool is closed"
+        );
+        assert_eq!(
+            SelfTestFailure::Handler("HTTP 404 from api.example.test".into()).to_string(),
+            "HTTP 404 from api.example.test"
+        );
+    }
 
     #[test]
     fn outcomes_keep_their_stored_shape() {

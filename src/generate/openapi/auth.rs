@@ -59,17 +59,29 @@ pub fn credential_name(scheme: &str) -> String {
     if name.is_empty() { "key".to_string() } else { name }
 }
 
+/// Why a security scheme cannot be satisfied by a credential the daemon injects.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotInjectable {
+    #[error("an apiKey scheme without a name")]
+    ApiKeyWithoutName,
+    /// `place` is the scheme's `in`, if it has one.
+    #[error("an apiKey scheme in {place:?} cannot be injected")]
+    ApiKeyIn { place: Option<String> },
+    #[error("scheme type {kind:?} is not supported")]
+    SchemeType { kind: String },
+}
+
 /// How a credential for this scheme is injected (the credentials API's `inject`).
-fn injection(scheme: &Value) -> Result<Value, String> {
+fn injection(scheme: &Value) -> Result<Value, NotInjectable> {
     let kind = scheme.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
         "apiKey" => {
-            let name = scheme.get("name").and_then(Value::as_str).ok_or("an apiKey scheme without a name")?;
+            let name = scheme.get("name").and_then(Value::as_str).ok_or(NotInjectable::ApiKeyWithoutName)?;
             match scheme.get("in").and_then(Value::as_str) {
                 Some("header") => Ok(json!({"header": name, "format": "{value}"})),
                 Some("query") => Ok(json!({"query": name})),
                 Some("cookie") => Ok(json!({"header": "Cookie", "format": format!("{name}={{value}}")})),
-                other => Err(format!("an apiKey scheme in {other:?} cannot be injected")),
+                other => Err(NotInjectable::ApiKeyIn { place: other.map(str::to_owned) }),
             }
         }
         "http" => match scheme.get("scheme").and_then(Value::as_str).map(str::to_ascii_lowercase).as_deref() {
@@ -79,7 +91,7 @@ fn injection(scheme: &Value) -> Result<Value, String> {
         // Swagger 2.0 `basic`; OAuth 2 and OpenID Connect as a bearer token the operator obtains.
         "basic" => Ok(json!({"basic": {"username": "<username>"}})),
         "oauth2" | "openIdConnect" => Ok(json!({"header": "Authorization", "format": "Bearer {value}"})),
-        other => Err(format!("scheme type {other:?} is not supported")),
+        other => Err(NotInjectable::SchemeType { kind: other.to_string() }),
     }
 }
 
@@ -109,5 +121,22 @@ mod tests {
         );
         assert_eq!(injection(&json!({"type": "oauth2"})).unwrap()["format"], "Bearer {value}");
         assert!(injection(&json!({"type": "mutualTLS"})).is_err());
+    }
+
+    #[test]
+    fn schemes_that_cannot_be_injected_say_why_as_before() {
+        let refusals = [
+            (json!({"type": "apiKey", "in": "header"}), "an apiKey scheme without a name"),
+            (
+                json!({"type": "apiKey", "in": "body", "name": "k"}),
+                "an apiKey scheme in Some(\"body\") cannot be injected",
+            ),
+            (json!({"type": "apiKey", "name": "k"}), "an apiKey scheme in None cannot be injected"),
+            (json!({"type": "mutualTLS"}), "scheme type \"mutualTLS\" is not supported"),
+            (json!({}), "scheme type \"\" is not supported"),
+        ];
+        for (scheme, message) in refusals {
+            assert_eq!(injection(&scheme).unwrap_err().to_string(), message, "{scheme}");
+        }
     }
 }

@@ -9,24 +9,20 @@ use super::spec::{Body, Operation};
 
 /// Whether the executor can call `op`, or why not. The one place that decides it: the cap on
 /// tools and discovery mode count only the operations it accepts.
-pub fn supported(op: &Operation) -> Result<(), String> {
-    match unsupported(op) {
-        Some(reason) => Err(reason),
-        None => Ok(()),
-    }
-}
-
-/// Why the executor cannot call `op`, or `None` when it can: the rule behind [`supported`].
-fn unsupported(op: &Operation) -> Option<String> {
-    let body = op.body.as_ref()?;
+pub fn supported(op: &Operation) -> Result<(), Unsupported> {
+    let Some(body) = &op.body else { return Ok(()) };
     let kind = BodyKind::of(&body.content_type);
     if kind == BodyKind::Multipart && !body.content_type.starts_with("multipart/form-data") {
-        return Some(format!(
-            "its body is {}, and the only multipart body the executor sends is multipart/form-data",
-            body.content_type
-        ));
+        return Err(Unsupported::Multipart { content_type: body.content_type.clone() });
     }
-    None
+    Ok(())
+}
+
+/// Why the executor cannot call an operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    #[error("its body is {content_type}, and the only multipart body the executor sends is multipart/form-data")]
+    Multipart { content_type: String },
 }
 
 /// How the executor encodes a request body, from its media type.

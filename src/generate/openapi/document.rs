@@ -46,17 +46,47 @@ pub const CPU_BUDGET: Duration = Duration::from_secs(20);
 const CHECK_EVERY: usize = 4096;
 
 /// Parses `text` on a blocking thread; dropping the returned future stops the parse.
-pub async fn read(text: String) -> Result<Value, String> {
+pub async fn read(text: String) -> Result<Value, DocumentError> {
     let cancelled = Arc::new(AtomicBool::new(false));
     let _cancel_when_dropped = CancelOnDrop(cancelled.clone());
-    tokio::task::spawn_blocking(move || parse_until(&text, &cancelled))
-        .await
-        .map_err(|e| format!("the API description could not be read: {e}"))?
+    tokio::task::spawn_blocking(move || parse_until(&text, &cancelled)).await.map_err(DocumentError::Unread)?
 }
 
 /// Parses `text` on this thread: for callers already on a blocking thread, and tests.
-pub fn parse(text: &str) -> Result<Value, String> {
+pub fn parse(text: &str) -> Result<Value, DocumentError> {
     parse_until(text, &AtomicBool::new(false))
+}
+
+/// Why a document was not read. The messages name the limit that was reached and how a real
+/// description stays within it.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    /// The blocking thread that parsed it panicked or was cancelled.
+    #[error("the API description could not be read: {0}")]
+    Unread(tokio::task::JoinError),
+    #[error("the API description is {bytes} bytes; at most {MAX_SPEC_BYTES} are read")]
+    TooLarge { bytes: usize },
+    #[error(
+        "the API description nests more than {MAX_NESTING} levels deep (line {}, column {}); real descriptions nest \
+         less than half that deep: move deeply nested schemas to components and refer to them with $ref",
+        .0.line,
+        .0.column
+    )]
+    TooDeep(shape::TooDeep),
+    #[error(
+        "the API description holds more than {max_values} values, which is more than are read: one per \
+         {BYTES_PER_VALUE} bytes of its text plus {FREE_VALUES}, counting every copy a YAML alias (`*name`) makes. \
+         Real descriptions have 10 bytes or more per value; write repeated parts once and refer to them with $ref"
+    )]
+    TooManyValues { max_values: usize },
+    #[error("reading the API description took more than {} s of CPU time; it is not read", CPU_BUDGET.as_secs())]
+    TooSlow,
+    #[error("reading the API description was stopped: nobody waits for it any more")]
+    Cancelled,
+    #[error("the API description is not valid JSON: {0}")]
+    InvalidJson(serde_json::Error),
+    #[error("the API description is not valid JSON or YAML: {0}")]
+    InvalidYaml(yaml_serde::Error),
 }
 
 /// Sets the flag when dropped, so the parse behind an abandoned future stops.
@@ -68,21 +98,14 @@ impl Drop for CancelOnDrop {
     }
 }
 
-fn parse_until(text: &str, cancelled: &AtomicBool) -> Result<Value, String> {
+fn parse_until(text: &str, cancelled: &AtomicBool) -> Result<Value, DocumentError> {
     if text.len() > MAX_SPEC_BYTES {
-        return Err(format!("the API description is {} bytes; at most {MAX_SPEC_BYTES} are read", text.len()));
+        return Err(DocumentError::TooLarge { bytes: text.len() });
     }
     let max_values = text.len() / BYTES_PER_VALUE + FREE_VALUES;
-    let shape = shape::measure(text, MAX_NESTING).map_err(|too_deep| {
-        format!(
-            "the API description nests more than {MAX_NESTING} levels deep (line {}, column {}); real \
-             descriptions nest less than half that deep: move deeply nested schemas to components and refer to \
-             them with $ref",
-            too_deep.line, too_deep.column
-        )
-    })?;
+    let shape = shape::measure(text, MAX_NESTING).map_err(DocumentError::TooDeep)?;
     if shape.values > max_values {
-        return Err(Stop::TooManyValues.message(max_values));
+        return Err(Stop::TooManyValues.error(max_values));
     }
     let budget = Budget {
         values_left: Cell::new(max_values),
@@ -95,17 +118,12 @@ fn parse_until(text: &str, cancelled: &AtomicBool) -> Result<Value, String> {
     let trimmed = text.trim_start();
     let parsed = if trimmed.starts_with('{') {
         let mut json = serde_json::Deserializer::from_str(trimmed);
-        reader
-            .deserialize(&mut json)
-            .and_then(|value| json.end().map(|()| value))
-            .map_err(|e| format!("the API description is not valid JSON: {e}"))
+        reader.deserialize(&mut json).and_then(|value| json.end().map(|()| value)).map_err(DocumentError::InvalidJson)
     } else {
-        reader
-            .deserialize(yaml_serde::Deserializer::from_str(text))
-            .map_err(|e| format!("the API description is not valid JSON or YAML: {e}"))
+        reader.deserialize(yaml_serde::Deserializer::from_str(text)).map_err(DocumentError::InvalidYaml)
     };
     match budget.stopped.get() {
-        Some(stop) => Err(stop.message(max_values)),
+        Some(stop) => Err(stop.error(max_values)),
         None => parsed,
     }
 }
@@ -119,19 +137,11 @@ enum Stop {
 }
 
 impl Stop {
-    fn message(self, max_values: usize) -> String {
+    fn error(self, max_values: usize) -> DocumentError {
         match self {
-            Stop::TooManyValues => format!(
-                "the API description holds more than {max_values} values, which is more than are read: one per \
-                 {BYTES_PER_VALUE} bytes of its text plus {FREE_VALUES}, counting every copy a YAML alias \
-                 (`*name`) makes. Real descriptions have 10 bytes or more per value; write repeated parts once \
-                 and refer to them with $ref"
-            ),
-            Stop::TooSlow => format!(
-                "reading the API description took more than {} s of CPU time; it is not read",
-                CPU_BUDGET.as_secs()
-            ),
-            Stop::Cancelled => "reading the API description was stopped: nobody waits for it any more".into(),
+            Stop::TooManyValues => DocumentError::TooManyValues { max_values },
+            Stop::TooSlow => DocumentError::TooSlow,
+            Stop::Cancelled => DocumentError::Cancelled,
         }
     }
 }
@@ -284,19 +294,19 @@ mod tests {
         assert!(value["huge"].as_f64().unwrap() > 1e29);
         assert_eq!(value["tagged"], 5);
         assert_eq!(parse(r#"  {"a": [1, {"b": true}]}"#).unwrap(), json!({"a": [1, {"b": true}]}));
-        assert!(parse(r#"{"a": 1} x"#).unwrap_err().contains("not valid JSON"));
-        assert!(parse("a: [unclosed").unwrap_err().contains("not valid JSON or YAML"));
+        assert!(matches!(parse(r#"{"a": 1} x"#), Err(DocumentError::InvalidJson(_))));
+        assert!(matches!(parse("a: [unclosed"), Err(DocumentError::InvalidYaml(_))));
     }
 
     #[test]
     fn deep_nesting_is_refused_before_parsing_with_the_limit_and_place() {
         let deep = format!("openapi: 3.0.0\npaths: {}{}", "[".repeat(200_000), "]".repeat(200_000));
         let started = std::time::Instant::now();
-        let error = parse(&deep).unwrap_err();
+        let error = parse(&deep).unwrap_err().to_string();
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
         assert!(error.contains("more than 64 levels deep (line 2, column 71)"), "{error}");
         let json = format!("{}{}", "{\"a\": ".repeat(100), "}".repeat(100));
-        assert!(parse(&json).unwrap_err().contains("more than 64 levels"));
+        assert!(parse(&json).unwrap_err().to_string().contains("more than 64 levels"));
         let nested_64 = format!("{}1{}", "[".repeat(64), "]".repeat(64));
         assert!(parse(&nested_64).is_ok());
     }
@@ -307,7 +317,7 @@ mod tests {
         let copies = vec!["*a"; 3000].join(", ");
         let bomb = format!("openapi: 3.0.0\nx: &a [{items}]\ny: [{copies}]\n");
         let started = std::time::Instant::now();
-        let error = parse(&bomb).unwrap_err();
+        let error = parse(&bomb).unwrap_err().to_string();
         let limit = format!("more than {} values", bomb.len() / BYTES_PER_VALUE + FREE_VALUES);
         assert!(error.contains(&limit) && error.contains("YAML alias"), "{error}");
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
@@ -317,7 +327,7 @@ mod tests {
         // event for each.
         let dense = format!("[{}]", vec!["1"; 200_000].join(","));
         let limit = format!("more than {} values", dense.len() / BYTES_PER_VALUE + FREE_VALUES);
-        assert!(parse(&dense).unwrap_err().contains(&limit));
+        assert!(parse(&dense).unwrap_err().to_string().contains(&limit));
     }
 
     #[test]
@@ -350,7 +360,39 @@ mod tests {
     fn a_parse_nobody_waits_for_stops() {
         let long = format!("[{}]", vec!["1"; 100_000].join(","));
         let cancelled = AtomicBool::new(true);
-        assert!(parse_until(&long, &cancelled).unwrap_err().contains("stopped"));
+        assert!(matches!(parse_until(&long, &cancelled), Err(DocumentError::Cancelled)));
         assert!(parse_until("[1, 2]", &cancelled).is_ok(), "a short parse ends before its first check");
+    }
+
+    #[test]
+    fn each_refusal_reads_as_before() {
+        let too_deep = DocumentError::TooDeep(shape::TooDeep { line: 2, column: 71 });
+        assert_eq!(
+            too_deep.to_string(),
+            "the API description nests more than 64 levels deep (line 2, column 71); real descriptions nest less \
+             than half that deep: move deeply nested schemas to components and refer to them with $ref"
+        );
+        assert_eq!(
+            DocumentError::TooLarge { bytes: 40_000_000 }.to_string(),
+            "the API description is 40000000 bytes; at most 33554432 are read"
+        );
+        assert_eq!(
+            DocumentError::TooManyValues { max_values: 100_250 }.to_string(),
+            "the API description holds more than 100250 values, which is more than are read: one per 4 bytes of its \
+             text plus 100000, counting every copy a YAML alias (`*name`) makes. Real descriptions have 10 bytes or \
+             more per value; write repeated parts once and refer to them with $ref"
+        );
+        assert_eq!(
+            DocumentError::TooSlow.to_string(),
+            "reading the API description took more than 20 s of CPU time; it is not read"
+        );
+        assert_eq!(
+            DocumentError::Cancelled.to_string(),
+            "reading the API description was stopped: nobody waits for it any more"
+        );
+        let json = parse(r#"{"a": 1} x"#).unwrap_err().to_string();
+        assert_eq!(json, "the API description is not valid JSON: trailing characters at line 1 column 10");
+        let yaml = parse("a: [unclosed").unwrap_err().to_string();
+        assert!(yaml.starts_with("the API description is not valid JSON or YAML: "), "{yaml}");
     }
 }

@@ -19,12 +19,19 @@ pub const EXTERNAL_KEY: &str = "x-mcpbootd-external";
 const MAX_DOCUMENTS: usize = 64;
 
 /// Fetches the documents `root` (read from `base`) refers to and rewrites every reference to a
-/// local one. `fetch` returns a document's text. Documents of `base`'s origin may be fetched,
-/// and those `also_allowed` accepts. Returns warnings for documents that were not used.
-pub async fn inline<F, Fut>(root: &mut Value, base: &Url, also_allowed: impl Fn(&Url) -> bool, fetch: F) -> Vec<String>
+/// local one. `fetch` returns a document's text, or why it could not (quoted in a warning).
+/// Documents of `base`'s origin may be fetched, and those `also_allowed` accepts. Returns
+/// warnings for documents that were not used.
+pub async fn inline<F, Fut, E>(
+    root: &mut Value,
+    base: &Url,
+    also_allowed: impl Fn(&Url) -> bool,
+    fetch: F,
+) -> Vec<String>
 where
     F: Fn(Url) -> Fut,
-    Fut: Future<Output = Result<String, String>>,
+    Fut: Future<Output = Result<String, E>>,
+    E: std::fmt::Display,
 {
     let mut found = Found::default();
     rewrite(root, base, None, &mut found);
@@ -48,21 +55,21 @@ where
             ));
             Value::Object(Map::new())
         } else {
-            let document = match fetch(url.clone()).await {
-                Ok(text) => super::document::read(text).await,
-                Err(error) => Err(error),
+            let mut unusable = |error: &dyn std::fmt::Display| {
+                warnings.push(format!(
+                    "{url}: referenced by the description but not usable ({error}); its references are left open"
+                ));
+                Value::Object(Map::new())
             };
-            match document {
-                Ok(mut document) => {
-                    rewrite(&mut document, &url, Some(index), &mut found);
-                    document
-                }
-                Err(error) => {
-                    warnings.push(format!(
-                        "{url}: referenced by the description but not usable ({error}); its references are left open"
-                    ));
-                    Value::Object(Map::new())
-                }
+            match fetch(url.clone()).await {
+                Ok(text) => match super::document::read(text).await {
+                    Ok(mut document) => {
+                        rewrite(&mut document, &url, Some(index), &mut found);
+                        document
+                    }
+                    Err(error) => unusable(&error),
+                },
+                Err(error) => unusable(&error),
             }
         };
         documents.push(document);

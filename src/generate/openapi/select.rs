@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::spec::Operation;
 use crate::generate::extract;
-use crate::llm::{LlmClient, Message, Usage};
+use crate::llm::{LlmClient, LlmError, Message, Usage};
 
 pub const SELECTOR_PROMPT: &str = include_str!("../../../config/selector.md");
 /// Replies the LLM gets to correct its choice before the generation fails.
@@ -55,6 +55,16 @@ pub fn index(operations: &[&Operation]) -> String {
     text
 }
 
+/// Why the LLM did not choose operations.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    /// `problems` is the list last sent back to the model, one per line.
+    #[error("the LLM's choice of operations was still invalid after {attempts} attempts:\n{problems}")]
+    StillInvalid { attempts: u32, problems: String },
+}
+
 /// Asks the LLM to choose among `operations` for `prompt`; at most `max_tools`.
 pub async fn select(
     llm: &dyn LlmClient,
@@ -62,7 +72,7 @@ pub async fn select(
     title: Option<&str>,
     operations: &[&Operation],
     max_tools: usize,
-) -> Result<(Vec<Choice>, Usage), String> {
+) -> Result<(Vec<Choice>, Usage), SelectError> {
     let known: HashSet<String> = operations.iter().map(|op| key(op)).collect();
     let first = format!(
         "# Request\n\n{}\n\n# API\n\n{} ({} operations; choose at most {max_tools})\n\n# Operations\n\n{}\nReply with \
@@ -75,7 +85,7 @@ pub async fn select(
     let mut messages = vec![Message::user(first)];
     let mut usage = Usage::default();
     for attempt in 1..=MAX_ATTEMPTS {
-        let reply = llm.complete(SELECTOR_PROMPT, &messages).await.map_err(|e| e.to_string())?;
+        let reply = llm.complete(SELECTOR_PROMPT, &messages).await?;
         usage += reply.usage;
         let problems = match parse(&reply.text, &known, max_tools) {
             Ok(choices) => return Ok((choices, usage)),
@@ -83,9 +93,7 @@ pub async fn select(
         };
         tracing::info!(attempt, problems = %problems, "the LLM's choice of operations is invalid");
         if attempt == MAX_ATTEMPTS {
-            return Err(format!(
-                "the LLM's choice of operations was still invalid after {attempt} attempts:\n{problems}"
-            ));
+            return Err(SelectError::StillInvalid { attempts: attempt, problems });
         }
         messages.push(Message::assistant(reply.text));
         messages.push(Message::user(format!(
@@ -95,9 +103,10 @@ pub async fn select(
     unreachable!("the loop returns on its last attempt")
 }
 
-/// The choices in a reply, or the problems to send back.
+/// The choices in a reply, or the problems to send back (as [`select`] does, in a repair turn or
+/// in [`SelectError::StillInvalid`]).
 fn parse(reply: &str, known: &HashSet<String>, max_tools: usize) -> Result<Vec<Choice>, String> {
-    let value = extract::json_value(reply)?;
+    let value = extract::json_value(reply).map_err(|e| e.to_string())?;
     let list = match value {
         Value::Object(mut object) => match object.remove("operations") {
             Some(Value::Array(list)) => list,
@@ -172,5 +181,14 @@ mod tests {
             parse(r#"{"operations": [{"operation": "GET /pets"}, {"operation": "POST /pets"}]}"#, &known, 1).is_err()
         );
         assert!(parse(r#"{"tools": []}"#, &known, 1).unwrap_err().contains("{\"operations\""));
+    }
+
+    #[test]
+    fn a_choice_still_invalid_reads_as_before() {
+        let error = SelectError::StillInvalid { attempts: 3, problems: "- choose at least one operation".into() };
+        assert_eq!(
+            error.to_string(),
+            "the LLM's choice of operations was still invalid after 3 attempts:\n- choose at least one operation"
+        );
     }
 }

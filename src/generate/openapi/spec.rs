@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value};
 
+use super::document::DocumentError;
+
 /// How deep `$ref`s are followed inside one schema before the rest is left open (`{}`).
 const MAX_REF_DEPTH: usize = 12;
 /// How deep a resolved schema may nest (counting every keyword level).
@@ -122,6 +124,30 @@ pub fn looks_like_spec(text: &str) -> bool {
     })
 }
 
+/// Why a document is not a description this module reads.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error(transparent)]
+    Document(#[from] DocumentError),
+    #[error("unsupported API description version {version:?}: OpenAPI 3.0, 3.1 and Swagger 2.0 are read")]
+    UnsupportedVersion { version: String },
+    #[error("this is not an OpenAPI or Swagger description: it has neither an `openapi` nor a `swagger` field")]
+    NotADescription,
+    #[error("the API description has no `paths` object, so it describes no operations")]
+    NoPaths,
+}
+
+/// Why the description's server URL cannot be where requests go.
+#[derive(Debug, thiserror::Error)]
+pub enum BaseUrlError {
+    #[error("the API's server URL {url} is not http or https")]
+    NotHttp { url: url::Url },
+    #[error("the API's server URL {raw:?} is not usable: {cause}")]
+    Unusable { raw: String, cause: url::ParseError },
+    #[error("the API's server URL {raw:?} is relative and the description was given inline: give \"base_url\"")]
+    RelativeInline { raw: String },
+}
+
 impl std::fmt::Debug for Spec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Spec").field("flavour", &self.flavour).field("title", &self.title()).finish_non_exhaustive()
@@ -131,30 +157,21 @@ impl std::fmt::Debug for Spec {
 impl Spec {
     /// Parses a description from JSON or YAML text and recognises its version, on this thread
     /// (see [`super::document::read`] for the async threads).
-    pub fn parse(text: &str) -> Result<Spec, String> {
+    pub fn parse(text: &str) -> Result<Spec, SpecError> {
         Spec::from_value(super::document::parse(text)?)
     }
 
-    pub fn from_value(root: Value) -> Result<Spec, String> {
+    pub fn from_value(root: Value) -> Result<Spec, SpecError> {
         let version = |key: &str| root.get(key).map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()));
         let flavour = match (version("openapi"), version("swagger")) {
             (Some(v), _) if v.starts_with("3.1") || v.starts_with("3.2") => Flavour::OpenApi31,
             (Some(v), _) if v.starts_with("3.") => Flavour::OpenApi30,
             (None, Some(v)) if v.starts_with('2') => Flavour::Swagger2,
-            (Some(v), _) | (None, Some(v)) => {
-                return Err(format!(
-                    "unsupported API description version {v:?}: OpenAPI 3.0, 3.1 and Swagger 2.0 are read"
-                ));
-            }
-            (None, None) => {
-                return Err(
-                    "this is not an OpenAPI or Swagger description: it has neither an `openapi` nor a `swagger` field"
-                        .into(),
-                );
-            }
+            (Some(version), _) | (None, Some(version)) => return Err(SpecError::UnsupportedVersion { version }),
+            (None, None) => return Err(SpecError::NotADescription),
         };
         if !root.get("paths").is_some_and(Value::is_object) {
-            return Err("the API description has no `paths` object, so it describes no operations".into());
+            return Err(SpecError::NoPaths);
         }
         Ok(Spec { flavour, root })
     }
@@ -473,7 +490,7 @@ impl Spec {
 
     /// The base URL requests go to: `servers[0]` with its variables' defaults (OpenAPI 3), or
     /// `schemes`/`host`/`basePath` (Swagger 2.0), resolved against where the description came from.
-    pub fn base_url(&self, source: Option<&url::Url>) -> Result<url::Url, String> {
+    pub fn base_url(&self, source: Option<&url::Url>) -> Result<url::Url, BaseUrlError> {
         let raw = match self.flavour {
             Flavour::Swagger2 => {
                 let host = self.root.get("host").and_then(Value::as_str);
@@ -514,14 +531,10 @@ impl Spec {
         };
         match url::Url::parse(&raw) {
             Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(url),
-            Ok(url) => Err(format!("the API's server URL {url} is not http or https")),
+            Ok(url) => Err(BaseUrlError::NotHttp { url }),
             Err(_) => match source {
-                Some(source) => {
-                    source.join(&raw).map_err(|e| format!("the API's server URL {raw:?} is not usable: {e}"))
-                }
-                None => Err(format!(
-                    "the API's server URL {raw:?} is relative and the description was given inline: give \"base_url\""
-                )),
+                Some(source) => source.join(&raw).map_err(|cause| BaseUrlError::Unusable { raw, cause }),
+                None => Err(BaseUrlError::RelativeInline { raw }),
             },
         }
     }
@@ -673,9 +686,19 @@ mod tests {
         assert_eq!(Spec::parse("openapi: 3.0.3\npaths: {}\n").unwrap().flavour, Flavour::OpenApi30);
         assert_eq!(Spec::parse(r#"{"openapi": "3.1.0", "paths": {}}"#).unwrap().flavour, Flavour::OpenApi31);
         assert_eq!(Spec::parse("swagger: '2.0'\npaths: {}\n").unwrap().flavour, Flavour::Swagger2);
-        assert!(Spec::parse("openapi: 4.0.0\npaths: {}").unwrap_err().contains("unsupported"));
-        assert!(Spec::parse("title: hello").unwrap_err().contains("neither"));
-        assert!(Spec::parse("openapi: 3.0.0").unwrap_err().contains("no `paths`"));
+        assert_eq!(
+            Spec::parse("openapi: 4.0.0\npaths: {}").unwrap_err().to_string(),
+            "unsupported API description version \"4.0.0\": OpenAPI 3.0, 3.1 and Swagger 2.0 are read"
+        );
+        assert_eq!(
+            Spec::parse("title: hello").unwrap_err().to_string(),
+            "this is not an OpenAPI or Swagger description: it has neither an `openapi` nor a `swagger` field"
+        );
+        assert_eq!(
+            Spec::parse("openapi: 3.0.0").unwrap_err().to_string(),
+            "the API description has no `paths` object, so it describes no operations"
+        );
+        assert!(matches!(Spec::parse("a: [unclosed"), Err(SpecError::Document(DocumentError::InvalidYaml(_)))));
         assert!(looks_like_spec("{\n  \"openapi\": \"3.0.0\""));
         assert!(!looks_like_spec("<html>"));
         assert!(looks_like_spec("# comment\nopenapi: 3.1.0\ninfo: {}"));
@@ -785,6 +808,23 @@ mod tests {
             Spec::from_value(json!({"openapi": "3.0.0", "servers": [{"url": "/api/v3"}], "paths": {}})).unwrap();
         let source = url::Url::parse("https://petstore.example.com/openapi.json").unwrap();
         assert_eq!(relative.base_url(Some(&source)).unwrap().as_str(), "https://petstore.example.com/api/v3");
-        assert!(relative.base_url(None).unwrap_err().contains("base_url"));
+        assert_eq!(
+            relative.base_url(None).unwrap_err().to_string(),
+            "the API's server URL \"/api/v3\" is relative and the description was given inline: give \"base_url\""
+        );
+        let ftp = Spec::from_value(
+            json!({"openapi": "3.0.0", "servers": [{"url": "ftp://files.example.com/"}], "paths": {}}),
+        )
+        .unwrap();
+        assert_eq!(
+            ftp.base_url(None).unwrap_err().to_string(),
+            "the API's server URL ftp://files.example.com/ is not http or https"
+        );
+        let unusable =
+            Spec::from_value(json!({"openapi": "3.0.0", "servers": [{"url": "//[::1"}], "paths": {}})).unwrap();
+        assert_eq!(
+            unusable.base_url(Some(&source)).unwrap_err().to_string(),
+            "the API's server URL \"//[::1\" is not usable: invalid IPv6 address"
+        );
     }
 }

@@ -19,6 +19,14 @@ pub const EXECUTOR: &str = include_str!("executor.js");
 /// Longest tool description taken from a summary or description.
 pub const MAX_DESCRIPTION_CHARS: usize = 1000;
 
+/// Why a tool has no example arguments: a required argument the description gives no example,
+/// default or enum for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the description gives no example for {arg}")]
+pub struct NoExample {
+    pub arg: String,
+}
+
 /// The tool for one operation, and example arguments for its self-test.
 pub fn from_operation(
     op: &Operation,
@@ -26,7 +34,7 @@ pub fn from_operation(
     base: &url::Url,
     needs: &[String],
     warnings: &mut Vec<String>,
-) -> (ToolSpec, Result<Value, String>) {
+) -> (ToolSpec, Result<Value, NoExample>) {
     let mut properties = Map::new();
     let mut required = Vec::new();
     let mut params = Vec::new();
@@ -37,7 +45,7 @@ pub fn from_operation(
                 Some(value) if needed => {
                     args.insert(arg.to_string(), value.clone());
                 }
-                None if needed => example = Err(format!("the description gives no example for {arg}")),
+                None if needed => example = Err(NoExample { arg: arg.to_string() }),
                 _ => {}
             }
         }

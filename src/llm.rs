@@ -547,7 +547,10 @@ mod tests {
     fn provider_names() {
         assert_eq!("anthropic".parse::<Provider>(), Ok(Provider::Anthropic));
         assert_eq!(" OpenAI ".parse::<Provider>(), Ok(Provider::OpenAi));
-        assert!("gemini".parse::<Provider>().unwrap_err().contains("\"openai\""));
+        assert_eq!(
+            " Gemini".parse::<Provider>().unwrap_err().to_string(),
+            r#"[llm] provider = "gemini" is not supported: use "anthropic" or "openai" (OpenAI-compatible servers such as Ollama or vLLM use "openai" with a base_url)"#
+        );
     }
 
     #[test]

@@ -6,13 +6,22 @@ use subtle::ConstantTimeEq;
 const MIN_LEN: usize = 16;
 const MAX_LEN: usize = 512;
 
+/// Why [`parse`] refused a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidAccessToken {
+    #[error("access_token must be {MIN_LEN} to {MAX_LEN} characters long")]
+    Length,
+    #[error("access_token may only contain printable ASCII characters without spaces")]
+    Characters,
+}
+
 /// Parses an operator-chosen token, refusing ones too short to be secret or awkward in headers.
-pub fn parse(raw: &str) -> Result<String, String> {
+pub fn parse(raw: &str) -> Result<String, InvalidAccessToken> {
     if raw.len() < MIN_LEN || raw.len() > MAX_LEN {
-        return Err(format!("access_token must be {MIN_LEN} to {MAX_LEN} characters long"));
+        return Err(InvalidAccessToken::Length);
     }
     if !raw.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("access_token may only contain printable ASCII characters without spaces".into());
+        return Err(InvalidAccessToken::Characters);
     }
     Ok(raw.to_string())
 }
@@ -50,9 +59,15 @@ mod tests {
 
     #[test]
     fn tokens() {
-        assert!(parse("short").is_err());
-        assert!(parse("has a space in it ok").is_err());
-        assert!(parse(&"x".repeat(600)).is_err());
+        assert_eq!(parse("short"), Err(InvalidAccessToken::Length));
+        assert_eq!(parse("has a space in it ok"), Err(InvalidAccessToken::Characters));
+        assert_eq!(parse(&"x".repeat(600)), Err(InvalidAccessToken::Length));
+        // Admin API clients read these messages, so they are pinned word for word.
+        assert_eq!(InvalidAccessToken::Length.to_string(), "access_token must be 16 to 512 characters long");
+        assert_eq!(
+            InvalidAccessToken::Characters.to_string(),
+            "access_token may only contain printable ASCII characters without spaces"
+        );
         let token = parse("0123456789abcdef-token").unwrap();
         let stored = digest(&token);
         assert!(verify(Some("Bearer 0123456789abcdef-token"), &stored));

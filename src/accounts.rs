@@ -18,8 +18,8 @@ pub mod token_endpoint;
 
 use std::time::Duration;
 
-use self::service::digest;
 pub use self::service::{Accounts, token_name};
+use self::service::{UnreadableToken, digest};
 use crate::catalog::{CatalogError, ConnectionRecord, now_millis};
 use crate::credentials::vault::random_token;
 use crate::credentials::{Binding, Credential, PerUser};
@@ -106,7 +106,7 @@ impl Accounts {
                 Some(record) => self.fresh(server, credential, record, subject).await?,
                 None => return Err(self.connect_link(server, &credential.name, subject).await),
             };
-            let value = self.open_access(&record).map_err(NotConnected::Unavailable)?;
+            let value = self.open_access(&record).map_err(|e| NotConnected::Unavailable(e.to_string()))?;
             self.touch(&record.id);
             let version = (record.id.clone(), record.version);
             values.push((
@@ -166,7 +166,8 @@ impl Accounts {
                 };
                 continue;
             }
-            let refresh = self.open(&record, "refresh", &sealed_refresh).map_err(NotConnected::Unavailable)?;
+            let refresh =
+                self.open(&record, "refresh", &sealed_refresh).map_err(|e| NotConnected::Unavailable(e.to_string()))?;
             let secret = credential.client_secret.as_deref().unwrap_or_default();
             let granted = token_endpoint::request(
                 &self.http,
@@ -280,7 +281,7 @@ impl Accounts {
         });
     }
 
-    fn open_access(&self, record: &ConnectionRecord) -> Result<String, String> {
+    fn open_access(&self, record: &ConnectionRecord) -> Result<String, UnreadableToken> {
         self.open(record, "access", &record.sealed_access)
     }
 }

@@ -134,7 +134,8 @@ pub async fn build(config: Config) -> anyhow::Result<Daemon> {
             .context("cannot build the HTTP client for connected accounts")?;
     let registry = Registry::new(&config, caller.clone(), catalog.clone(), vault.clone(), accounts.clone());
     let mut llm = crate::llm::LlmSettings::from_config(&config.llm)
-        .and_then(|settings| settings.map(crate::llm::build_client).transpose())
+        .map(crate::llm::build_client)
+        .transpose()
         .map_err(|e| anyhow::anyhow!("[llm]: {e}"))?;
     if let Some(problem) = config.llm.missing_key() {
         // Refused at registration with the same words, rather than failing at planning.

@@ -435,18 +435,26 @@ fn snippet(bytes: &[u8]) -> String {
 }
 
 /// Parses `--url` / `MCPBOOTD_URL`: an http(s) base URL; `host:port` alone means http.
-pub fn parse_base_url(raw: &str) -> Result<Url, String> {
+pub fn parse_base_url(raw: &str) -> Result<Url, InvalidBaseUrl> {
     let raw = raw.trim();
     // `host` or `host:port` alone means http; `mailto:x` and friends stay what they are (refused).
     let bare_host = !raw.contains("://")
         && raw.split_once(':').is_none_or(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()));
     let with_scheme = if bare_host { format!("http://{raw}") } else { raw.to_string() };
-    let url =
-        Url::parse(&with_scheme).map_err(|e| format!("{raw:?} is not a URL ({e}); expected e.g. {DEFAULT_URL}"))?;
+    let url = Url::parse(&with_scheme).map_err(|cause| InvalidBaseUrl::NotUrl { raw: raw.to_string(), cause })?;
     if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() || url.host().is_none() {
-        return Err(format!("{raw:?} is not an http:// or https:// URL; expected e.g. {DEFAULT_URL}"));
+        return Err(InvalidBaseUrl::NotHttp { raw: raw.to_string() });
     }
     Ok(url)
+}
+
+/// Why [`parse_base_url`] refused a daemon URL; `raw` is the URL as given, trimmed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidBaseUrl {
+    #[error("{raw:?} is not a URL ({cause}); expected e.g. {DEFAULT_URL}")]
+    NotUrl { raw: String, cause: url::ParseError },
+    #[error("{raw:?} is not an http:// or https:// URL; expected e.g. {DEFAULT_URL}")]
+    NotHttp { raw: String },
 }
 
 /// The daemon's message as a command-line user can act on it: its hints name HTTP routes and
@@ -551,6 +559,15 @@ mod tests {
         assert!(parse_base_url("ftp://example.com").is_err());
         assert!(parse_base_url("http://").is_err());
         assert!(parse_base_url("mailto:me@example.com").is_err());
+        // People read these on the command line, so they are pinned word for word.
+        assert_eq!(
+            parse_base_url(" http:// ").unwrap_err().to_string(),
+            r#""http://" is not a URL (empty host); expected e.g. http://127.0.0.1:8080"#
+        );
+        assert_eq!(
+            parse_base_url("ftp://example.com").unwrap_err().to_string(),
+            r#""ftp://example.com" is not an http:// or https:// URL; expected e.g. http://127.0.0.1:8080"#
+        );
     }
 
     #[test]

@@ -35,20 +35,20 @@ use std::sync::{Arc, Mutex};
 use futures_util::future::BoxFuture;
 
 pub use self::chat::{LlmClient, LlmError, Message, Reply, Role, Usage};
-pub use self::http::{MAX_REPLY_BYTES, MAX_RETRY_WAIT};
+pub use self::http::{MAX_REPLY_BYTES, MAX_RETRY_WAIT, SetupError};
 pub use self::settings::{DEFAULT_RETRY_BASE, LlmSettings};
 pub use crate::config::Provider;
 
 /// Builds the client for `settings`; fails on a malformed base URL or API key.
-pub fn build_client(settings: LlmSettings) -> Result<Arc<dyn LlmClient>, String> {
+pub fn build_client(settings: LlmSettings) -> Result<Arc<dyn LlmClient>, SetupError> {
     if settings.model.trim().is_empty() {
-        return Err(format!("the {} LLM needs a model name", settings.provider));
+        return Err(SetupError::NoModel { provider: settings.provider });
     }
     if settings.max_tokens == 0 {
-        return Err("the LLM's max_tokens must be at least 1".into());
+        return Err(SetupError::NoMaxTokens);
     }
     if settings.timeout.is_zero() {
-        return Err("the LLM's timeout must be longer than zero".into());
+        return Err(SetupError::NoTimeout);
     }
     Ok(match settings.provider {
         Provider::Anthropic => Arc::new(anthropic::Anthropic::new(settings)?),
@@ -547,7 +547,10 @@ mod tests {
     fn provider_names() {
         assert_eq!("anthropic".parse::<Provider>(), Ok(Provider::Anthropic));
         assert_eq!(" OpenAI ".parse::<Provider>(), Ok(Provider::OpenAi));
-        assert!("gemini".parse::<Provider>().unwrap_err().contains("\"openai\""));
+        assert_eq!(
+            " Gemini".parse::<Provider>().unwrap_err().to_string(),
+            r#"[llm] provider = "gemini" is not supported: use "anthropic" or "openai" (OpenAI-compatible servers such as Ollama or vLLM use "openai" with a base_url)"#
+        );
     }
 
     #[test]
@@ -566,13 +569,40 @@ mod tests {
             };
             assert_eq!(endpoint_url(provider, base, path).unwrap().as_str(), expected, "{base:?}");
         }
-        assert!(endpoint_url(Provider::OpenAi, Some("localhost:11434"), openai::PATH).is_err());
-        assert!(endpoint_url(Provider::OpenAi, Some("ftp://x.example/"), openai::PATH).is_err());
-        assert!(endpoint_url(Provider::OpenAi, Some("https://x.example/v1?key=1"), openai::PATH).is_err());
+        // Operators read these at start-up, so they are pinned word for word.
+        let refusal = |base: &str| endpoint_url(Provider::OpenAi, Some(base), openai::PATH).unwrap_err().to_string();
+        assert_eq!(
+            refusal("localhost:11434"),
+            r#"the openai base_url "localhost:11434" must be an http:// or https:// URL"#
+        );
+        assert_eq!(
+            refusal("ftp://x.example/"),
+            r#"the openai base_url "ftp://x.example/" must be an http:// or https:// URL"#
+        );
+        assert_eq!(
+            refusal("https://x.example/v1?key=1"),
+            r#"the openai base_url "https://x.example/v1?key=1" must not have a query or fragment"#
+        );
+        assert_eq!(
+            refusal("http://[::1"),
+            r#"the openai base_url "http://[::1" is not a valid URL: invalid IPv6 address"#
+        );
         let mut bad = settings(Provider::OpenAi, "not a url".into());
-        assert!(build_client(bad.clone()).err().unwrap().contains("base_url"));
+        assert!(matches!(build_client(bad.clone()).err().unwrap(), SetupError::BaseUrlInvalid { .. }));
         bad.base_url = None;
         bad.api_key = "line\nbreak".into();
-        assert!(build_client(bad).err().unwrap().contains("API key"));
+        assert_eq!(
+            build_client(bad.clone()).err().unwrap().to_string(),
+            "the OpenAI API key contains characters that cannot be sent in an HTTP header"
+        );
+        bad.api_key = String::new();
+        bad.model = " ".into();
+        assert_eq!(build_client(bad.clone()).err().unwrap().to_string(), "the openai LLM needs a model name");
+        bad.model = "m".into();
+        bad.max_tokens = 0;
+        assert_eq!(build_client(bad.clone()).err().unwrap().to_string(), "the LLM's max_tokens must be at least 1");
+        bad.max_tokens = 1;
+        bad.timeout = Duration::ZERO;
+        assert_eq!(build_client(bad).err().unwrap().to_string(), "the LLM's timeout must be longer than zero");
     }
 }

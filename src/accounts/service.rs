@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::catalog::{Catalog, ConnectionRecord};
 use crate::config::Config;
-use crate::credentials::vault::{Vault, random_token};
+use crate::credentials::vault::{OpenError, Vault, random_token};
 use crate::oauth::Validator;
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
@@ -79,14 +79,19 @@ impl Accounts {
         &self.issuer
     }
 
-    pub(super) fn open(&self, record: &ConnectionRecord, which: &str, sealed: &[u8]) -> Result<String, String> {
+    pub(super) fn open(
+        &self,
+        record: &ConnectionRecord,
+        which: &str,
+        sealed: &[u8],
+    ) -> Result<String, UnreadableToken> {
         self.vault
             .open_value(
                 &record.server_id,
                 &token_name(&record.credential, record.issuer.as_str(), &record.subject, which),
                 sealed,
             )
-            .map_err(|e| format!("a connected account's token cannot be opened: {e}"))
+            .map_err(UnreadableToken)
     }
 
     pub(super) fn seal(&self, record: &ConnectionRecord, which: &str, value: &str) -> Vec<u8> {
@@ -97,6 +102,11 @@ impl Accounts {
         )
     }
 }
+
+/// A connected account's sealed token that the vault would not open.
+#[derive(Debug, thiserror::Error)]
+#[error("a connected account's token cannot be opened: {0}")]
+pub struct UnreadableToken(pub OpenError);
 
 /// The name a connection's token is sealed under (the vault binds it with the server id as
 /// associated data), so a sealed token cannot be moved to another user's row.

@@ -105,15 +105,36 @@ pub async fn revoke(
     client_secret: &str,
     token: &str,
     hint: &str,
-) -> Result<(), String> {
+) -> Result<(), RevokeError> {
     let response = http
         .post(url)
         .basic_auth(form_encode(client_id), Some(form_encode(client_secret)))
         .form(&[("token", token), ("token_type_hint", hint)])
         .send()
         .await
-        .map_err(|e| format!("{url}: {}", without_url(&e)))?;
-    if response.status().is_success() { Ok(()) } else { Err(format!("{url} answered HTTP {}", response.status())) }
+        .map_err(|cause| RevokeError::Unreachable { url: url.to_string(), cause })?;
+    match response.status() {
+        status if status.is_success() => Ok(()),
+        status => Err(RevokeError::Status { url: url.to_string(), status }),
+    }
+}
+
+/// Why a revocation request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RevokeError {
+    #[error("{url}: {}", without_url(.cause))]
+    Unreachable { url: String, cause: reqwest::Error },
+    #[error("{url} answered HTTP {status}")]
+    Status { url: String, status: reqwest::StatusCode },
+}
+
+/// Why a token answer could not be read; the message follows the endpoint's URL.
+#[derive(Debug, thiserror::Error)]
+enum UnreadableAnswer {
+    #[error("{}", without_url(.0))]
+    Transport(reqwest::Error),
+    #[error("the answer is larger than {MAX_ANSWER_BYTES} bytes")]
+    TooLarge,
 }
 
 /// RFC 6749 §2.3.1: the client id and secret are form-encoded before HTTP basic encodes them.
@@ -129,11 +150,11 @@ fn without_url(error: &reqwest::Error) -> String {
     }
 }
 
-async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, UnreadableAnswer> {
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| without_url(&e))? {
+    while let Some(chunk) = response.chunk().await.map_err(UnreadableAnswer::Transport)? {
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-            return Err(format!("the answer is larger than {MAX_ANSWER_BYTES} bytes"));
+            return Err(UnreadableAnswer::TooLarge);
         }
         body.extend_from_slice(&chunk);
     }

@@ -297,7 +297,8 @@ pub async fn put_access_token(
     body: Result<Json<AccessTokenRequest>, JsonRejection>,
 ) -> Result<Json<AccessTokenSet>, ApiError> {
     let Json(body) = body?;
-    let token = access_token::parse(&body.access_token).map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
+    let token = access_token::parse(&body.access_token)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidAccessToken, e.to_string()))?;
     let auth_setting_removed = set_access_token(&state, &id, Some(&access_token::digest(&token))).await?;
     Ok(Json(AccessTokenSet { id, access_token_set: true, auth_setting_removed }))
 }

@@ -463,7 +463,7 @@ impl Checked {
         let access_token_sha256 = access_token
             .map(|raw| access_token::parse(&raw).map(|t| access_token::digest(&t)))
             .transpose()
-            .map_err(|m| ApiError::new(ErrorCode::InvalidAccessToken, m))?;
+            .map_err(|e| ApiError::new(ErrorCode::InvalidAccessToken, e.to_string()))?;
         if access_token_sha256.is_some() && auth.is_some() {
             return Err(ApiError::new(
                 ErrorCode::InvalidAuth,

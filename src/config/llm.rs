@@ -102,15 +102,22 @@ impl Provider {
     }
 }
 
+/// A `[llm] provider` the daemon has no client for; `name` is as given, trimmed and lowercased.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "[llm] provider = {name:?} is not supported: use \"anthropic\" or \"openai\" (OpenAI-compatible servers such as Ollama or vLLM use \"openai\" with a base_url)"
+)]
+pub struct UnknownProvider {
+    pub name: String,
+}
+
 impl std::str::FromStr for Provider {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Provider, String> {
+    type Err = UnknownProvider;
+    fn from_str(s: &str) -> Result<Provider, UnknownProvider> {
         match s.trim().to_ascii_lowercase().as_str() {
             "anthropic" => Ok(Provider::Anthropic),
             "openai" => Ok(Provider::OpenAi),
-            other => Err(format!(
-                "[llm] provider = {other:?} is not supported: use \"anthropic\" or \"openai\" (OpenAI-compatible servers such as Ollama or vLLM use \"openai\" with a base_url)"
-            )),
+            other => Err(UnknownProvider { name: other.to_string() }),
         }
     }
 }

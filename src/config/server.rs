@@ -46,25 +46,34 @@ impl Default for ServerConfig {
 /// A listen address: `IP:PORT` (`[::1]:8080` for IPv6), or `localhost:PORT` for 127.0.0.1. Other
 /// host names are refused rather than resolved: a daemon should not listen wherever DNS says at
 /// start-up, and the message shows the form to use.
-pub fn parse_listen(raw: &str) -> Result<SocketAddr, String> {
+pub fn parse_listen(raw: &str) -> Result<SocketAddr, InvalidListen> {
     let raw = raw.trim();
     if let Ok(address) = raw.parse::<SocketAddr>() {
         return Ok(address);
     }
     let (host, port) = raw.rsplit_once(':').unwrap_or((raw, ""));
     let Ok(port) = port.parse::<u16>() else {
-        return Err(format!(
-            "{raw:?} is not a listen address: give an IP address and a port, such as 127.0.0.1:8080 \
-             (0.0.0.0:8080 for every interface, [::1]:8080 for IPv6)"
-        ));
+        return Err(InvalidListen::NoPort { raw: raw.to_string() });
     };
     if host.eq_ignore_ascii_case("localhost") {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    Err(format!(
+    Err(InvalidListen::HostName { raw: raw.to_string(), port })
+}
+
+/// Why [`parse_listen`] refused an address; `raw` is the address as given, trimmed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidListen {
+    #[error(
+        "{raw:?} is not a listen address: give an IP address and a port, such as 127.0.0.1:8080 \
+         (0.0.0.0:8080 for every interface, [::1]:8080 for IPv6)"
+    )]
+    NoPort { raw: String },
+    #[error(
         "{raw:?} is not a listen address: the host must be an IP address (or localhost), such as 127.0.0.1:{port} \
          or 0.0.0.0:{port} for every interface; host names are not resolved"
-    ))
+    )]
+    HostName { raw: String, port: u16 },
 }
 
 fn deserialize_listen<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {

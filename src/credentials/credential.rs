@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::per_user::PerUser;
-use crate::whitelist::{CanonicalHost, Whitelist, canonical_whitelist_domain, domain_covers};
+use crate::whitelist::{CanonicalHost, DomainRefusal, Whitelist, canonical_whitelist_domain, domain_covers};
 
 /// Longest credential value accepted.
 pub const MAX_VALUE_BYTES: usize = 8 * 1024;
@@ -45,10 +45,15 @@ struct InjectionShape {
 
 const INJECTION_FORMS: &str = "{\"header\": \"Authorization\", \"format\": \"Bearer {value}\"}, {\"query\": \"api_key\"} or {\"basic\": {\"username\": \"...\"}}";
 
-impl TryFrom<InjectionShape> for Injection {
-    type Error = String;
+/// An `inject` object that is not one of the three accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("inject must be exactly one of {INJECTION_FORMS} (format only with header)")]
+pub struct InvalidInjection;
 
-    fn try_from(shape: InjectionShape) -> Result<Injection, String> {
+impl TryFrom<InjectionShape> for Injection {
+    type Error = InvalidInjection;
+
+    fn try_from(shape: InjectionShape) -> Result<Injection, InvalidInjection> {
         match shape {
             InjectionShape { header: Some(header), format, query: None, basic: None } => {
                 Ok(Injection::Header { header, format: format.unwrap_or_else(plain_format) })
@@ -59,7 +64,7 @@ impl TryFrom<InjectionShape> for Injection {
             InjectionShape { header: None, format: None, query: None, basic: Some(basic) } => {
                 Ok(Injection::Basic { basic })
             }
-            _ => Err(format!("inject must be exactly one of {INJECTION_FORMS} (format only with header)")),
+            _ => Err(InvalidInjection),
         }
     }
 }
@@ -98,27 +103,63 @@ impl std::fmt::Debug for Credential {
     }
 }
 
+/// A credential name that [`check_name`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "credential name {name:?} must be 1-64 characters of a-z, A-Z, 0-9, '-' and '_', starting with a letter or digit"
+)]
+pub struct InvalidName {
+    pub name: String,
+}
+
+/// Why [`check_value`] refused a credential value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidValue {
+    #[error("value must be {MIN_VALUE_CHARS} characters to {MAX_VALUE_BYTES} bytes long")]
+    Length,
+    #[error("value must not contain control characters (a trailing newline from a file, say)")]
+    ControlCharacter,
+}
+
+/// Why [`Binding::check`] refused a credential's domains or injection rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidBinding {
+    #[error("domains must name at least one domain the credential is sent to")]
+    NoDomains,
+    #[error("{}", .0.message("domain"))]
+    Domain(DomainRefusal),
+    #[error(
+        "domain {domain:?} is not on the server's whitelist ({}): a credential can only be sent where the handlers may fetch",
+        .whitelist.join(", ")
+    )]
+    NotWhitelisted { domain: String, whitelist: Vec<String> },
+    #[error("inject.header {header:?} is not a valid header name")]
+    HeaderName { header: String },
+    #[error("inject.format {format:?} must contain {{value}} exactly once")]
+    FormatPlaceholder { format: String },
+    #[error("inject.format must not contain control characters")]
+    FormatControlCharacter,
+    #[error("inject.query {query:?} must be a parameter name without '&', '=' or control characters")]
+    QueryName { query: String },
+    #[error("inject.basic.username must not contain ':' or control characters")]
+    BasicUsername,
+}
+
 /// Checks a credential's name.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), InvalidName> {
     let ok = (1..=64).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         && name.as_bytes()[0].is_ascii_alphanumeric();
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "credential name {name:?} must be 1-64 characters of a-z, A-Z, 0-9, '-' and '_', starting with a letter or digit"
-        ))
-    }
+    if ok { Ok(()) } else { Err(InvalidName { name: name.to_string() }) }
 }
 
 /// Checks a credential's value.
-pub fn check_value(value: &str) -> Result<(), String> {
+pub fn check_value(value: &str) -> Result<(), InvalidValue> {
     if value.chars().count() < MIN_VALUE_CHARS || value.len() > MAX_VALUE_BYTES {
-        return Err(format!("value must be {MIN_VALUE_CHARS} characters to {MAX_VALUE_BYTES} bytes long"));
+        return Err(InvalidValue::Length);
     }
     if value.chars().any(char::is_control) {
-        return Err("value must not contain control characters (a trailing newline from a file, say)".into());
+        return Err(InvalidValue::ControlCharacter);
     }
     Ok(())
 }
@@ -126,22 +167,19 @@ pub fn check_value(value: &str) -> Result<(), String> {
 impl Binding {
     /// Checks the injection rule and that every domain is one the server may reach. Domains are
     /// returned canonical.
-    pub fn check(domains: &[String], inject: Injection, whitelist: &Whitelist) -> Result<Binding, String> {
+    pub fn check(domains: &[String], inject: Injection, whitelist: &Whitelist) -> Result<Binding, InvalidBinding> {
         if domains.is_empty() {
-            return Err("domains must name at least one domain the credential is sent to".into());
+            return Err(InvalidBinding::NoDomains);
         }
         let mut canonical = Vec::with_capacity(domains.len());
         for domain in domains {
-            let host = canonical_whitelist_domain(domain).map_err(|e| e.message("domain"))?;
+            let host = canonical_whitelist_domain(domain).map_err(InvalidBinding::Domain)?;
             let parsed = match host.parse::<std::net::IpAddr>() {
                 Ok(ip) => CanonicalHost::Ip(ip),
                 Err(_) => CanonicalHost::Domain(host.clone()),
             };
             if !whitelist.allows(&parsed) {
-                return Err(format!(
-                    "domain {domain:?} is not on the server's whitelist ({}): a credential can only be sent where the handlers may fetch",
-                    whitelist.domains().join(", ")
-                ));
+                return Err(InvalidBinding::NotWhitelisted { domain: domain.clone(), whitelist: whitelist.domains() });
             }
             if !canonical.contains(&host) {
                 canonical.push(host);
@@ -150,12 +188,12 @@ impl Binding {
         match &inject {
             Injection::Header { header, format } => {
                 reqwest::header::HeaderName::from_bytes(header.as_bytes())
-                    .map_err(|_| format!("inject.header {header:?} is not a valid header name"))?;
+                    .map_err(|_| InvalidBinding::HeaderName { header: header.clone() })?;
                 if format.matches("{value}").count() != 1 {
-                    return Err(format!("inject.format {format:?} must contain {{value}} exactly once"));
+                    return Err(InvalidBinding::FormatPlaceholder { format: format.clone() });
                 }
                 if format.chars().any(char::is_control) {
-                    return Err("inject.format must not contain control characters".into());
+                    return Err(InvalidBinding::FormatControlCharacter);
                 }
             }
             Injection::Query { query } => {
@@ -163,14 +201,12 @@ impl Binding {
                     || query.len() > 128
                     || query.chars().any(|c| c.is_control() || c == '&' || c == '=')
                 {
-                    return Err(format!(
-                        "inject.query {query:?} must be a parameter name without '&', '=' or control characters"
-                    ));
+                    return Err(InvalidBinding::QueryName { query: query.clone() });
                 }
             }
             Injection::Basic { basic } => {
                 if basic.username.contains(':') || basic.username.chars().any(char::is_control) {
-                    return Err("inject.basic.username must not contain ':' or control characters".into());
+                    return Err(InvalidBinding::BasicUsername);
                 }
             }
         }
@@ -261,16 +297,63 @@ mod tests {
         let header = |header: &str, format: &str| Injection::Header { header: header.into(), format: format.into() };
         let binding = Binding::check(&domains, header("Authorization", "Bearer {value}"), &whitelist).unwrap();
         assert_eq!(binding.domains, ["api.example.test"]);
-        for (inject, said) in [
-            (header("Authorization", "Bearer"), "{value} exactly once"),
-            (header("bad header", "{value}"), "not a valid header name"),
-            (Injection::Query { query: "a=b".into() }, "inject.query"),
+        for (inject, refused) in [
+            (header("Authorization", "Bearer"), InvalidBinding::FormatPlaceholder { format: "Bearer".into() }),
+            (header("bad header", "{value}"), InvalidBinding::HeaderName { header: "bad header".into() }),
+            (Injection::Query { query: "a=b".into() }, InvalidBinding::QueryName { query: "a=b".into() }),
         ] {
-            let error = Binding::check(&domains, inject, &whitelist).unwrap_err();
-            assert!(error.contains(said), "{error}");
+            assert_eq!(Binding::check(&domains, inject, &whitelist).unwrap_err(), refused);
         }
         let error = Binding::check(&["other.test".into()], header("x-key", "{value}"), &whitelist).unwrap_err();
-        assert!(error.contains("not on the server's whitelist"), "{error}");
+        assert!(matches!(error, InvalidBinding::NotWhitelisted { .. }), "{error}");
+    }
+
+    /// Admin API clients read these messages, so they are pinned word for word.
+    #[test]
+    fn refusals_read_as_before() {
+        assert_eq!(
+            check_name("a b").unwrap_err().to_string(),
+            r#"credential name "a b" must be 1-64 characters of a-z, A-Z, 0-9, '-' and '_', starting with a letter or digit"#
+        );
+        assert_eq!(check_value("short").unwrap_err().to_string(), "value must be 8 characters to 8192 bytes long");
+        assert_eq!(
+            check_value("long-enough\n").unwrap_err().to_string(),
+            "value must not contain control characters (a trailing newline from a file, say)"
+        );
+        assert_eq!(
+            InvalidInjection.to_string(),
+            r#"inject must be exactly one of {"header": "Authorization", "format": "Bearer {value}"}, {"query": "api_key"} or {"basic": {"username": "..."}} (format only with header)"#
+        );
+        let whitelist =
+            Whitelist::from_operator_domains(&["api.example.test".to_string(), "b.example.test".to_string()]).unwrap();
+        let refusal = |domains: &[&str], inject: Injection| {
+            let domains: Vec<String> = domains.iter().map(|d| d.to_string()).collect();
+            Binding::check(&domains, inject, &whitelist).unwrap_err().to_string()
+        };
+        let header = |header: &str, format: &str| Injection::Header { header: header.into(), format: format.into() };
+        let ok = ["api.example.test"];
+        let cases = [
+            (refusal(&[], header("x", "{value}")), "domains must name at least one domain the credential is sent to"),
+            (refusal(&["a.test:80"], header("x", "{value}")), r#"domain "a.test:80" must not carry a port"#),
+            (
+                refusal(&["other.test"], header("x", "{value}")),
+                r#"domain "other.test" is not on the server's whitelist (api.example.test, b.example.test): a credential can only be sent where the handlers may fetch"#,
+            ),
+            (refusal(&ok, header("bad header", "{value}")), r#"inject.header "bad header" is not a valid header name"#),
+            (refusal(&ok, header("x", "Bearer")), r#"inject.format "Bearer" must contain {value} exactly once"#),
+            (refusal(&ok, header("x", "{value}\n")), "inject.format must not contain control characters"),
+            (
+                refusal(&ok, Injection::Query { query: "a=b".into() }),
+                r#"inject.query "a=b" must be a parameter name without '&', '=' or control characters"#,
+            ),
+            (
+                refusal(&ok, Injection::Basic { basic: BasicUser { username: "a:b".into() } }),
+                "inject.basic.username must not contain ':' or control characters",
+            ),
+        ];
+        for (said, expected) in cases {
+            assert_eq!(said, expected);
+        }
     }
 
     #[test]

@@ -156,9 +156,18 @@ pub fn default_key_file(catalog: &Path) -> PathBuf {
     catalog.with_file_name(name)
 }
 
-fn parse_key(text: &str) -> Result<[u8; KEY_BYTES], String> {
-    let bytes = hex::decode(text).map_err(|_| format!("must be {} hex characters", KEY_BYTES * 2))?;
-    bytes.try_into().map_err(|_| format!("must be {} hex characters (a 256-bit key)", KEY_BYTES * 2))
+/// Why a configured key is not a key; the message follows where the key came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum InvalidKey {
+    #[error("must be {} hex characters", KEY_BYTES * 2)]
+    NotHex,
+    #[error("must be {} hex characters (a 256-bit key)", KEY_BYTES * 2)]
+    WrongLength,
+}
+
+fn parse_key(text: &str) -> Result<[u8; KEY_BYTES], InvalidKey> {
+    let bytes = hex::decode(text).map_err(|_| InvalidKey::NotHex)?;
+    bytes.try_into().map_err(|_| InvalidKey::WrongLength)
 }
 
 /// Writes `key` to a new file with mode 0600; fails if the file exists.
@@ -220,6 +229,7 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         }
-        assert!(parse_key("abc").is_err());
+        assert_eq!(parse_key("abc").unwrap_err().to_string(), "must be 64 hex characters");
+        assert_eq!(parse_key("abcd").unwrap_err().to_string(), "must be 64 hex characters (a 256-bit key)");
     }
 }

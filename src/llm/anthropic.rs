@@ -9,8 +9,8 @@ use futures_util::future::BoxFuture;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::chat::{LlmClient, LlmError, Message, Reply, Usage};
-use super::http::{Http, endpoint_url, secret_header};
+use super::chat::{LlmClient, LlmError, Message, Reply, UnusableReply, Usage};
+use super::http::{Http, SetupError, endpoint_url, secret_header};
 use super::settings::LlmSettings;
 use crate::config::Provider;
 
@@ -25,7 +25,7 @@ pub(super) struct Anthropic {
 }
 
 impl Anthropic {
-    pub(super) fn new(settings: LlmSettings) -> Result<Anthropic, String> {
+    pub(super) fn new(settings: LlmSettings) -> Result<Anthropic, SetupError> {
         // Operators often copy a base URL that already ends in /v1; never send /v1/v1/messages.
         let base = settings.base_url.as_deref().map(|b| b.trim().trim_end_matches('/')).filter(|b| !b.is_empty());
         let path = if base.is_some_and(|b| b.ends_with("/v1")) { "messages" } else { PATH };
@@ -54,10 +54,9 @@ impl LlmClient for Anthropic {
     fn complete<'a>(&'a self, system: &'a str, messages: &'a [Message]) -> BoxFuture<'a, Result<Reply, LlmError>> {
         Box::pin(async move {
             let body = request_body(&self.model, self.max_tokens, system, messages);
-            let body = serde_json::to_vec(&body)
-                .map_err(|e| self.http.bad_response(format!("cannot encode the request: {e}")))?;
+            let body = serde_json::to_vec(&body).map_err(|e| self.http.bad_response(UnusableReply::Encode(e)))?;
             let reply = self.http.post(&self.headers, Bytes::from(body)).await?;
-            let parsed = parse_reply(&reply).map_err(|message| self.http.bad_response(message))?;
+            let parsed = parse_reply(&reply).map_err(|problem| self.http.bad_response(problem))?;
             if parsed.stop_reason.as_deref() == Some("max_tokens") {
                 tracing::warn!(model = %self.model, max_tokens = self.max_tokens, "the LLM reply was cut off at max_tokens");
             }
@@ -87,14 +86,14 @@ struct Parsed {
     stop_reason: Option<String>,
 }
 
-fn parse_reply(body: &[u8]) -> Result<Parsed, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON ({e})"))?;
+fn parse_reply(body: &[u8]) -> Result<Parsed, UnusableReply> {
+    let value: Value = serde_json::from_slice(body).map_err(UnusableReply::NotJson)?;
     if value.get("type").and_then(Value::as_str) == Some("error") {
         let message = value.pointer("/error/message").and_then(Value::as_str).unwrap_or("no message");
-        return Err(format!("the API reported an error: {message}"));
+        return Err(UnusableReply::Reported(message.to_string()));
     }
     let Some(content) = value.get("content").and_then(Value::as_array) else {
-        return Err("the body has no \"content\" array; is base_url an Anthropic Messages API?".into());
+        return Err(UnusableReply::NoContent);
     };
     let text: String = content
         .iter()
@@ -134,23 +133,28 @@ mod tests {
         let ok = br#"{"content":[{"type":"text","text":"a"},{"type":"tool_use","id":"x"},{"type":"text","text":"b"}],
             "stop_reason":"max_tokens","usage":{"input_tokens":3,"output_tokens":4,"cache_read_input_tokens":10}}"#;
         assert_eq!(
-            parse_reply(ok),
-            Ok(Parsed {
+            parse_reply(ok).unwrap(),
+            Parsed {
                 text: "ab".into(),
                 usage: Usage { input_tokens: 13, output_tokens: 4, requests: 1 },
                 stop_reason: Some("max_tokens".into())
-            })
+            }
         );
-        assert_eq!(parse_reply(br#"{"content":[]}"#).map(|p| p.usage.input_tokens), Ok(0));
-        let cases: [(&[u8], &str); 4] = [
-            (b"<html>", "not JSON"),
-            (br#"{"choices":[]}"#, "no \"content\" array"),
-            (br#"{"content":"text"}"#, "no \"content\" array"),
-            (br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#, "Overloaded"),
+        assert_eq!(parse_reply(br#"{"content":[]}"#).unwrap().usage.input_tokens, 0);
+        // Operators read these in failed generations, so they are pinned word for word.
+        let no_content = r#"the body has no "content" array; is base_url an Anthropic Messages API?"#;
+        let cases: [(&[u8], &str); 5] = [
+            (b"<html>", "the body is not JSON (expected value at line 1 column 1)"),
+            (br#"{"choices":[]}"#, no_content),
+            (br#"{"content":"text"}"#, no_content),
+            (
+                br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                "the API reported an error: Overloaded",
+            ),
+            (br#"{"type":"error"}"#, "the API reported an error: no message"),
         ];
         for (body, expected) in cases {
-            let error = parse_reply(body).unwrap_err();
-            assert!(error.contains(expected), "{error}");
+            assert_eq!(parse_reply(body).unwrap_err().to_string(), expected);
         }
     }
 }

@@ -84,8 +84,32 @@ pub enum LlmError {
     Timeout { endpoint: String, after: Duration },
     #[error("cannot reach {endpoint}: {message}")]
     Transport { endpoint: String, message: String },
-    #[error("{endpoint} sent an unusable reply: {message}")]
-    BadResponse { endpoint: String, message: String },
+    #[error("{endpoint} sent an unusable reply: {problem}")]
+    BadResponse { endpoint: String, problem: UnusableReply },
+}
+
+/// What was wrong with a reply (or with the request that would have been sent), in words that
+/// tell an operator whether `base_url` points at the right kind of API.
+#[derive(Debug, thiserror::Error)]
+pub enum UnusableReply {
+    #[error("cannot encode the request: {0}")]
+    Encode(serde_json::Error),
+    #[error("the reply is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("the body is not JSON ({0})")]
+    NotJson(serde_json::Error),
+    /// The API's own error message, as it sent it.
+    #[error("the API reported an error: {0}")]
+    Reported(String),
+    #[error("the body has no \"content\" array; is base_url an Anthropic Messages API?")]
+    NoContent,
+    #[error("the body has no \"choices\"; is base_url an OpenAI-compatible /v1 endpoint?")]
+    NoChoices,
+    /// The model's refusal, as it sent it.
+    #[error("the model refused: {0}")]
+    Refused(String),
+    #[error("choices[0].message.content is missing")]
+    NoMessageContent,
 }
 
 impl LlmError {

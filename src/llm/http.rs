@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderValue};
 
-use super::chat::LlmError;
+use super::chat::{LlmError, UnusableReply};
 use super::settings::LlmSettings;
 use crate::config::Provider;
 
@@ -21,26 +21,50 @@ const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// ... and quoted in error messages up to this many characters.
 const MAX_ERROR_BODY_CHARS: usize = 2_000;
 
+/// Why [`build_client`](super::build_client) could not build a client from the settings.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("the {provider} LLM needs a model name")]
+    NoModel { provider: Provider },
+    #[error("the LLM's max_tokens must be at least 1")]
+    NoMaxTokens,
+    #[error("the LLM's timeout must be longer than zero")]
+    NoTimeout,
+    #[error("the {provider} base_url {base:?} is not a valid URL: {cause}")]
+    BaseUrlInvalid { provider: Provider, base: String, cause: url::ParseError },
+    #[error("the {provider} base_url {base:?} must be an http:// or https:// URL")]
+    BaseUrlNotHttp { provider: Provider, base: String },
+    #[error("the {provider} base_url {base:?} must not have a query or fragment")]
+    BaseUrlQueryOrFragment { provider: Provider, base: String },
+    /// `what` names the secret, such as "Anthropic API key".
+    #[error("the {what} contains characters that cannot be sent in an HTTP header")]
+    SecretNotHeaderSafe { what: &'static str },
+    #[error("cannot build the HTTP client for the LLM: {}", crate::error_chain(.0))]
+    HttpClient(reqwest::Error),
+}
+
 /// The base URL with `path` appended, without doubling slashes. Refuses anything but an
 /// absolute http(s) URL without a query, since the path is appended to it verbatim.
-pub fn endpoint_url(provider: Provider, base_url: Option<&str>, path: &str) -> Result<url::Url, String> {
+pub fn endpoint_url(provider: Provider, base_url: Option<&str>, path: &str) -> Result<url::Url, SetupError> {
     let base = base_url.map(str::trim).filter(|b| !b.is_empty()).unwrap_or(provider.default_base_url());
     let joined = format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'));
-    let url =
-        url::Url::parse(&joined).map_err(|e| format!("the {provider} base_url {base:?} is not a valid URL: {e}"))?;
+    let url = url::Url::parse(&joined).map_err(|cause| SetupError::BaseUrlInvalid {
+        provider,
+        base: base.to_string(),
+        cause,
+    })?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
-        return Err(format!("the {provider} base_url {base:?} must be an http:// or https:// URL"));
+        return Err(SetupError::BaseUrlNotHttp { provider, base: base.to_string() });
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!("the {provider} base_url {base:?} must not have a query or fragment"));
+        return Err(SetupError::BaseUrlQueryOrFragment { provider, base: base.to_string() });
     }
     Ok(url)
 }
 
-/// `value` as a header value the client never prints.
-pub fn secret_header(value: &str, what: &str) -> Result<HeaderValue, String> {
-    let mut header = HeaderValue::from_str(value)
-        .map_err(|_| format!("the {what} contains characters that cannot be sent in an HTTP header"))?;
+/// `value` as a header value the client never prints; `what` names it in the error.
+pub fn secret_header(value: &str, what: &'static str) -> Result<HeaderValue, SetupError> {
+    let mut header = HeaderValue::from_str(value).map_err(|_| SetupError::SecretNotHeaderSafe { what })?;
     header.set_sensitive(true);
     Ok(header)
 }
@@ -58,14 +82,14 @@ pub struct Http {
 }
 
 impl Http {
-    pub fn new(settings: &LlmSettings, url: url::Url) -> Result<Http, String> {
+    pub fn new(settings: &LlmSettings, url: url::Url) -> Result<Http, SetupError> {
         let client = reqwest::Client::builder()
             .user_agent(concat!("mcpbootd/", env!("CARGO_PKG_VERSION")))
             // The per-attempt deadline is enforced around the whole exchange in `attempt`;
             // a short connect timeout only makes an unreachable host fail (and retry) sooner.
             .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
             .build()
-            .map_err(|e| format!("cannot build the HTTP client for the LLM: {}", crate::error_chain(&e)))?;
+            .map_err(SetupError::HttpClient)?;
         let mut shown = url.clone();
         let _ = shown.set_password(None);
         let _ = shown.set_username("");
@@ -80,8 +104,8 @@ impl Http {
         })
     }
 
-    pub fn bad_response(&self, message: impl Into<String>) -> LlmError {
-        LlmError::BadResponse { endpoint: self.endpoint.clone(), message: message.into() }
+    pub fn bad_response(&self, problem: UnusableReply) -> LlmError {
+        LlmError::BadResponse { endpoint: self.endpoint.clone(), problem }
     }
 
     /// POSTs `body` (JSON) with retries and returns the successful reply's body.
@@ -133,7 +157,7 @@ impl Http {
             if status.is_success() {
                 return read_capped(&mut response, MAX_REPLY_BYTES, false).await.map_err(|e| match e {
                     ReadError::TooLarge => {
-                        (self.bad_response(format!("the reply is larger than {MAX_REPLY_BYTES} bytes")), None)
+                        (self.bad_response(UnusableReply::TooLarge { limit: MAX_REPLY_BYTES }), None)
                     }
                     ReadError::Transport(e) => (self.transport(e), None),
                 });

@@ -17,8 +17,8 @@ use futures_util::future::BoxFuture;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::chat::{LlmClient, LlmError, Message, Reply, Usage};
-use super::http::{Http, endpoint_url, secret_header};
+use super::chat::{LlmClient, LlmError, Message, Reply, UnusableReply, Usage};
+use super::http::{Http, SetupError, endpoint_url, secret_header};
 use super::settings::LlmSettings;
 use crate::config::Provider;
 
@@ -33,7 +33,7 @@ pub(super) struct OpenAi {
 }
 
 impl OpenAi {
-    pub(super) fn new(settings: LlmSettings) -> Result<OpenAi, String> {
+    pub(super) fn new(settings: LlmSettings) -> Result<OpenAi, SetupError> {
         let url = endpoint_url(Provider::OpenAi, settings.base_url.as_deref(), PATH)?;
         let mut headers = HeaderMap::new();
         if !settings.api_key.is_empty() {
@@ -51,8 +51,7 @@ impl OpenAi {
 
     async fn send(&self, system: &str, messages: &[Message], completion_field: bool) -> Result<Bytes, LlmError> {
         let body = request_body(&self.model, self.max_tokens, completion_field, system, messages);
-        let body =
-            serde_json::to_vec(&body).map_err(|e| self.http.bad_response(format!("cannot encode the request: {e}")))?;
+        let body = serde_json::to_vec(&body).map_err(|e| self.http.bad_response(UnusableReply::Encode(e)))?;
         self.http.post(&self.headers, Bytes::from(body)).await
     }
 }
@@ -75,7 +74,7 @@ impl LlmClient for OpenAi {
                 }
                 other => other?,
             };
-            let parsed = parse_reply(&reply).map_err(|message| self.http.bad_response(message))?;
+            let parsed = parse_reply(&reply).map_err(|problem| self.http.bad_response(problem))?;
             if parsed.finish_reason.as_deref() == Some("length") {
                 tracing::warn!(model = %self.model, max_tokens = self.max_tokens, "the LLM reply was cut off at max_tokens");
             }
@@ -101,16 +100,16 @@ struct Parsed {
     finish_reason: Option<String>,
 }
 
-fn parse_reply(body: &[u8]) -> Result<Parsed, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON ({e})"))?;
+fn parse_reply(body: &[u8]) -> Result<Parsed, UnusableReply> {
+    let value: Value = serde_json::from_slice(body).map_err(UnusableReply::NotJson)?;
     // Some compatible servers report errors with status 200.
     if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
         let message =
             error.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| error.to_string());
-        return Err(format!("the API reported an error: {message}"));
+        return Err(UnusableReply::Reported(message));
     }
     let Some(choice) = value.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
-        return Err("the body has no \"choices\"; is base_url an OpenAI-compatible /v1 endpoint?".into());
+        return Err(UnusableReply::NoChoices);
     };
     let message = choice.get("message");
     let text = match message.and_then(|m| m.get("content")) {
@@ -119,9 +118,9 @@ fn parse_reply(body: &[u8]) -> Result<Parsed, String> {
         Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
         _ => {
             if let Some(refusal) = message.and_then(|m| m.get("refusal")).and_then(Value::as_str) {
-                return Err(format!("the model refused: {refusal}"));
+                return Err(UnusableReply::Refused(refusal.to_string()));
             }
-            return Err("choices[0].message.content is missing".into());
+            return Err(UnusableReply::NoMessageContent);
         }
     };
     let tokens = |key: &str| value.get("usage").and_then(|u| u.get(key)).and_then(Value::as_u64).unwrap_or(0);
@@ -153,25 +152,27 @@ mod tests {
         let ok = br#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],
             "usage":{"prompt_tokens":2,"completion_tokens":9,"total_tokens":11}}"#;
         assert_eq!(
-            parse_reply(ok),
-            Ok(Parsed {
+            parse_reply(ok).unwrap(),
+            Parsed {
                 text: "hi".into(),
                 usage: Usage { input_tokens: 2, output_tokens: 9, requests: 1 },
                 finish_reason: Some("length".into())
-            })
+            }
         );
         let parts = br#"{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}]}"#;
-        assert_eq!(parse_reply(parts).map(|p| p.text), Ok("ab".into()));
-        let cases: [(&[u8], &str); 5] = [
-            (b"not json", "not JSON"),
-            (br#"{"content":[]}"#, "no \"choices\""),
-            (br#"{"choices":[]}"#, "no \"choices\""),
-            (br#"{"choices":[{"message":{"content":null,"refusal":"no can do"}}]}"#, "refused: no can do"),
-            (br#"{"error":{"message":"model not found"}}"#, "model not found"),
+        assert_eq!(parse_reply(parts).unwrap().text, "ab");
+        // Operators read these in failed generations, so they are pinned word for word.
+        let cases: [(&[u8], &str); 7] = [
+            (b"not json", "the body is not JSON (expected ident at line 1 column 2)"),
+            (br#"{"content":[]}"#, r#"the body has no "choices"; is base_url an OpenAI-compatible /v1 endpoint?"#),
+            (br#"{"choices":[]}"#, r#"the body has no "choices"; is base_url an OpenAI-compatible /v1 endpoint?"#),
+            (br#"{"choices":[{"message":{"content":null,"refusal":"no can do"}}]}"#, "the model refused: no can do"),
+            (br#"{"choices":[{"message":{}}]}"#, "choices[0].message.content is missing"),
+            (br#"{"error":{"message":"model not found"}}"#, "the API reported an error: model not found"),
+            (br#"{"error":{"code":7}}"#, r#"the API reported an error: {"code":7}"#),
         ];
         for (body, expected) in cases {
-            let error = parse_reply(body).unwrap_err();
-            assert!(error.contains(expected), "{error}");
+            assert_eq!(parse_reply(body).unwrap_err().to_string(), expected);
         }
     }
 }

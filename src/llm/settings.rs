@@ -42,12 +42,13 @@ impl fmt::Debug for LlmSettings {
 }
 
 impl LlmSettings {
-    /// Settings from the `[llm]` section; `Ok(None)` when no provider is configured (prompt
-    /// registrations are then refused, toolsets keep working).
-    pub fn from_config(config: &crate::config::LlmConfig) -> Result<Option<LlmSettings>, String> {
-        let Some(provider) = config.provider else { return Ok(None) };
+    /// Settings from the `[llm]` section; `None` when no provider is configured (prompt
+    /// registrations are then refused, toolsets keep working). The section was checked when the
+    /// configuration loaded; what it cannot check is [`build_client`](super::build_client)'s.
+    pub fn from_config(config: &crate::config::LlmConfig) -> Option<LlmSettings> {
+        let provider = config.provider?;
         let base_url = config.base_url.trim();
-        Ok(Some(LlmSettings {
+        Some(LlmSettings {
             provider,
             model: config.model.trim().to_string(),
             base_url: (!base_url.is_empty()).then(|| base_url.to_string()),
@@ -56,6 +57,6 @@ impl LlmSettings {
             timeout: Duration::from_millis(config.timeout_ms),
             max_retries: config.max_retries,
             retry_base: DEFAULT_RETRY_BASE,
-        }))
+        })
     }
 }

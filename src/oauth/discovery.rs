@@ -59,7 +59,7 @@ pub async fn discover(http: &reqwest::Client, issuer: &str) -> Result<IssuerMeta
 pub fn metadata_urls(issuer: &str) -> Result<[String; 2], OAuthError> {
     let invalid = |reason: &str| OAuthError::InvalidIssuer { issuer: issuer.to_string(), reason: reason.into() };
     let url = Url::parse(issuer).map_err(|error| invalid(&format!("not a URL: {error}")))?;
-    check_secure(&url).map_err(|reason| invalid(&reason))?;
+    check_secure(&url).map_err(|reason| invalid(&reason.to_string()))?;
     // RFC 8414 §2: the issuer has no query or fragment components.
     if url.query().is_some() || url.fragment().is_some() {
         return Err(invalid("an issuer has no query or fragment"));
@@ -77,19 +77,30 @@ pub fn metadata_urls(issuer: &str) -> Result<[String; 2], OAuthError> {
 
 /// Metadata and keys decide which tokens are trusted, so they come over TLS, except from this
 /// machine (local issuers in development and tests).
-pub fn check_secure(url: &Url) -> Result<(), String> {
+pub fn check_secure(url: &Url) -> Result<(), InsecureUrl> {
     let loopback = match url.host() {
         Some(Host::Ipv4(ip)) => ip.is_loopback(),
         Some(Host::Ipv6(ip)) => ip.is_loopback(),
         Some(Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        None => return Err("the URL has no host".into()),
+        None => return Err(InsecureUrl::NoHost),
     };
     match url.scheme() {
         "https" => Ok(()),
         "http" if loopback => Ok(()),
-        "http" => Err("plain http is only accepted for loopback hosts; use https".into()),
-        other => Err(format!("unsupported scheme {other:?}; use https")),
+        "http" => Err(InsecureUrl::PlainHttp),
+        other => Err(InsecureUrl::Scheme { scheme: other.to_string() }),
     }
+}
+
+/// Why [`check_secure`] refused a URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InsecureUrl {
+    #[error("the URL has no host")]
+    NoHost,
+    #[error("plain http is only accepted for loopback hosts; use https")]
+    PlainHttp,
+    #[error("unsupported scheme {scheme:?}; use https")]
+    Scheme { scheme: String },
 }
 
 async fn fetch_metadata(http: &reqwest::Client, issuer: &str, url: &str) -> Result<IssuerMetadata, OAuthError> {

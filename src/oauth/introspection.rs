@@ -144,7 +144,10 @@ async fn introspect(
 ) -> Result<Answer, Refusal> {
     let unavailable = |message: String| Refusal::IssuerUnavailable(format!("POST {endpoint}: {message}"));
     // The token and our client secret go there: https only (http on loopback), like the JWKS.
-    let secure = url::Url::parse(endpoint).map_err(|error| error.to_string()).and_then(|url| check_secure(&url));
+    let secure = match url::Url::parse(endpoint) {
+        Ok(url) => check_secure(&url).map_err(|error| error.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
     if let Err(reason) = secure {
         return Err(unavailable(format!("the introspection endpoint is not usable: {reason}")));
     }

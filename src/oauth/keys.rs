@@ -216,7 +216,7 @@ async fn fetch_set(http: &reqwest::Client, jwks_uri: &str) -> Result<KeySet, OAu
                 }
                 set.keys.push(key);
             }
-            Err(reason) => tracing::debug!(jwks_uri, position, reason, "skipping a key of the issuer's JWKS"),
+            Err(reason) => tracing::debug!(jwks_uri, position, %reason, "skipping a key of the issuer's JWKS"),
         }
     }
     if set.keys.is_empty() {
@@ -225,26 +225,49 @@ async fn fetch_set(http: &reqwest::Client, jwks_uri: &str) -> Result<KeySet, OAu
     Ok(set)
 }
 
-fn parse_key(value: serde_json::Value) -> Result<Key, String> {
-    let raw: RawKey = serde_json::from_value(value).map_err(|error| format!("not a JWK: {error}"))?;
+/// Why one key of a JWKS is skipped.
+#[derive(Debug, thiserror::Error)]
+enum UnusableKey {
+    #[error("not a JWK: {0}")]
+    NotJwk(serde_json::Error),
+    #[error("use is {}, not \"sig\"", quoted(.use_))]
+    NotForSignatures { use_: String },
+    #[error("key_ops does not include \"verify\"")]
+    NotForVerifying,
+    #[error("alg {} is not an accepted signature algorithm", quoted(.alg))]
+    Algorithm { alg: String },
+    #[error("{kty} key without {member}")]
+    MissingMember { kty: String, member: &'static str },
+    #[error("unsupported key type {} (crv {crv:?})", quoted(.kty))]
+    UnsupportedType { kty: String, crv: Option<String> },
+    #[error("invalid {kty} key: {cause}")]
+    Invalid { kty: String, cause: jsonwebtoken::errors::Error },
+    #[error("a {kind:?} key cannot verify {alg:?}")]
+    AlgorithmMismatch { kind: KeyKind, alg: Algorithm },
+}
+
+fn parse_key(value: serde_json::Value) -> Result<Key, UnusableKey> {
+    let raw: RawKey = serde_json::from_value(value).map_err(UnusableKey::NotJwk)?;
     if let Some(use_) = raw.use_.as_deref()
         && use_ != "sig"
     {
-        return Err(format!("use is {}, not \"sig\"", quoted(use_)));
+        return Err(UnusableKey::NotForSignatures { use_: use_.to_string() });
     }
     if let Some(ops) = &raw.key_ops
         && !ops.iter().any(|op| op == "verify")
     {
-        return Err("key_ops does not include \"verify\"".into());
+        return Err(UnusableKey::NotForVerifying);
     }
     let alg = match raw.alg.as_deref() {
         None => None,
         Some(name) => match name.parse::<Algorithm>() {
             Ok(alg) if is_asymmetric(alg) => Some(alg),
-            _ => return Err(format!("alg {} is not an accepted signature algorithm", quoted(name))),
+            _ => return Err(UnusableKey::Algorithm { alg: name.to_string() }),
         },
     };
-    let member = |value: Option<String>, name: &str| value.ok_or_else(|| format!("{} key without {name}", raw.kty));
+    let member = |value: Option<String>, member: &'static str| {
+        value.ok_or_else(|| UnusableKey::MissingMember { kty: raw.kty.clone(), member })
+    };
     let (kind, decoding) = match (raw.kty.as_str(), raw.crv.as_deref()) {
         ("RSA", _) => {
             let (n, e) = (member(raw.n, "n")?, member(raw.e, "e")?);
@@ -256,13 +279,15 @@ fn parse_key(value: serde_json::Value) -> Result<Key, String> {
             (kind, DecodingKey::from_ec_components(&x, &y))
         }
         ("OKP", Some("Ed25519")) => (KeyKind::Ed25519, DecodingKey::from_ed_components(&member(raw.x, "x")?)),
-        (kty, crv) => return Err(format!("unsupported key type {} (crv {crv:?})", quoted(kty))),
+        (kty, crv) => {
+            return Err(UnusableKey::UnsupportedType { kty: kty.to_string(), crv: crv.map(str::to_string) });
+        }
     };
-    let decoding = decoding.map_err(|error| format!("invalid {} key: {error}", raw.kty))?;
+    let decoding = decoding.map_err(|cause| UnusableKey::Invalid { kty: raw.kty.clone(), cause })?;
     if let Some(alg) = alg
         && !kind.fits(alg)
     {
-        return Err(format!("a {kind:?} key cannot verify {alg:?}"));
+        return Err(UnusableKey::AlgorithmMismatch { kind, alg });
     }
     Ok(Key { kid: raw.kid, kind, alg, decoding })
 }

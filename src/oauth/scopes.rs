@@ -6,19 +6,28 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 /// Scopes are RFC 6749 §3.3 scope-tokens: printable ASCII without space, `"` or `\`.
-pub fn check_scope(scope: &str) -> Result<(), String> {
+pub fn check_scope(scope: &str) -> Result<(), InvalidScope> {
     if scope.is_empty() {
-        return Err("a scope cannot be empty".into());
+        return Err(InvalidScope::Empty);
     }
     if scope.len() > MAX_SCOPE_BYTES {
-        return Err(format!("a scope has at most {MAX_SCOPE_BYTES} characters"));
+        return Err(InvalidScope::TooLong);
     }
     match scope.chars().find(|&c| !matches!(c, '\x21' | '\x23'..='\x5b' | '\x5d'..='\x7e')) {
-        Some(c) => Err(format!(
-            "{c:?} cannot be part of a scope (RFC 6749 §3.3: printable ASCII without space, '\"' or '\\\\')"
-        )),
+        Some(c) => Err(InvalidScope::Character(c)),
         None => Ok(()),
     }
+}
+
+/// Why [`check_scope`] refused a scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidScope {
+    #[error("a scope cannot be empty")]
+    Empty,
+    #[error("a scope has at most {MAX_SCOPE_BYTES} characters")]
+    TooLong,
+    #[error("{0:?} cannot be part of a scope (RFC 6749 §3.3: printable ASCII without space, '\"' or '\\\\')")]
+    Character(char),
 }
 
 /// Longer scopes are a mistake, not a scope.
@@ -170,5 +179,18 @@ mod tests {
         for bad in ["", "two words", "quote\"", "back\\slash", "naïve", &"x".repeat(129)] {
             assert!(check_scope(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Operators read these messages at start-up and admin API clients at registration, so they
+    /// are pinned word for word.
+    #[test]
+    fn scope_refusals_read_as_before() {
+        let refusal = |scope: &str| check_scope(scope).unwrap_err().to_string();
+        assert_eq!(refusal(""), "a scope cannot be empty");
+        assert_eq!(refusal(&"x".repeat(129)), "a scope has at most 128 characters");
+        assert_eq!(
+            refusal("two words"),
+            r#"' ' cannot be part of a scope (RFC 6749 §3.3: printable ASCII without space, '"' or '\\')"#
+        );
     }
 }

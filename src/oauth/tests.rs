@@ -664,6 +664,18 @@ fn metadata_locations() {
     }
 }
 
+/// Operators read these reasons in start-up and refusal messages, so they are pinned word for word.
+#[test]
+fn insecure_urls_are_refused_as_before() {
+    let refusal = |url: &str| super::discovery::check_secure(&url::Url::parse(url).unwrap()).unwrap_err().to_string();
+    assert_eq!(refusal("http://auth.example/"), "plain http is only accepted for loopback hosts; use https");
+    assert_eq!(refusal("ftp://auth.example/"), r#"unsupported scheme "ftp"; use https"#);
+    assert_eq!(refusal("data:text/plain,x"), "the URL has no host");
+    for fine in ["https://auth.example/", "http://127.0.0.1:9/", "http://[::1]/", "http://LOCALHOST/"] {
+        assert!(super::discovery::check_secure(&url::Url::parse(fine).unwrap()).is_ok(), "{fine}");
+    }
+}
+
 #[test]
 fn refusal_reasons_are_the_listed_labels() {
     let all = [

@@ -140,7 +140,6 @@ fn associated_data(server: &str, name: &str) -> Vec<u8> {
     format!("mcpbootd credential\0{server}\0{name}").into_bytes()
 }
 
-/// `<catalog>.key` beside the catalog file.
 /// A fresh secret for a link or an OAuth `state`: 32 random bytes, base64url without padding.
 pub fn random_token() -> String {
     use base64::Engine as _;
@@ -150,6 +149,7 @@ pub fn random_token() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// `<catalog>.key` beside the catalog file.
 pub fn default_key_file(catalog: &Path) -> PathBuf {
     let mut name = catalog.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "mcpbootd.db".into());
     name.push(".key");

@@ -41,6 +41,7 @@ mod sdk_clients;
 mod search_quality;
 mod shutdown;
 mod tidy;
+mod tidy_errors;
 mod tidy_map;
 mod toolsets;
 mod traces;

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
+pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -16,7 +16,7 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-fn src() -> PathBuf {
+pub fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 

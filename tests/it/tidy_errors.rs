@@ -3,20 +3,7 @@
 //! error's `Display`. Inside one file a helper may still return text that its caller turns into
 //! the typed error (or a log line) before it leaves.
 
-use std::path::{Path, PathBuf};
-
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(rust_files(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") && path.file_name().is_some_and(|n| n != "tests.rs") {
-            files.push(path);
-        }
-    }
-    files
-}
+use crate::tidy::{rust_files, src};
 
 /// The generic arguments of the `Result<…>` starting at `text[start..]` (just after `Result<`),
 /// split at the top level.
@@ -82,9 +69,9 @@ fn string_errors_in(code: &str) -> Vec<String> {
 
 #[test]
 fn no_string_error_crosses_a_module_boundary() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = src();
     let mut offenders = Vec::new();
-    for file in rust_files(&src) {
+    for file in rust_files(&src).into_iter().filter(|file| file.file_name().is_some_and(|n| n != "tests.rs")) {
         let text = std::fs::read_to_string(&file).unwrap();
         // A file's test module is at its end; other `#[cfg(test)]` items (a test-only `impl`)
         // are still read, as is what follows them.

@@ -212,12 +212,17 @@ impl ChildDaemon {
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("the daemon binary starts");
+        // Held before the wait, so a child that never turns ready is killed when the wait fails
+        // rather than left running with the test's output.
+        let child = ChildDaemon { process, address };
         let http = reqwest::Client::new();
-        within(Duration::from_secs(20), "the child daemon turns ready", || async {
+        // Generous: a loaded test machine (the suite runs beside it) can take many seconds to
+        // start a process that builds the WebAssembly engine and opens a PostgreSQL catalog.
+        within(Duration::from_secs(60), "the child daemon turns ready", || async {
             http.get(format!("http://{address}/readyz")).send().await.is_ok_and(|r| r.status() == 200)
         })
         .await;
-        ChildDaemon { process, address }
+        child
     }
 
     fn kill(&mut self) {

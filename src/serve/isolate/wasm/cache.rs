@@ -125,12 +125,42 @@ impl CompileCache {
     }
 }
 
-fn load_entry(dir: &Path, wasmtime: &Wasmtime) -> Result<Option<(Module, Image)>, String> {
+/// Why the cache was not used or not written; logged, never returned: the engine is built as
+/// without a cache.
+#[derive(Debug, thiserror::Error)]
+enum CacheProblem {
+    #[error("cannot read {}: {error}", path.display())]
+    Unreadable { path: PathBuf, error: std::io::Error },
+    #[error("cannot create {}: {error}", path.display())]
+    Uncreatable { path: PathBuf, error: std::io::Error },
+    #[error("cannot write {}: {error}", path.display())]
+    Unwritable { path: PathBuf, error: std::io::Error },
+    #[error("{} is a symbolic link", .0.display())]
+    SymbolicLink(PathBuf),
+    #[error("{} belongs to user {owner}, not to the daemon's user {me}", path.display())]
+    ForeignOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error("{} is writable by other users (mode {mode:o})", path.display())]
+    WritableByOthers { path: PathBuf, mode: u32 },
+    #[error("{} is not a cache index ({error})", path.display())]
+    NotAnIndex { path: PathBuf, error: serde_json::Error },
+    #[error("{} does not match its index (damaged or partly written)", .0.display())]
+    Damaged(PathBuf),
+    #[error("Wasmtime refused {}: {error}", path.display())]
+    Refused { path: PathBuf, error: wasmtime::Error },
+    #[error("cannot serialise the compiled module: {0}")]
+    Unserialisable(wasmtime::Error),
+    #[error("cannot encode the cache index: {0}")]
+    Unencodable(serde_json::Error),
+    #[error("cannot find this program: {0}")]
+    NoExecutable(std::io::Error),
+}
+
+fn load_entry(dir: &Path, wasmtime: &Wasmtime) -> Result<Option<(Module, Image)>, CacheProblem> {
     check_private(dir)?;
     let index_path = dir.join(INDEX_FILE);
     check_private(&index_path)?;
     let index: Index = serde_json::from_slice(&read(&index_path)?)
-        .map_err(|e| format!("{} is not a cache index ({e})", index_path.display()))?;
+        .map_err(|error| CacheProblem::NotAnIndex { path: index_path.clone(), error })?;
     if index.key != build_key()? {
         // Another build wrote it; this start replaces it.
         return Ok(None);
@@ -139,26 +169,26 @@ fn load_entry(dir: &Path, wasmtime: &Wasmtime) -> Result<Option<(Module, Image)>
     check_private(&module_path)?;
     let bytes = read(&module_path)?;
     if hex::encode(Sha256::digest(&bytes)) != index.module_sha256 {
-        return Err(format!("{} does not match its index (damaged or partly written)", module_path.display()));
+        return Err(CacheProblem::Damaged(module_path));
     }
     // SAFETY: the bytes are what `Module::serialize` wrote for this executable (the key and the
     // digest say so), in a directory only the daemon's user can write; Wasmtime checks that its
     // version and configuration match before using them.
     let module = unsafe { Module::deserialize(wasmtime, &bytes) }
-        .map_err(|e| format!("Wasmtime refused {}: {e}", module_path.display()))?;
+        .map_err(|error| CacheProblem::Refused { path: module_path, error })?;
     Ok(Some((module, index.image)))
 }
 
-fn store_entry(dir: &Path, module: &Module, image: &Image) -> Result<(), String> {
+fn store_entry(dir: &Path, module: &Module, image: &Image) -> Result<(), CacheProblem> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        .map_err(|error| CacheProblem::Uncreatable { path: dir.to_path_buf(), error })?;
     check_private(dir)?;
-    let bytes = module.serialize().map_err(|e| format!("cannot serialise the compiled module: {e}"))?;
+    let bytes = module.serialize().map_err(CacheProblem::Unserialisable)?;
     let index = Index { key: build_key()?, module_sha256: hex::encode(Sha256::digest(&bytes)), image: image.clone() };
-    let index = serde_json::to_vec_pretty(&index).map_err(|e| format!("cannot encode the cache index: {e}"))?;
+    let index = serde_json::to_vec_pretty(&index).map_err(CacheProblem::Unencodable)?;
     // The module first, the index last: a reader finds either the old index (whose digest the new
     // module fails, so it rebuilds) or the new one with its module in place.
     write_atomically(&dir.join(MODULE_FILE), &bytes)?;
@@ -166,9 +196,9 @@ fn store_entry(dir: &Path, module: &Module, image: &Image) -> Result<(), String>
 }
 
 /// What identifies the executable that built an entry.
-fn build_key() -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let meta = std::fs::metadata(&exe).map_err(|e| format!("cannot read {}: {e}", exe.display()))?;
+fn build_key() -> Result<String, CacheProblem> {
+    let exe = std::env::current_exe().map_err(CacheProblem::NoExecutable)?;
+    let meta = std::fs::metadata(&exe).map_err(|error| CacheProblem::Unreadable { path: exe.clone(), error })?;
     Ok(format!(
         "{} {} {} {}.{:09}",
         env!("CARGO_PKG_VERSION"),
@@ -180,30 +210,31 @@ fn build_key() -> Result<String, String> {
 }
 
 /// Refuses a path another user owns or may write.
-fn check_private(path: &Path) -> Result<(), String> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+fn check_private(path: &Path) -> Result<(), CacheProblem> {
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|error| CacheProblem::Unreadable { path: path.to_path_buf(), error })?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     if meta.file_type().is_symlink() {
-        return Err(format!("{} is a symbolic link", path.display()));
+        return Err(CacheProblem::SymbolicLink(path.to_path_buf()));
     }
     if meta.uid() != me {
-        return Err(format!("{} belongs to user {}, not to the daemon's user {me}", path.display(), meta.uid()));
+        return Err(CacheProblem::ForeignOwner { path: path.to_path_buf(), owner: meta.uid(), me });
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(format!("{} is writable by other users (mode {:o})", path.display(), meta.mode() & 0o777));
+        return Err(CacheProblem::WritableByOthers { path: path.to_path_buf(), mode: meta.mode() & 0o777 });
     }
     Ok(())
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn read(path: &Path) -> Result<Vec<u8>, CacheProblem> {
+    std::fs::read(path).map_err(|error| CacheProblem::Unreadable { path: path.to_path_buf(), error })
 }
 
 /// Writes `bytes` to a temporary file beside `path` (named after it and this process, so two
 /// daemons sharing the directory never write the same one) and renames it over `path`, so a
 /// reader never sees half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CacheProblem> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temporary = path.with_file_name(format!("{name}.tmp-{}", std::process::id()));
     let written = (|| {
@@ -213,8 +244,36 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         file.sync_all()?;
         std::fs::rename(&temporary, path)
     })();
-    written.map_err(|e| {
+    written.map_err(|error| {
         let _ = std::fs::remove_file(&temporary);
-        format!("cannot write {}: {e}", path.display())
+        CacheProblem::Unwritable { path: path.to_path_buf(), error }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    /// The warnings say which file and what is wrong with it, as they did when they were text.
+    #[test]
+    fn an_exposed_or_linked_entry_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let exposed = dir.path().join("exposed");
+        std::fs::write(&exposed, b"x").unwrap();
+        std::fs::set_permissions(&exposed, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(
+            check_private(&exposed).unwrap_err().to_string(),
+            format!("{} is writable by other users (mode 666)", exposed.display())
+        );
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&exposed, &link).unwrap();
+        assert_eq!(check_private(&link).unwrap_err().to_string(), format!("{} is a symbolic link", link.display()));
+        let missing = dir.path().join("missing");
+        assert_eq!(
+            check_private(&missing).unwrap_err().to_string(),
+            format!("cannot read {}: No such file or directory (os error 2)", missing.display())
+        );
+    }
 }

@@ -636,6 +636,86 @@ mod tests {
         assert_eq!(Toolset::new(specs).unwrap().tools().len(), 2);
     }
 
+    /// Each refusal reads as it did when the checks returned text, behind the field it names.
+    #[test]
+    fn refusals_are_worded_for_their_field() {
+        let refusal = |tools: Value| Toolset::new(serde_json::from_value(tools).unwrap()).unwrap_err().to_string();
+        let with = |extra: Value| {
+            let mut tool = tool("a");
+            tool.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            json!([tool])
+        };
+        let cases = [
+            (json!([]), "tools: must contain at least one tool".to_string()),
+            (json!([tool("a"), tool("a")]), r#"tools[1].name: duplicate tool name "a""#.to_string()),
+            (
+                json!([tool("Bad")]),
+                r#"tools[0].name: tool name "Bad" is invalid: use 1-64 characters from a-z, 0-9 and '_', starting with a letter"#
+                    .to_string(),
+            ),
+            (
+                with(json!({"description": " "})),
+                "tools[0].description: must not be empty; MCP hosts show it to the model".to_string(),
+            ),
+            (
+                with(json!({"description": "d".repeat(MAX_DESCRIPTION_CHARS + 1)})),
+                format!("tools[0].description: is longer than {MAX_DESCRIPTION_CHARS} characters"),
+            ),
+            (with(json!({"description": "a\0"})), format!("tools[0].description: {NUL_REFUSED}")),
+            (with(json!({"handler": " "})), "tools[0].handler: must not be empty".to_string()),
+            (
+                with(json!({"handler": "x".repeat(MAX_HANDLER_BYTES + 1)})),
+                format!("tools[0].handler: is larger than {MAX_HANDLER_BYTES} bytes"),
+            ),
+            (
+                with(json!({"handler": "return '\0';"})),
+                "tools[0].handler: contains a NUL character, which the catalog cannot store; in a string literal \
+                 write it as the escape \\0 or \\u0000 instead"
+                    .to_string(),
+            ),
+            (
+                with(json!({"title": " "})),
+                "tools[0].title: must not be empty; leave it out to show the name".to_string(),
+            ),
+            (
+                with(json!({"title": "t".repeat(MAX_TITLE_CHARS + 1)})),
+                format!("tools[0].title: is longer than {MAX_TITLE_CHARS} characters"),
+            ),
+            (
+                with(json!({"input_schema": {"type": "string"}})),
+                r#"tools[0].input_schema: must have "type": "object" (tool arguments are an object), found "string""#
+                    .to_string(),
+            ),
+            (
+                with(json!({"input_schema": {}})),
+                r#"tools[0].input_schema: must have "type": "object" (tool arguments are an object)"#.to_string(),
+            ),
+            (
+                with(json!({"output_schema": {"type": "array"}})),
+                r#"tools[0].output_schema: must have "type": "object" (tool results are an object), found "array""#
+                    .to_string(),
+            ),
+            (
+                with(json!({"annotations": {"readOnlyHint": 1}})),
+                "tools[0].annotations: readOnlyHint must be true or false".to_string(),
+            ),
+            (
+                with(json!({"annotations": {"title": 1}})),
+                "tools[0].annotations: title must be a string".to_string(),
+            ),
+            (
+                with(json!({"annotations": {"readOnly": true}})),
+                r#"tools[0].annotations: unknown annotation "readOnly"; use title, readOnlyHint, destructiveHint, idempotentHint or openWorldHint"#
+                    .to_string(),
+            ),
+        ];
+        for (tools, expected) in cases {
+            assert_eq!(refusal(tools), expected);
+        }
+        let invalid = refusal(with(json!({"input_schema": {"type": "object", "properties": 3}})));
+        assert!(invalid.starts_with("tools[0].input_schema: is not a valid JSON Schema at /properties: "), "{invalid}");
+    }
+
     #[test]
     fn patterns_run_on_a_linear_time_engine() {
         let schema = |pattern: &str| {

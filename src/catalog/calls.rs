@@ -798,22 +798,11 @@ mod tests {
     /// A catalog of each backend (SQLite in `dir`, a fresh PostgreSQL database unless PostgreSQL
     /// tests are skipped), each holding `servers`: the tests below run on both.
     async fn catalogs_with_servers(dir: &std::path::Path, servers: &[&str]) -> Vec<Catalog> {
-        let mut catalogs = vec![catalog_with_servers(dir, servers).await];
-        if let Some(url) = crate::catalog::db::postgres_support::fresh_database().await {
-            let location = crate::config::CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
-            let catalog = Catalog::open(&location, crate::catalog::db::Replica::single(), &crate::tasks::Tasks::new())
-                .await
-                .unwrap();
-            add_servers(&catalog, servers).await;
-            catalogs.push(catalog);
+        let catalogs = crate::catalog::db::catalogs_of_each_backend(&dir.join("c.db")).await;
+        for catalog in &catalogs {
+            add_servers(catalog, servers).await;
         }
         catalogs
-    }
-
-    async fn catalog_with_servers(dir: &std::path::Path, servers: &[&str]) -> Catalog {
-        let catalog = Catalog::open_file(&dir.join("c.db")).await.unwrap();
-        add_servers(&catalog, servers).await;
-        catalog
     }
 
     async fn add_servers(catalog: &Catalog, servers: &[&str]) {

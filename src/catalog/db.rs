@@ -366,6 +366,19 @@ fn unwritable(path: &Path, error: std::io::Error) -> anyhow::Error {
 #[path = "../../tests/support/postgres.rs"]
 pub mod postgres_support;
 
+/// A catalog of each backend, for tests that run on both: SQLite at `sqlite_file`, and a fresh
+/// PostgreSQL database unless PostgreSQL tests are skipped.
+#[cfg(test)]
+pub async fn catalogs_of_each_backend(sqlite_file: &Path) -> Vec<Catalog> {
+    let mut catalogs = vec![Catalog::open_file(sqlite_file).await.expect("the SQLite catalog opens")];
+    if let Some(url) = postgres_support::fresh_database().await {
+        let location = CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
+        let catalog = Catalog::open(&location, Replica::single(), &crate::tasks::Tasks::new()).await;
+        catalogs.push(catalog.expect("the PostgreSQL catalog opens"));
+    }
+    catalogs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Characters of an operation's title (else description) kept as its summary.
-pub const SUMMARY_CHARS: usize = 160;
+const SUMMARY_CHARS: usize = 160;
 /// Operations written per statement: eight values each stays far below both engines' limits
 /// on bound values.
 const ROWS_PER_INSERT: usize = 200;

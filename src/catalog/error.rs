@@ -42,6 +42,13 @@ impl From<sqlx::Error> for CatalogError {
     }
 }
 
+/// A stored server id that is not a valid one: the catalog's data, not the caller, is wrong.
+impl From<crate::toolset::InvalidServerId> for CatalogError {
+    fn from(error: crate::toolset::InvalidServerId) -> CatalogError {
+        CatalogError::Corrupt(error.to_string())
+    }
+}
+
 impl CatalogError {
     /// This error once more, for each of the writes that shared a failed transaction (a batch).
     pub(crate) fn shared(&self) -> CatalogError {

@@ -819,20 +819,13 @@ struct CachedRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::CatalogLocation;
 
     /// Flags are integers on SQLite and `BOOLEAN` on PostgreSQL; nullable ones stay `None`
     /// until set. Each reads back as it was written, through every row that carries one.
     #[tokio::test]
     async fn flags_and_json_columns_read_back_on_both_backends() {
         let dir = tempfile::tempdir().unwrap();
-        let mut catalogs = vec![Catalog::open_file(&dir.path().join("catalog.db")).await.unwrap()];
-        if let Some(url) = crate::catalog::db::postgres_support::fresh_database().await {
-            let location = CatalogLocation::Postgres { url, password_file: None, max_connections: 4 };
-            let replica = crate::catalog::db::Replica::single();
-            catalogs.push(Catalog::open(&location, replica, &crate::tasks::Tasks::new()).await.unwrap());
-        }
-        for catalog in catalogs {
+        for catalog in crate::catalog::db::catalogs_of_each_backend(&dir.path().join("catalog.db")).await {
             let backend = catalog.backend();
             let (held, open) = (ServerId::parse("held").unwrap(), ServerId::parse("open").unwrap());
             let allow_domains = ["docs.example.com".to_string()];

@@ -148,7 +148,7 @@ impl Catalog {
         .await?;
         let claimed = ClaimedGeneration {
             generation_id,
-            server: ServerId::parse(&row.server_id).map_err(|e| CatalogError::Corrupt(e.to_string()))?,
+            server: ServerId::parse(&row.server_id)?,
             kind: row.kind,
             prompt: row.prompt.unwrap_or_default(),
             allow_domains: from_json(&row.allow_domains)?,

@@ -287,7 +287,7 @@ impl Catalog {
 
 /// The rest of a server's admin view, read in the caller's snapshot so the rows agree.
 async fn server_from_row(snapshot: &mut sqlx::AnyConnection, row: ServerRow) -> Result<ServerRecord, CatalogError> {
-    let id = ServerId::parse(&row.id).map_err(|e| CatalogError::Corrupt(e.to_string()))?;
+    let id = ServerId::parse(&row.id)?;
     let generation_id = row.active_generation_id;
     let generation = match generation_id {
         Some(generation_id) => Some(present(Catalog::generation(snapshot, generation_id).await?)?),
@@ -353,7 +353,7 @@ impl TryFrom<SummaryRow> for ServerSummary {
 
     fn try_from(row: SummaryRow) -> Result<ServerSummary, CatalogError> {
         Ok(ServerSummary {
-            id: ServerId::parse(&row.id).map_err(|e| CatalogError::Corrupt(e.to_string()))?,
+            id: ServerId::parse(&row.id)?,
             name: row.name,
             kind: row.kind,
             status: row.status,
@@ -407,7 +407,7 @@ impl TryFrom<MountRow> for MountRecord {
 
     fn try_from(row: MountRow) -> Result<MountRecord, CatalogError> {
         Ok(MountRecord {
-            id: ServerId::parse(&row.id).map_err(|e| CatalogError::Corrupt(e.to_string()))?,
+            id: ServerId::parse(&row.id)?,
             name: row.name,
             generation_id: row.active_generation_id,
             access_token_sha256: row.access_token_sha256,

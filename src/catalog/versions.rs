@@ -595,7 +595,7 @@ impl TryFrom<DriftSubjectRow> for DriftSubject {
 
     fn try_from(row: DriftSubjectRow) -> Result<DriftSubject, CatalogError> {
         Ok(DriftSubject {
-            id: ServerId::parse(&row.id).map_err(|e| CatalogError::Corrupt(e.to_string()))?,
+            id: ServerId::parse(&row.id)?,
             kind: row.kind,
             prompt: row.prompt,
             allow_domains: from_json(&row.allow_domains)?,

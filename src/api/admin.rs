@@ -10,7 +10,9 @@ use serde_json::json;
 use crate::access_token;
 use crate::api::door::check_auth;
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{ServerIdPath, ServerItemPath, llm_not_configured, not_found, optional_body, served};
+use crate::api::extract::{
+    ServerIdPath, ServerItemPath, find_server, llm_not_configured, not_found, optional_body, served,
+};
 use crate::api::model::{
     AccessTokenRequest, AccessTokenSet, AuthSet, AuthView, CallList, CallRequest, CallResult, CallsQuery, ErrorBody,
     GenerationStarted, RegenerateRequest, ServerList, ServerSummary, ServerView, ToolHealthView, ToolsetRegistration,
@@ -518,8 +520,4 @@ pub async fn export_server(
         auth: record.auth,
         code_mode: record.code_mode,
     }))
-}
-
-async fn find_server(state: &AppState, id: &ServerId) -> Result<ServerRecord, ApiError> {
-    state.catalog.get_server(id).await?.ok_or_else(|| not_found(id))
 }

@@ -8,7 +8,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{ServerIdPath, ServerItemPath, not_found};
+use crate::api::extract::{ServerIdPath, ServerItemPath, find_server, not_found};
 use crate::api::model::{ConnectionList, ConnectionView, CredentialList, CredentialRequest, CredentialView, ErrorBody};
 use crate::api::state::AppState;
 use crate::catalog::{NewCredential, PutCredential};
@@ -45,7 +45,7 @@ pub async fn put_credential(
     body: Result<Json<CredentialRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<CredentialView>), ApiError> {
     let Json(body) = body?;
-    let record = state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))?;
+    let record = find_server(&state, &id).await?;
     let whitelist = match &record.generation {
         Some(generation) => generation.whitelist.clone(),
         None => Whitelist::from_operator_domains(&record.allow_domains).map_err(invalid)?,

@@ -80,6 +80,11 @@ pub(crate) fn not_found(id: &ServerId) -> ApiError {
     ApiError::new(ErrorCode::ServerNotFound, format!("no server {id:?}; GET /admin/servers lists them"))
 }
 
+/// The server's catalog record, or the 404 that says how to find its id.
+pub(crate) async fn find_server(state: &AppState, id: &ServerId) -> Result<crate::catalog::ServerRecord, ApiError> {
+    state.catalog.get_server(id).await?.ok_or_else(|| not_found(id))
+}
+
 /// Why a server with no version to serve cannot be called, and what makes it servable.
 pub(crate) fn not_served(id: &ServerId, status: Status) -> String {
     match status {

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::extract::{ServerIdPath, not_found};
+use crate::api::extract::{ServerIdPath, find_server, not_found};
 use crate::api::model::{ErrorBody, LimitsView};
 use crate::api::state::AppState;
 use crate::serve::quota::EffectiveLimits;
@@ -29,7 +29,7 @@ pub async fn get_limits(
     State(state): State<AppState>,
     ServerIdPath(id): ServerIdPath,
 ) -> Result<Json<LimitsView>, ApiError> {
-    let record = state.catalog.get_server(&id).await?.ok_or_else(|| not_found(&id))?;
+    let record = find_server(&state, &id).await?;
     Ok(Json(view(&state, &id, record.limits.unwrap_or_default())))
 }
 

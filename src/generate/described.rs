@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use super::generator::Inner;
 use super::job::Job;
 use super::openapi::select::{self, Choice};
-use super::openapi::{self, Derived, Spec};
+use super::openapi::{self, Derived, Spec, SpecError};
 use super::self_test::SelfTestOutcome;
 use super::stage::{StageClock, StageError, add_usage};
 use crate::catalog::{DiscoveryRecord, FinishedGeneration, NewDocument, OperationRecord, ToolExtras};
@@ -112,11 +112,12 @@ impl Inner {
     ) -> Option<Described> {
         for document in documents.iter().filter(|d| openapi::looks_like_spec(&d.text)) {
             let read = match self.fetch_description(&document.final_url).await {
-                Ok((text, url, _)) => match openapi::document::read(text).await.map(Spec::from_value) {
-                    Ok(Ok(spec)) => return Some(Described { spec, url: Some(url) }),
-                    Ok(Err(error)) => error.to_string(),
-                    Err(error) => error.to_string(),
-                },
+                Ok((text, url, _)) => {
+                    match openapi::document::read(text).await.map_err(SpecError::from).and_then(Spec::from_value) {
+                        Ok(spec) => return Some(Described { spec, url: Some(url) }),
+                        Err(error) => error.to_string(),
+                    }
+                }
                 Err(error) => error.to_string(),
             };
             finished.warnings.push(format!(
@@ -183,10 +184,10 @@ impl Inner {
         settings: &OpenApiSettings,
         finished: &mut FinishedGeneration,
     ) -> Result<Described, StageError> {
-        let fail = |message: &dyn std::fmt::Display| StageError::new(Stage::Fetching, message);
+        let fail = |message: String| StageError::new(Stage::Fetching, message);
         let (text, url, bytes) = match (&settings.url, &settings.sha256) {
             (Some(url), _) => {
-                let (text, final_url, bytes) = self.fetch_description(url).await.map_err(|e| fail(&e))?;
+                let (text, final_url, bytes) = self.fetch_description(url).await.map_err(|e| fail(e.to_string()))?;
                 (text, Some(final_url), bytes)
             }
             (None, Some(sha256)) => {
@@ -195,12 +196,12 @@ impl Inner {
                     .document_text(sha256)
                     .await
                     .map_err(|e| StageError::internal(Stage::Fetching, e))?
-                    .ok_or_else(|| fail(&"the inline API description is no longer in the catalog"))?;
+                    .ok_or_else(|| fail("the inline API description is no longer in the catalog".into()))?;
                 let bytes = text.len();
                 (text, None, bytes)
             }
             (None, None) => {
-                return Err(fail(&"the server has no API description (neither a URL nor an inline one)"));
+                return Err(fail("the server has no API description (neither a URL nor an inline one)".into()));
             }
         };
         let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
@@ -222,11 +223,11 @@ impl Inner {
             .await
             .map_err(|e| StageError::internal(Stage::Fetching, e))?;
         finished.content_hash = Some(sha256);
-        let mut root = openapi::document::read(text).await.map_err(|e| fail(&format!("{shown_url}: {e}")))?;
+        let mut root = openapi::document::read(text).await.map_err(|e| fail(format!("{shown_url}: {e}")))?;
         if let Some(source) = &url {
             finished.warnings.extend(self.inline_external_refs(job, &mut root, source).await);
         }
-        let spec = Spec::from_value(root).map_err(|e| fail(&format!("{shown_url}: {e}")))?;
+        let spec = Spec::from_value(root).map_err(|e| fail(format!("{shown_url}: {e}")))?;
         Ok(Described { spec, url })
     }
 
@@ -332,7 +333,7 @@ impl Inner {
 
 /// Why an API description could not be fetched.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum DescriptionFetchError {
+enum DescriptionFetchError {
     #[error("the API description URL {url:?} is not a URL: {cause}")]
     NotAUrl { url: String, cause: url::ParseError },
     #[error("the API description at {target} could not be fetched: {cause}")]

@@ -226,7 +226,7 @@ fn merge_any_of(map: &mut Map<String, Value>, branches: Value) {
     }
 }
 
-/// A file argument's schema (see `openapi::file_schema`), which the trimming leaves whole.
+/// A file argument's schema (see `body::file_schema`), which the trimming leaves whole.
 fn is_file_argument(schema: &Map<String, Value>) -> bool {
     schema.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key("content_base64"))
 }

@@ -108,7 +108,7 @@ impl Provider {
     "[llm] provider = {name:?} is not supported: use \"anthropic\" or \"openai\" (OpenAI-compatible servers such as Ollama or vLLM use \"openai\" with a base_url)"
 )]
 pub struct UnknownProvider {
-    pub name: String,
+    name: String,
 }
 
 impl std::str::FromStr for Provider {

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Deserialize;
 
 /// Token-supplied strings quoted in refusal messages are cut to this many characters.
-pub const MAX_QUOTED_CHARS: usize = 120;
+const MAX_QUOTED_CHARS: usize = 120;
 
 /// A token-supplied string as it appears in a message: escaped and bounded, since it is
 /// attacker-controlled and ends up in logs.

@@ -5,10 +5,11 @@
 //! gives one operation's input and output schemas (and its TypeScript declaration, for code
 //! mode), and `call_operation` calls any operation by its id. Every operation's tool and the
 //! search index were derived with the version and are stored with it, one row per operation
-//! (`catalog::discovery`). They are read as they are needed and kept with the mount: the index
-//! with each operation's name, request and summary on the first search (once even under
-//! concurrent first uses), one operation's tool when it is described or first called. A large
-//! API's schemas and handlers are thus read only for the operations in use.
+//! (`catalog::discovery`). They are read as they are needed: the index with each operation's
+//! name, request and summary on the first search, and kept with the mount (read once even under
+//! concurrent first uses); one operation's row each time it is described (one keyed read), and
+//! on its first call, after which its callable tool is kept. A large API's schemas and handlers
+//! are thus read only for the operations in use.
 //!
 //! `call_operation` runs the operation as the tool it would be if it were listed: the same
 //! argument checks against its input schema, the same handler, credentials and read-only

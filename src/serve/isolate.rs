@@ -135,9 +135,9 @@ pub use invocation::{
 pub use pool::{IsolatePool, OVERRUN_GRACE, PoolError, PoolSettings, PoolStats};
 pub use wasm::{CacheUse, CompileCache, EngineUnavailable, WasmEngine};
 
-/// Largest handler source accepted by [`check_handler`] (and by the engine at run time): the
-/// toolset limit, so a handler that registered always runs.
-pub use crate::toolset::MAX_HANDLER_BYTES;
+// The largest handler source accepted by `check_handler` (and by the engine at run time) is the
+// toolset limit, so a handler that registered always runs.
+use crate::toolset::MAX_HANDLER_BYTES;
 
 /// Compile-only check used at registration time.
 ///

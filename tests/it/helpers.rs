@@ -511,7 +511,7 @@ pub use daemon::start_on;
 /// read-only), `send_echo` (POST) and `replace_echo` (PUT). Registered with `"discovery": true`
 /// and `[generation] max_tools = 4` it lists one of them and reaches the others through
 /// `call_operation`.
-pub fn items_api(app: &TestApp) -> Value {
+fn items_api(app: &TestApp) -> Value {
     let echo = |operation: &str, summary: &str| {
         json!({
             "operationId": operation, "summary": summary,

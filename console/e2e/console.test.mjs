@@ -202,9 +202,18 @@ async function registerPrompt(t) {
   await page.waitForURL((url) => url.hash.startsWith(`#/servers/${GENERATED}/progress/`));
   await page.getByRole("heading", { level: 1, name: /^Generation of / }).waitFor();
 
-  // Mid-way: a running stage is current (the test's LLM holds the planner for a moment).
+  // Mid-way: a running stage is current (the test's LLM holds the planner for a moment). The job
+  // first waits for a worker to claim it, which on a loaded machine can outlast the page's first
+  // draw, so `pending` may be current before that.
   const current = page.locator('ol.stepper li.step[aria-current="step"]');
-  await current.waitFor();
+  await page.waitForFunction(
+    () => {
+      const stage = document.querySelector('ol.stepper li.step[aria-current="step"]')?.dataset.stage;
+      return stage !== undefined && stage !== "pending";
+    },
+    null,
+    { timeout: GENERATION_TIMEOUT_MS },
+  );
   const stage = await current.getAttribute("data-stage");
   t.check(RUNNING_STAGES.includes(stage), `a running stage is current mid-way, not ${stage}`);
   t.check(await current.evaluate((li) => li.classList.contains("step-current")), "the current stage is drawn as current");
